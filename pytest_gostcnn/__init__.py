@@ -1,0 +1,41 @@
+"""pytest-gostcnn: conformance and benchmark suite for GOST R 57700.36-2021.
+
+The small Python API (see README, "Python API")::
+
+    from pytest_gostcnn import load_network, draw_weights, draw_input, draw_out_residual
+    from pytest_gostcnn import executor, inference_macs, training_macs
+    from pytest_gostcnn.reference import ReferenceKernels
+"""
+
+from pathlib import Path
+
+from . import executor
+from .complexity import inference_macs, training_macs
+from .data import draw_input, draw_out_residual, draw_weights
+from .layers import LAYER_TYPES, Layer, LayerShapeError, make_layer
+from .network import Network, TableError, load_network, load_networks, load_table
+
+# In a source checkout reference/ and backends/ sit beside this package, at the repository
+# root (README, "Layout"); an installed copy holds them inside it. Let the checkout import
+# them as pytest_gostcnn.reference / pytest_gostcnn.backends either way.
+_checkout = Path(__file__).resolve().parent.parent
+if not (Path(__file__).parent / "reference").is_dir() and (_checkout / "reference").is_dir():
+    __path__.append(str(_checkout))
+
+__all__ = [
+    "LAYER_TYPES",
+    "Layer",
+    "LayerShapeError",
+    "Network",
+    "TableError",
+    "draw_input",
+    "draw_out_residual",
+    "draw_weights",
+    "executor",
+    "inference_macs",
+    "load_network",
+    "load_networks",
+    "load_table",
+    "make_layer",
+    "training_macs",
+]

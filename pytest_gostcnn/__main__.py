@@ -1,0 +1,115 @@
+"""Command line: check network tables, print the project's Table 1, time the reference.
+
+python -m pytest_gostcnn tables [--tables DIR]
+python -m pytest_gostcnn reference [--tables DIR] [--networks R,Sh] [--batch 2] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from . import executor
+from .complexity import inference_macs, training_macs
+from .data import draw_input, draw_out_residual, draw_weights
+from .network import CYRILLIC, Network, TableError, load_networks, network_key
+
+MAX_BATCH = 1024  # SPEC §7: B is an integer from 1 to 1024
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        networks = load_networks(args.tables)
+        if args.command == "reference":
+            networks = _select(networks, args.networks)
+    except (TableError, KeyError) as exc:
+        print(f"error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    if args.command == "tables":
+        print(table_1(list(networks.values())))
+    else:
+        for network in networks.values():
+            print(_reference_run(network, args.batch, args.seed), flush=True)
+    return 0
+
+
+def table_1(networks: list[Network]) -> str:
+    """The project's Table 1: billions of MACs per image, with each table's provenance."""
+    lines = [
+        f"{'network':<8} {'layers':>6} {'inference':>10} {'training':>10}  provenance, name",
+        f"{'':<8} {'':>6} {'GMAC/img':>10} {'GMAC/img':>10}",
+    ]
+    for n in networks:
+        inference, training = inference_macs(n) / 1e9, training_macs(n) / 1e9
+        lines.append(
+            f"{n.letter} ({n.latin})".ljust(8)
+            + f" {len(n.layers):>6} {inference:>10.4f} {training:>10.4f}  {n.provenance}, {n.name}"
+        )
+    return "\n".join(lines)
+
+
+def _reference_run(network: Network, batch: int, seed: int) -> str:
+    from .reference import ReferenceKernels
+
+    rng = np.random.default_rng(seed)
+    weights = draw_weights(network, rng)
+    image = draw_input(network, batch, rng)
+    out_residual = draw_out_residual(network, batch, rng)
+    start = time.perf_counter()
+    result = executor.train(network, ReferenceKernels(), weights, image, out_residual)
+    seconds = time.perf_counter() - start
+    return (
+        f"{network.letter} ({network.latin}): one float64 training iteration at B={batch} "
+        f"in {seconds:.2f} s; max |output| {np.abs(result.output).max():.3g}, "
+        f"max |input residual| {np.abs(result.input_residual).max():.3g}"
+    )
+
+
+def _select(networks: dict[str, Network], spec: str | None) -> dict[str, Network]:
+    if not spec:
+        return networks
+    chosen = {}
+    for key in (part.strip() for part in spec.split(",") if part.strip()):
+        latin = network_key(key)
+        if latin not in networks:
+            raise KeyError(f"network {latin} ({CYRILLIC[latin]}) has no table in this directory")
+        chosen[latin] = networks[latin]
+    return chosen
+
+
+def _batch(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"batch {text!r} is not an integer") from None
+    if not 1 <= value <= MAX_BATCH:
+        raise argparse.ArgumentTypeError(f"batch {value} is outside 1..{MAX_BATCH} (SPEC §7)")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_gostcnn",
+        description="GOST R 57700.36-2021 network tables and float64 reference.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    tables = sub.add_parser("tables", help="check the network tables and print Table 1 (MACs)")
+    reference = sub.add_parser(
+        "reference", help="run one training iteration per network through the float64 reference"
+    )
+    for command in (tables, reference):
+        command.add_argument(
+            "--tables", metavar="DIR", help="directory of network tables (default: shipped ones)"
+        )
+    reference.add_argument("--networks", help="comma-separated letters, Latin or Cyrillic")
+    reference.add_argument("--batch", type=_batch, default=2, help="batch size B (default 2)")
+    reference.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""The float64 reference implementation of the nine typical layers (Appendix A).
+
+One module per layer type, each with ``forward``, ``backward`` and, for the layers with
+weights, ``gradient``; ``update`` is one rule for every weight array. Arrays are
+float64 NumPy in the standard's layout [B][X][Y][L]. ``ReferenceKernels`` hands them to
+the executor (``pytest_gostcnn.executor``), which runs whole networks.
+"""
+
+from types import ModuleType
+
+import numpy as np
+
+from pytest_gostcnn.layers import LAYER_TYPES, Layer
+
+from . import avgpool, concat, conv, depthwise, eltwise, fc, maxpool, relu, shuffle, split
+from .update import update
+
+MODULES: dict[str, ModuleType] = {
+    "conv": conv,
+    "maxpool": maxpool,
+    "avgpool": avgpool,
+    "relu": relu,
+    "concat": concat,
+    "split": split,
+    "depthwise": depthwise,
+    "eltwise": eltwise,
+    "fc": fc,
+    "shuffle": shuffle,
+}
+assert MODULES.keys() == LAYER_TYPES.keys(), "every layer type needs a reference module"
+
+
+class ReferenceKernels:
+    """The layer kernels of the reference implementation, for the executor."""
+
+    name = "reference"
+
+    def asarray(self, a: np.ndarray) -> np.ndarray:
+        return np.asarray(a, dtype=np.float64)
+
+    def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        return MODULES[layer.type.name].forward(layer, inputs, weights)
+
+    def backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        return MODULES[layer.type.name].backward(layer, inputs, outputs, out_residuals, weights)
+
+    def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict:
+        return MODULES[layer.type.name].gradient(layer, inputs, out_residuals)
+
+    def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
+        update(layer, weights, grads, batch)
+
+
+__all__ = ["MODULES", "ReferenceKernels", "update"]

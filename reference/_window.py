@@ -1,0 +1,42 @@
+"""Window arithmetic shared by convolution, depthwise convolution and pooling.
+
+Appendix A visits, for output (x, y) and window offset (rx, ry), the input position
+``(x*S + rx - Px, y*S + ry - Py)`` and skips it when it falls outside the map. Padding the
+map with ``Px``/``Py`` zeros on each side turns that into one strided slice per offset:
+the skipped positions read the zero padding, which adds nothing to a sum. The Python loop
+runs over the Rx*Ry window offsets only, never over pixels or the batch.
+"""
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from pytest_gostcnn.layers import Layer
+
+
+def pad(a: np.ndarray, layer: Layer) -> np.ndarray:
+    """``a`` ([B][X][Y][L]) with Px / Py zero rows and columns on each side."""
+    px, py = layer.params["Px"], layer.params["Py"]
+    return np.pad(a, ((0, 0), (px, px), (py, py), (0, 0)))
+
+
+def crop(padded: np.ndarray, layer: Layer) -> np.ndarray:
+    """The in-bounds part of a padded map: the inverse of ``pad``."""
+    px, py = layer.params["Px"], layer.params["Py"]
+    x, y, _ = layer.in_shapes[0]
+    return padded[:, px : px + x, py : py + y, :]
+
+
+def offsets(layer: Layer) -> Iterator[tuple[int, int, tuple[slice, ...]]]:
+    """Yield ``(rx, ry, index)``; ``padded[index]`` is [B][Xout][Yout][L] at that offset."""
+    p = layer.params
+    s = p["S"]
+    x_out, y_out, _ = layer.out_shapes[0]
+    for rx in range(p["Rx"]):
+        for ry in range(p["Ry"]):
+            index = (
+                slice(None),
+                slice(rx, rx + s * (x_out - 1) + 1, s),
+                slice(ry, ry + s * (y_out - 1) + 1, s),
+            )
+            yield rx, ry, index

@@ -1,0 +1,35 @@
+"""Average pooling (section 6.2, Appendix A).
+
+SPEC §4: the sum over in-bounds positions is divided by Rx*Ry always, so padding
+positions count in the divisor.
+"""
+
+import numpy as np
+
+from pytest_gostcnn.layers import Layer
+
+from ._window import crop, offsets, pad
+
+
+def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:
+    padded = pad(inputs[0], layer)
+    out = np.zeros((padded.shape[0], *layer.out_shapes[0]))
+    for _, _, index in offsets(layer):
+        out += padded[index]
+    return [out / (layer.params["Rx"] * layer.params["Ry"])]
+
+
+def backward(
+    layer: Layer,
+    inputs: list[np.ndarray],
+    outputs: list[np.ndarray],
+    out_residuals: list[np.ndarray],
+    weights: dict[str, np.ndarray],
+) -> list:
+    share = out_residuals[0] / (layer.params["Rx"] * layer.params["Ry"])
+    x, y, channels = layer.in_shapes[0]
+    p = layer.params
+    in_residual = np.zeros((share.shape[0], x + 2 * p["Px"], y + 2 * p["Py"], channels))
+    for _, _, index in offsets(layer):
+        in_residual[index] += share
+    return [crop(in_residual, layer)]

@@ -1,0 +1,49 @@
+"""Depthwise convolution (section 6.6, Appendix A): FILTERS[Rx][Ry][L], BIASES[L].
+
+SPEC §4 gap: Appendix A declares BIASES[F] and reads BIASES[f]; the layer has one bias per
+channel l.
+"""
+
+import numpy as np
+
+from pytest_gostcnn.layers import Layer
+
+from ._window import crop, offsets, pad
+
+
+def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:
+    padded = pad(inputs[0], layer)
+    filters = weights["filters"]
+    out = np.empty((padded.shape[0], *layer.out_shapes[0]))
+    out[...] = weights["biases"]
+    for rx, ry, index in offsets(layer):
+        out += padded[index] * filters[rx, ry]
+    return [out]
+
+
+def backward(
+    layer: Layer,
+    inputs: list[np.ndarray],
+    outputs: list[np.ndarray],
+    out_residuals: list[np.ndarray],
+    weights: dict[str, np.ndarray],
+) -> list:
+    out_residual = out_residuals[0]
+    filters = weights["filters"]
+    x, y, channels = layer.in_shapes[0]
+    p = layer.params
+    in_residual = np.zeros((out_residual.shape[0], x + 2 * p["Px"], y + 2 * p["Py"], channels))
+    for rx, ry, index in offsets(layer):
+        in_residual[index] += out_residual * filters[rx, ry]
+    return [crop(in_residual, layer)]
+
+
+def gradient(
+    layer: Layer, inputs: list[np.ndarray], out_residuals: list[np.ndarray]
+) -> dict[str, np.ndarray]:
+    padded = pad(inputs[0], layer)
+    out_residual = out_residuals[0]
+    filters_grad = np.empty(layer.weight_shapes["filters"])
+    for rx, ry, index in offsets(layer):
+        filters_grad[rx, ry] = (padded[index] * out_residual).sum(axis=(0, 1, 2))
+    return {"filters": filters_grad, "biases": out_residual.sum(axis=(0, 1, 2))}

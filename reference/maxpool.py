@@ -1,0 +1,38 @@
+"""Max pooling (section 6.2, Appendix A).
+
+SPEC §4: a window position outside the map counts as the value 0 (Appendix A sets
+RES=0 there), so padding is 0, not -inf. Backward sends OUT_D to every in-bounds input
+equal to the output (all tied maxima), accumulating over overlapping windows.
+"""
+
+import numpy as np
+
+from pytest_gostcnn.layers import Layer
+
+from ._window import crop, offsets, pad
+
+
+def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:
+    padded = pad(inputs[0], layer)
+    windows = (padded[index] for _, _, index in offsets(layer))
+    out = next(windows).copy()
+    for window in windows:
+        np.maximum(out, window, out=out)
+    return [out]
+
+
+def backward(
+    layer: Layer,
+    inputs: list[np.ndarray],
+    outputs: list[np.ndarray],
+    out_residuals: list[np.ndarray],
+    weights: dict[str, np.ndarray],
+) -> list:
+    padded = pad(inputs[0], layer)
+    out, out_residual = outputs[0], out_residuals[0]
+    in_residual = np.zeros_like(padded)
+    for _, _, index in offsets(layer):
+        # Padding positions equal to the output get a share too, but crop() drops them:
+        # Appendix A gives residual to in-bounds positions only.
+        in_residual[index] += np.where(padded[index] == out, out_residual, 0.0)
+    return [crop(in_residual, layer)]
