@@ -2,7 +2,8 @@
 
 One module per layer type, each with ``forward``, ``backward`` and, for the layers with
 weights, ``gradient``; ``update`` is one rule for every weight array. Arrays are
-float64 NumPy in the standard's layout [B][X][Y][L]. ``ReferenceKernels`` hands them to
+NumPy in the standard's layout [B][X][Y][L]; every kernel computes in the dtype of its
+arguments, and the reference is this code run on float64. ``ReferenceKernels`` hands them to
 the executor (``pytest_gostcnn.executor``), which runs whole networks.
 """
 

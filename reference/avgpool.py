@@ -13,7 +13,7 @@ from ._window import crop, offsets, pad
 
 def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:
     padded = pad(inputs[0], layer)
-    out = np.zeros((padded.shape[0], *layer.out_shapes[0]))
+    out = np.zeros((padded.shape[0], *layer.out_shapes[0]), dtype=padded.dtype)
     for _, _, index in offsets(layer):
         out += padded[index]
     return [out / (layer.params["Rx"] * layer.params["Ry"])]
@@ -29,7 +29,9 @@ def backward(
     share = out_residuals[0] / (layer.params["Rx"] * layer.params["Ry"])
     x, y, channels = layer.in_shapes[0]
     p = layer.params
-    in_residual = np.zeros((share.shape[0], x + 2 * p["Px"], y + 2 * p["Py"], channels))
+    in_residual = np.zeros(
+        (share.shape[0], x + 2 * p["Px"], y + 2 * p["Py"], channels), dtype=share.dtype
+    )
     for _, _, index in offsets(layer):
         in_residual[index] += share
     return [crop(in_residual, layer)]

@@ -10,7 +10,7 @@ from ._window import crop, offsets, pad
 def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:
     padded = pad(inputs[0], layer)
     filters = weights["filters"]
-    out = np.empty((padded.shape[0], *layer.out_shapes[0]))
+    out = np.empty((padded.shape[0], *layer.out_shapes[0]), dtype=padded.dtype)
     out[...] = weights["biases"]
     for rx, ry, index in offsets(layer):
         out += padded[index] @ filters[rx, ry]
@@ -28,7 +28,10 @@ def backward(
     filters = weights["filters"]
     x, y, channels = layer.in_shapes[0]
     p = layer.params
-    in_residual = np.zeros((out_residual.shape[0], x + 2 * p["Px"], y + 2 * p["Py"], channels))
+    in_residual = np.zeros(
+        (out_residual.shape[0], x + 2 * p["Px"], y + 2 * p["Py"], channels),
+        dtype=out_residual.dtype,
+    )
     for rx, ry, index in offsets(layer):
         in_residual[index] += out_residual @ filters[rx, ry].T
     return [crop(in_residual, layer)]
@@ -39,7 +42,7 @@ def gradient(
 ) -> dict[str, np.ndarray]:
     padded = pad(inputs[0], layer)
     out_residual = out_residuals[0]
-    filters_grad = np.empty(layer.weight_shapes["filters"])
+    filters_grad = np.empty(layer.weight_shapes["filters"], dtype=padded.dtype)
     for rx, ry, index in offsets(layer):
         filters_grad[rx, ry] = np.tensordot(
             padded[index], out_residual, axes=([0, 1, 2], [0, 1, 2])
