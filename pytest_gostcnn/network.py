@@ -209,29 +209,34 @@ def _layers(rows: list, input_shape: Shape, source: str) -> tuple[Layer, ...]:
 
 def _layer(row: Mapping, first: bool, input_shape: Shape, earlier: dict[int, Layer]) -> Layer:
     type_name = row.get("type")
-    if type_name not in LAYER_TYPES:
+    if not isinstance(type_name, str) or type_name not in LAYER_TYPES:
         raise TableError(
             f"unknown layer type {type_name!r}; the types are {', '.join(LAYER_TYPES)}"
         )
     layer_type = LAYER_TYPES[type_name]
-    refs = [
-        ref
-        for ref in (
-            _map_ref(row.get(column), column, earlier, row["n"]) for column in ("in1", "in2")
-        )
-        if ref is not None
-    ]
     if first:
-        if refs:
+        # Before _map_ref: on the first row it would reject any name with a vaguer message.
+        if any(row.get(column) not in (None, "-") for column in ("in1", "in2")):
             raise TableError("the first row reads the network input; its in1 and in2 must be '-'")
         refs = [MapRef(0)]
-    elif row.get("in1") in (None, "-") and refs:
-        raise TableError("in1 is empty but in2 is given; fill in1 first")
+    else:
+        refs = [
+            ref
+            for ref in (
+                _map_ref(row.get(column), column, earlier, row["n"]) for column in ("in1", "in2")
+            )
+            if ref is not None
+        ]
+        if row.get("in1") in (None, "-") and refs:
+            raise TableError("in1 is empty but in2 is given; fill in1 first")
     if len(refs) != layer_type.n_inputs:
         raise TableError(
             f"a {type_name} layer takes {layer_type.n_inputs} input(s), the row gives {len(refs)}"
         )
     params = {key: value for key, value in row.items() if key not in ROW_KEYS}
+    odd = [repr(key) for key in params if not isinstance(key, str)]
+    if odd:
+        raise TableError(f"parameter name(s) {', '.join(odd)} must be text such as F or Rx")
     in_shapes = [
         input_shape if ref.layer == 0 else earlier[ref.layer].out_shapes[ref.output] for ref in refs
     ]
