@@ -1,18 +1,383 @@
-"""The pytest plugin (entry point ``pytest11: gostcnn``).
+"""The pytest plugin (entry point ``pytest11: gostcnn``): options, conformance items, summary.
 
-For now it names the network tables in pytest's header; the backend options and the
-conformance and benchmark items build on this module.
+``pytest --gost-backend=NAME`` with no test paths runs the suite in
+``pytest_gostcnn/suite/``; every ``--gost-*`` option is checked here and a bad one ends the
+run with one usage error. The verification itself lives in ``verification.py``.
 """
 
 from __future__ import annotations
 
-from .network import TableError, load_networks
+import math
+import shlex
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from .backend import (
+    INFERENCE_DTYPES,
+    TRAINING_DTYPES,
+    Backend,
+    BackendError,
+    load_backend_class,
+)
+from .layer_cases import LayerCase, layer_cases
+from .network import CYRILLIC, LATIN, Network, TableError, load_networks, network_key
+from .verification import NOT_CORRECT, Verification, layer_steps, verify_layer, verify_network
+
+SUITE = Path(__file__).parent / "suite" / "test_gost.py"
+MODES = ("training", "inference", "both")
+MAX_BATCH = 1024  # SPEC §7: B is an integer from 1 to 1024
+DEFAULTS = {"backend": "numpy", "dtype": "float32", "batch": "2", "mode": "both", "seed": "0"}
 
 
-def pytest_report_header() -> str:
+@dataclass
+class GostSession:
+    """What the options chose, and every verification this session ran."""
+
+    backend_name: str
+    backend: Backend | None
+    unavailable: str | None
+    dtype: str
+    batch: int
+    modes: tuple[str, ...]
+    networks: dict[str, Network]
+    seed: int
+    tables: str | None
+    threshold: float | None
+    networks_option: str | None
+    results: dict[tuple[str, str], Verification] = field(default_factory=dict)
+    layer_results: list[Verification] = field(default_factory=list)
+
+    def options(self, networks: str | None = None, mode: str | None = None) -> list[str]:
+        """The ``--gost-*`` options that reproduce this session (optionally narrowed)."""
+        args = [
+            f"--gost-backend={self.backend_name}",
+            f"--gost-dtype={self.dtype}",
+            f"--gost-batch={self.batch}",
+            f"--gost-seed={self.seed}",
+        ]
+        if self.tables:
+            args.append(f"--gost-tables={self.tables}")
+        if self.threshold is not None:
+            args.append(f"--gost-rmse-threshold={self.threshold}")
+        networks = networks or self.networks_option
+        if networks:
+            args.append(f"--gost-networks={networks}")
+        mode = mode or (self.modes[0] if len(self.modes) == 1 else None)
+        if mode:
+            args.append(f"--gost-mode={mode}")
+        return args
+
+    def rerun(self, keyword: str, networks: str | None = None, mode: str | None = None) -> str:
+        return shlex.join(["pytest", *self.options(networks, mode), "-k", keyword])
+
+
+_SESSION = pytest.StashKey[GostSession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("gostcnn", "GOST R 57700.36-2021 conformance (pytest-gostcnn)")
+    group.addoption(
+        "--gost-backend",
+        metavar="NAME",
+        help="backend to verify: a registered name (numpy, ...) or package.module:Class "
+        "(default numpy). Given without test paths, runs the suite shipped with the plugin.",
+    )
+    group.addoption(
+        "--gost-dtype",
+        metavar="TYPE",
+        help=f"data type: one of {', '.join(INFERENCE_DTYPES)} that the backend declares; "
+        f"training only {', '.join(TRAINING_DTYPES)} (default float32)",
+    )
+    group.addoption(
+        "--gost-batch", metavar="B", help=f"batch size B, 1..{MAX_BATCH} (section 9.8; default 2)"
+    )
+    group.addoption(
+        "--gost-mode", metavar="MODE", help="training, inference or both (default both)"
+    )
+    group.addoption(
+        "--gost-networks",
+        metavar="LIST",
+        help="comma-separated networks by letter (M G V S R Sh, or М Г В С Р Ш) or name "
+        "(default all)",
+    )
+    group.addoption("--gost-seed", metavar="N", help="seed of every random draw (default 0)")
+    group.addoption(
+        "--gost-tables",
+        metavar="DIR",
+        help="directory of network tables (YAML) to use instead of the shipped reconstructions",
+    )
+    group.addoption(
+        "--gost-rmse-threshold",
+        metavar="SHARE",
+        help="override СКОП: the admissible RMSE of every array as a share of the reference "
+        "array's RMS (0 admits only reference-grade results)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
     try:
-        networks = load_networks()
+        session = _session(config)
+    except (BackendError, TableError, ValueError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[_SESSION] = session
+    explicit = config.getoption("gost_backend") is not None
+    if explicit and config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args[:] = [str(SUITE)]
+
+
+def _option(config: pytest.Config, name: str) -> str | None:
+    value = config.getoption(f"gost_{name}")
+    return DEFAULTS.get(name) if value is None else value
+
+
+def _session(config: pytest.Config) -> GostSession:
+    mode = _option(config, "mode")
+    if mode not in MODES:
+        raise ValueError(f"--gost-mode={mode}: choose one of {', '.join(MODES)}")
+    modes = ("training", "inference") if mode == "both" else (mode,)
+    batch = _integer("--gost-batch", _option(config, "batch"), 1, MAX_BATCH)
+    seed = _integer("--gost-seed", _option(config, "seed"), 0, 2**63 - 1)
+    threshold = _threshold(config.getoption("gost_rmse_threshold"))
+    tables = config.getoption("gost_tables")
+    try:
+        all_networks = load_networks(tables)
     except TableError as exc:
-        return f"gostcnn: network tables unusable: {exc}"
-    listed = ", ".join(f"{n.letter} ({n.latin}, {n.provenance})" for n in networks.values())
-    return f"gostcnn: network tables: {listed}"
+        raise TableError(f"--gost-tables: {exc}") from None
+    networks_option = config.getoption("gost_networks")
+    networks = _select(all_networks, networks_option)
+
+    name = _option(config, "backend")
+    cls = load_backend_class(name)
+    dtype = _option(config, "dtype")
+    _check_dtype(cls, name, dtype, modes)
+    unavailable = cls.unavailable_reason()
+    backend = None
+    if unavailable is None:
+        try:
+            backend = cls(dtype)
+        except Exception as exc:
+            raise BackendError(
+                f"backend {name!r} failed to start: {type(exc).__name__}: {exc}"
+            ) from exc
+    return GostSession(
+        backend_name=name,
+        backend=backend,
+        unavailable=unavailable,
+        dtype=dtype,
+        batch=batch,
+        modes=modes,
+        networks=networks,
+        seed=seed,
+        tables=tables,
+        threshold=threshold,
+        networks_option=networks_option,
+    )
+
+
+def _integer(option: str, text: str, low: int, high: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{option}={text}: not an integer") from None
+    if not low <= value <= high:
+        raise ValueError(f"{option}={value}: must be an integer from {low} to {high}")
+    return value
+
+
+def _threshold(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"--gost-rmse-threshold={text}: not a number") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"--gost-rmse-threshold={text}: must be a finite number >= 0")
+    return value
+
+
+def _check_dtype(cls: type[Backend], name: str, dtype: str, modes: tuple[str, ...]) -> None:
+    if dtype not in INFERENCE_DTYPES:
+        raise ValueError(
+            f"--gost-dtype={dtype}: not a data type of the standard "
+            f"(section 11: {', '.join(INFERENCE_DTYPES)})"
+        )
+    for mode, declared, allowed in (
+        ("inference", cls.inference_dtypes, INFERENCE_DTYPES),
+        ("training", cls.training_dtypes, TRAINING_DTYPES),
+    ):
+        if mode not in modes:
+            continue
+        if dtype not in allowed:
+            raise ValueError(
+                f"--gost-dtype={dtype}: the standard allows only {', '.join(allowed)} for "
+                f"{mode}; add --gost-mode=inference"
+            )
+        if dtype not in declared:
+            raise ValueError(
+                f"--gost-dtype={dtype}: backend {name!r} does not declare it for {mode} "
+                f"(it declares {', '.join(declared) or 'none'})"
+            )
+
+
+def _select(networks: dict[str, Network], spec: str | None) -> dict[str, Network]:
+    if not spec:
+        return networks
+    chosen: dict[str, Network] = {}
+    for token in (t.strip() for t in spec.split(",")):
+        if not token:
+            continue
+        try:
+            latin = network_key(token)
+        except KeyError:
+            by_name = [n for n in networks.values() if n.name.lower().startswith(token.lower())]
+            if len(by_name) != 1:
+                known = ", ".join(f"{n.latin} ({n.letter}, {n.name})" for n in networks.values())
+                raise ValueError(
+                    f"--gost-networks: unknown network {token!r}; known: {known}"
+                ) from None
+            latin = by_name[0].latin
+        if latin not in networks:
+            raise ValueError(
+                f"--gost-networks: network {latin} ({CYRILLIC[latin]}) has no table in "
+                "--gost-tables"
+            )
+        chosen[latin] = networks[latin]
+    if not chosen:
+        raise ValueError("--gost-networks: no network named")
+    return {latin: chosen[latin] for latin in LATIN.values() if latin in chosen}
+
+
+def session_of(config: pytest.Config) -> GostSession:
+    return config.stash[_SESSION]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    session = config.stash.get(_SESSION, None)
+    if session is None:
+        return []
+    if session.backend is None:
+        backend = f"{session.backend_name} (unavailable: {session.unavailable})"
+    else:
+        cls = type(session.backend)
+        backend = f"{session.backend_name} {cls.version} on {session.backend.device()}"
+    networks = ", ".join(
+        f"{n.letter} ({n.latin}, {n.provenance})" for n in session.networks.values()
+    )
+    return [
+        f"gostcnn: backend {backend}; dtype {session.dtype}; batch {session.batch}; "
+        f"mode {'+'.join(session.modes)}; seed {session.seed}",
+        f"gostcnn: networks {networks}",
+    ]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    session = metafunc.config.stash.get(_SESSION, None)
+    if session is None:
+        return
+    if "gost_layer_case" in metafunc.fixturenames:
+        steps_for = (
+            (lambda case: ("forward",))
+            if session.modes == ("inference",)
+            else (lambda case: layer_steps(case.layer))
+        )
+        params = [(case, step) for case in layer_cases() for step in steps_for(case)]
+        ids = [f"{c.layer.type.name}-{step}-{c.tag}-{session.dtype}" for c, step in params]
+        metafunc.parametrize("gost_layer_case", params, ids=ids)
+    if "gost_network_case" in metafunc.fixturenames:
+        params = [(latin, mode) for latin in session.networks for mode in session.modes]
+        ids = [f"{latin}-{mode}-B{session.batch}" for latin, mode in params]
+        metafunc.parametrize("gost_network_case", params, ids=ids)
+
+
+@pytest.fixture(scope="session")
+def gost_session(request: pytest.FixtureRequest) -> GostSession:
+    session = session_of(request.config)
+    if session.backend is None:
+        pytest.skip(f"backend {session.backend_name}: {session.unavailable}")
+    return session
+
+
+def case_seed(seed: int, test_id: str) -> int:
+    """The seed of one test's data: the session seed and the test's id, nothing else."""
+    return int(np.random.SeedSequence([seed, zlib.crc32(test_id.encode())]).generate_state(1)[0])
+
+
+def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pytest.Item) -> None:
+    layer_case, step = case
+    test_id = node.callspec.id
+    result = verify_layer(
+        session.backend,
+        layer_case.layer,
+        step,
+        session.batch,
+        case_seed(session.seed, test_id),
+        subject=test_id,
+        threshold=session.threshold,
+        draw_input=layer_case.draw_input,
+    )
+    session.layer_results.append(result)
+    if result.verdict == NOT_CORRECT:
+        _fail(session, result, session.rerun(f"test_layer and {test_id}"))
+
+
+def run_network_case(session: GostSession, case: tuple[str, str], node: pytest.Item) -> None:
+    latin, mode = case
+    result = verify_network(
+        session.backend,
+        session.networks[latin],
+        mode,
+        session.batch,
+        case_seed(session.seed, node.callspec.id),
+        session.threshold,
+    )
+    session.results[(latin, mode)] = result
+    if result.verdict == NOT_CORRECT:
+        _fail(session, result, session.rerun("test_network", networks=latin, mode=mode))
+
+
+def _fail(session: GostSession, result: Verification, command: str) -> None:
+    lines = [f"{result.subject}: {result.verdict}", f"first failure: {result.first_failure}"]
+    failing = [c for c in result.checks if not c.passed]
+    if len(failing) > 1:
+        lines.append(f"{len(failing)} of {len(result.checks)} arrays failed; the worst:")
+        lines += [f"  {c.describe()}" for c in sorted(failing, key=lambda c: -c.ratio)[:5]]
+    lines += [f"seed: --gost-seed={session.seed}", f"rerun: {command}"]
+    pytest.fail("\n".join(lines), pytrace=False)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    session = config.stash.get(_SESSION, None)
+    if session is None or not (session.results or session.layer_results):
+        return
+    write = terminalreporter.write_line
+    terminalreporter.write_sep("=", "GOST R 57700.36-2021, section 8: verification")
+    backend = session.backend
+    write(
+        f"backend {session.backend_name} {type(backend).version} on {backend.device()}; "
+        f"dtype {session.dtype}; batch {session.batch}; seed {session.seed}"
+    )
+    if session.layer_results:
+        failed = [r for r in session.layer_results if r.verdict == NOT_CORRECT]
+        write(
+            f"layers: {len(session.layer_results)} layer steps verified, "
+            f"{len(failed)} not correct"
+            + (": " + ", ".join(r.subject for r in failed) if failed else "")
+        )
+    if session.results:
+        write(f"{'network':<8} {'mode':<10} {'verdict':<16} {'worst СКО/СКОП':>15}  array")
+        for (latin, mode), result in session.results.items():
+            worst = result.worst
+            ratio = "-" if worst is None or math.isinf(worst.ratio) else f"{worst.ratio:.3g}"
+            write(
+                f"{CYRILLIC[latin]} ({latin})".ljust(8)
+                + f" {mode:<10} {result.verdict:<16} {ratio:>15}  {worst.name if worst else '-'}"
+            )
+        for (latin, mode), result in session.results.items():
+            if result.verdict == NOT_CORRECT:
+                write(f"{CYRILLIC[latin]} ({latin}) {mode}: {result.first_failure}")
+                write(f"  rerun: {session.rerun('test_network', networks=latin, mode=mode)}")

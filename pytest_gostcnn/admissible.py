@@ -1,0 +1,323 @@
+"""СКОП, the admissible RMSE of each compared array (section 8, SPEC §6), derived analytically.
+
+The reference runs in float64 with an error model beside it: every array becomes a
+``Bounded`` pair (the float64 value, and the variance an implementation's rounding error in
+the chosen data type may have at each element). Each layer propagates both through the
+same kernels, so the bound follows the network's actual magnitudes, reduction lengths and
+fan-outs; ``docs/verification.md`` derives every term. In short, with ``u`` the unit
+roundoff:
+
+* storing a value ``v`` adds ``(u*v)^2``;
+* a sum of ``n`` products ``w*x`` adds ``n*u_acc^2 * sum (w*x)^2`` (accumulation) and
+  carries ``sum w^2 var(x) + sum x^2 var(w)`` (propagation);
+* ReLU and max pooling are the discrete decisions: where the reference value lies within
+  ``UNCERTAINTY`` standard deviations of the decision (0 for ReLU, the runner-up for max
+  pooling) an implementation may decide the other way, and the whole residual that the
+  decision routes counts as error there.
+
+``admissible_rmse`` turns the variance of an array into its СКОП.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from .layers import Layer
+from .reference import MODULES
+from .reference._window import crop, offsets, pad
+
+# A decision is uncertain when the reference value is within this many standard deviations
+# of the implementation's error from the decision boundary.
+UNCERTAINTY = 4.0
+# СКОП = SAFETY * the RMS of the modelled error: the model is an estimate, not a worst case.
+SAFETY = 2.0
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Rounding of one data type: stored values, extra rounding of factors, accumulator."""
+
+    storage: float
+    multiply: float
+    accumulate: float
+
+
+# Unit roundoffs (half an ulp of 1): float32 2^-24, float16 2^-11, bfloat16 2^-8. TF32 keeps
+# float32 storage and accumulation but rounds each factor of a product to 10 mantissa bits.
+# float16 and bfloat16 accumulate in float32, as every GEMM library does.
+PRECISIONS: dict[str, Precision] = {
+    "float32": Precision(storage=2**-24, multiply=0.0, accumulate=2**-24),
+    "tf32": Precision(storage=2**-24, multiply=2**-11, accumulate=2**-24),
+    "float16": Precision(storage=2**-11, multiply=0.0, accumulate=2**-24),
+    "bfloat16": Precision(storage=2**-8, multiply=0.0, accumulate=2**-24),
+}
+
+
+class Bounded:
+    """A float64 reference array and the variance of an implementation's error per element."""
+
+    __slots__ = ("value", "var", "storage")
+
+    def __init__(self, value: np.ndarray, var: np.ndarray, storage: float) -> None:
+        self.value, self.var, self.storage = value, var, storage
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.shape
+
+    def __add__(self, other: Bounded) -> Bounded:
+        """The sum of two residuals at a fan-out: both errors, and the sum's rounding."""
+        total = self.value + other.value
+        return Bounded(total, self.var + other.var + (self.storage * total) ** 2, self.storage)
+
+
+def admissible_rmse(bounded: Bounded) -> float:
+    """СКОП of one array: ``SAFETY`` times the RMS of its modelled error."""
+    return SAFETY * math.sqrt(float(np.mean(bounded.var)))
+
+
+class ErrorModelKernels:
+    """Executor kernels over ``Bounded`` arrays: the float64 reference plus its error model."""
+
+    def __init__(self, precision: Precision) -> None:
+        self.precision = precision
+
+    def bound(self, host: np.ndarray) -> Bounded:
+        """A float64 array as handed to the implementation: rounded once to the data type."""
+        value = np.asarray(host, dtype=np.float64)
+        return Bounded(value, (self.precision.storage * value) ** 2, self.precision.storage)
+
+    def _stored(self, value: np.ndarray, var: np.ndarray) -> Bounded:
+        """A computed array, stored in the data type: its rounding adds ``(u*v)^2``."""
+        return Bounded(value, var + (self.precision.storage * value) ** 2, self.precision.storage)
+
+    def _sum_of_products(self, length: int) -> float:
+        """Variance one sum of ``length`` products adds, per unit of ``sum (w*x)^2``.
+
+        Each addition rounds the partial sum; with terms of random sign the partial sums
+        walk like ``sqrt(k)`` and the rounding errors add up to about ``length * u^2`` times
+        the sum of squared terms. TF32 also rounds both factors of every product.
+        """
+        p = self.precision
+        return length * p.accumulate**2 + 2 * p.multiply**2
+
+    def _drift(self, length: int, total: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
+        """Variance a sum of ``length`` terms adds when its terms share a sign.
+
+        ``total`` is the sum, ``magnitude`` the sum of the terms' absolute values. Terms of
+        one sign and size (a bias gradient summing one broadcast residual over a map, a
+        pooling sum after ReLU) make partial sums grow in step and their roundings lean
+        the same way: the error approaches ``length * u * |total| / 2``. The factor
+        ``(total / magnitude)^2`` is 1 for such sums and about ``1/length`` for terms of
+        random sign, where ``_sum_of_products`` already holds the rounding.
+        """
+        coherence = np.divide(total, magnitude, out=np.zeros_like(total), where=magnitude > 0)
+        return (length * self.precision.accumulate * total * coherence / 2) ** 2
+
+    # forward -------------------------------------------------------------------------
+    def forward(self, layer: Layer, inputs: list[Bounded], weights: dict[str, Bounded]) -> list:
+        module = MODULES[layer.type.name]
+        kind = layer.type.name
+        values = module.forward(layer, [x.value for x in inputs], _values(weights))
+        if layer.has_weights:
+            # var(sum w*x) = sum w^2 var(x) + sum x^2 (var(w) + c w^2), c from the sum's length.
+            squares = _squares(weights)
+            c = self._sum_of_products(_forward_length(layer))
+            var = module.forward(layer, [inputs[0].var], _no_bias(layer, squares))[0]
+            var += module.forward(
+                layer,
+                [inputs[0].value ** 2],
+                _no_bias(layer, {k: weights[k].var + c * squares[k] for k in squares}),
+            )[0]
+            var += weights["biases"].var
+            return [self._stored(values[0], var)]
+        if kind == "relu":
+            x = inputs[0]
+            passes = (x.value > 0) | _uncertain(x.value, x.var)
+            return [Bounded(values[0], np.where(passes, x.var, 0.0), x.storage)]
+        if kind == "maxpool":
+            # max is 1-Lipschitz: its error is at most the largest error in the window.
+            return [
+                Bounded(values[0], module.forward(layer, [inputs[0].var], {})[0], inputs[0].storage)
+            ]
+        if kind == "avgpool":
+            window = layer.params["Rx"] * layer.params["Ry"]
+            x = inputs[0]
+            c = self._sum_of_products(window)
+            var = module.forward(layer, [x.var + c * x.value**2], {})[0] / window
+            magnitude = module.forward(layer, [np.abs(x.value)], {})[0]
+            return [self._stored(values[0], var + self._drift(window, values[0], magnitude))]
+        if kind == "eltwise":
+            return [self._stored(values[0], inputs[0].var + inputs[1].var)]
+        # concat, split, shuffle move values: the errors move with them.
+        variances = module.forward(layer, [x.var for x in inputs], {})
+        return [
+            Bounded(v, var, inputs[0].storage) for v, var in zip(values, variances, strict=True)
+        ]
+
+    # backward ------------------------------------------------------------------------
+    def backward(
+        self,
+        layer: Layer,
+        inputs: list[Bounded],
+        outputs: list[Bounded],
+        out_residuals: list[Bounded],
+        weights: dict[str, Bounded],
+    ) -> list:
+        module = MODULES[layer.type.name]
+        kind = layer.type.name
+        in_values = [x.value for x in inputs]
+        out_values = [o.value for o in outputs]
+        values = module.backward(
+            layer, in_values, out_values, [r.value for r in out_residuals], _values(weights)
+        )
+        r = out_residuals[0]
+        if layer.has_weights:
+            squares = _squares(weights)
+            c = self._sum_of_products(_backward_length(layer))
+            var = module.backward(layer, in_values, out_values, [r.var], squares)[0]
+            var += module.backward(
+                layer,
+                in_values,
+                out_values,
+                [r.value**2],
+                {k: weights[k].var + c * squares[k] for k in squares},
+            )[0]
+            return [self._stored(values[0], var)]
+        if kind == "relu":
+            x = inputs[0]
+            flipped = _uncertain(x.value, x.var)
+            var = np.where(x.value > 0, r.var, 0.0) + np.where(
+                flipped, (np.abs(r.value) + np.sqrt(r.var)) ** 2, 0.0
+            )
+            return [Bounded(values[0], var, r.storage)]
+        if kind == "maxpool":
+            return [
+                Bounded(
+                    values[0], _maxpool_residual_var(layer, inputs[0], outputs[0], r), r.storage
+                )
+            ]
+        if kind == "avgpool":
+            window = layer.params["Rx"] * layer.params["Ry"]
+            overlap = -(-layer.params["Rx"] // layer.params["S"]) * -(
+                -layer.params["Ry"] // layer.params["S"]
+            )
+            c = self._sum_of_products(overlap + 1)
+            var = module.backward(layer, in_values, out_values, [r.var + c * r.value**2], {})[0]
+            return [self._stored(values[0], var / window)]
+        if kind == "eltwise":
+            return [r, r]
+        variances = module.backward(
+            layer, in_values, out_values, [o.var for o in out_residuals], {}
+        )
+        return [Bounded(v, var, r.storage) for v, var in zip(values, variances, strict=True)]
+
+    # gradient and update -------------------------------------------------------------
+    def gradient(
+        self, layer: Layer, inputs: list[Bounded], out_residuals: list[Bounded]
+    ) -> dict[str, Bounded]:
+        module = MODULES[layer.type.name]
+        x, r = inputs[0], out_residuals[0]
+        values = module.gradient(layer, [x.value], [r.value])
+        length = _gradient_length(layer, r.shape[0])
+        c = self._sum_of_products(length)
+        # Residual errors are not independent across positions: global average pooling
+        # hands one error to every position of its window, and a sum over the positions
+        # adds them coherently. Their term is bounded as if fully correlated:
+        # (sum |x| sd(r))^2 >= var(sum x e_r) whatever the correlation (Cauchy-Schwarz).
+        coherent = module.gradient(layer, [np.abs(x.value)], [np.sqrt(r.var)])
+        from_input = module.gradient(layer, [x.var], [r.value**2])
+        rounding = module.gradient(layer, [x.value**2], [c * r.value**2])
+        magnitude = module.gradient(layer, [np.abs(x.value)], [np.abs(r.value)])
+        out = {}
+        for name, value in values.items():
+            drift = self._drift(length, value, magnitude[name])
+            var = coherent[name] ** 2 + rounding[name] + drift
+            if name != "biases":  # a bias gradient reads no input map
+                var = var + from_input[name]
+            out[name] = self._stored(value, var)
+        return out
+
+    def update(
+        self, layer: Layer, weights: dict[str, Bounded], grads: dict[str, Bounded], batch: int
+    ) -> None:
+        for name, grad in grads.items():
+            w = weights[name]
+            value = w.value + grad.value / batch
+            # Two roundings: the division by B and the addition.
+            var = w.var + grad.var / batch**2 + 2 * (self.precision.storage * value) ** 2
+            weights[name] = Bounded(value, var, w.storage)
+
+
+def _values(weights: Mapping[str, Bounded]) -> dict[str, np.ndarray]:
+    return {name: w.value for name, w in weights.items()}
+
+
+def _squares(weights: Mapping[str, Bounded]) -> dict[str, np.ndarray]:
+    return {name: w.value**2 for name, w in weights.items() if name != "biases"}
+
+
+def _no_bias(layer: Layer, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Weights for a variance pass through a forward kernel: the bias is added separately."""
+    return {**arrays, "biases": np.zeros(layer.weight_shapes["biases"])}
+
+
+def _uncertain(value: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """Where an implementation's value may lie on the other side of 0 from the reference."""
+    return (var > 0) & (np.abs(value) <= UNCERTAINTY * np.sqrt(var))
+
+
+def _forward_length(layer: Layer) -> int:
+    """Products summed into one output, the bias included (SPEC §4)."""
+    p, (x, y, channels) = layer.params, layer.in_shapes[0]
+    if layer.type.name == "fc":
+        return x * y * channels + 1
+    window = p["Rx"] * p["Ry"]
+    return window * (channels if layer.type.name == "conv" else 1) + 1
+
+
+def _backward_length(layer: Layer) -> int:
+    """Products summed into one input residual: overlapping windows times outputs."""
+    p = layer.params
+    if layer.type.name == "fc":
+        return p["F"]
+    overlap = -(-p["Rx"] // p["S"]) * -(-p["Ry"] // p["S"])
+    return overlap * (p["F"] if layer.type.name == "conv" else 1)
+
+
+def _gradient_length(layer: Layer, batch: int) -> int:
+    """Products summed into one weight gradient: every output position of the batch."""
+    if layer.type.name == "fc":
+        return batch
+    x_out, y_out, _ = layer.out_shapes[0]
+    return batch * x_out * y_out
+
+
+def _maxpool_residual_var(layer: Layer, x: Bounded, out: Bounded, r: Bounded) -> np.ndarray:
+    """Max pooling backward: errors of routed residuals, and windows whose choice may differ.
+
+    A window's choice is uncertain when a second position (padding included) is within
+    ``UNCERTAINTY`` deviations of the maximum and one of them carries an error; then every
+    such in-bounds position may receive or lose the window's whole residual.
+    """
+    module = MODULES["maxpool"]
+    routed = module.backward(layer, [x.value], [out.value], [r.var], {})[0]
+    values, variances = pad(x.value, layer), pad(x.var, layer)
+    near, erring = [], np.zeros(out.shape, dtype=bool)
+    count = np.zeros(out.shape, dtype=np.int64)
+    for _, _, index in offsets(layer):
+        spread = variances[index] + out.var
+        close = np.abs(values[index] - out.value) <= UNCERTAINTY * np.sqrt(spread)
+        near.append((index, close))
+        count += close
+        erring |= close & (spread > 0)
+    contested = (count >= 2) & erring
+    share = np.where(contested, (np.abs(r.value) + np.sqrt(r.var)) ** 2, 0.0)
+    moved = np.zeros_like(values)
+    for index, close in near:
+        moved[index] += np.where(close, share, 0.0)
+    return routed + crop(moved, layer)

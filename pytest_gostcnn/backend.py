@@ -1,0 +1,148 @@
+"""The backend contract and how a backend is found (``--gost-backend``).
+
+A backend computes the layers of SPEC §3 on one device in one data type. It subclasses
+``Backend`` and provides the layer kernels of the executor; whole networks then run through
+the shared schedule (``pytest_gostcnn.executor``). A backend that compiles the whole graph
+overrides ``infer`` / ``train`` instead.
+
+Backends register under the entry-point group ``pytest_gostcnn.backends`` (the built-in ones
+too); ``--gost-backend=package.module:Class`` names one that is not registered.
+"""
+
+from __future__ import annotations
+
+import abc
+import importlib
+from importlib.metadata import EntryPoint, entry_points
+
+import numpy as np
+
+from . import executor
+from .layers import Layer
+from .network import Network
+
+ENTRY_POINT_GROUP = "pytest_gostcnn.backends"
+
+# SPEC §8: the data types the standard admits for inference, and for training.
+INFERENCE_DTYPES = ("float32", "float16", "bfloat16", "tf32", "int8", "int16")
+TRAINING_DTYPES = ("float32", "float16")
+
+
+class BackendError(ValueError):
+    """A backend that cannot be found, imported or used; the message says which and why."""
+
+
+class Backend(abc.ABC):
+    """One implementation of the nine layers on one device, in one data type.
+
+    Arrays handed to the kernels are the backend's own (``to_device`` made them), shaped
+    like the standard's arrays: maps [B][X][Y][L], weights as ``Layer.weight_shapes`` says.
+    The verification and the benchmarks only move data with ``to_device`` / ``to_host`` and
+    time with ``synchronize``.
+    """
+
+    #: The name ``--gost-backend`` selects it by, and its version for the report.
+    name: str = ""
+    version: str = ""
+    #: The data types it computes, for inference and for training (subsets of SPEC §8's).
+    inference_dtypes: tuple[str, ...] = ("float32",)
+    training_dtypes: tuple[str, ...] = ("float32",)
+
+    def __init__(self, dtype: str = "float32") -> None:
+        self.dtype = dtype
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """Why this backend cannot run on this machine (e.g. "no CUDA device"), or None."""
+        return None
+
+    @abc.abstractmethod
+    def device(self) -> str:
+        """The computing cell in words, e.g. "CPU: AMD EPYC 7763 (2 cores)"."""
+
+    @abc.abstractmethod
+    def to_device(self, host: np.ndarray):
+        """A device array in this backend's dtype holding ``host`` (a float64 NumPy array)."""
+
+    @abc.abstractmethod
+    def to_host(self, array) -> np.ndarray:
+        """A NumPy array with the values of a device array (in the device's dtype)."""
+
+    def synchronize(self) -> None:
+        """Wait until all queued work is done (closes every timed region).
+
+        A backend whose kernels return only when their work is done needs nothing here.
+        """
+        return None
+
+    # The layer kernels of executor.Kernels.
+    @abc.abstractmethod
+    def forward(self, layer: Layer, inputs: list, weights: dict) -> list: ...
+
+    @abc.abstractmethod
+    def backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list: ...
+
+    @abc.abstractmethod
+    def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict: ...
+
+    @abc.abstractmethod
+    def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None: ...
+
+    # Whole networks: the shared schedule unless a backend overrides these.
+    def load_weights(self, network: Network, host: executor.Weights) -> executor.Weights:
+        return {
+            number: {name: self.to_device(array) for name, array in arrays.items()}
+            for number, arrays in host.items()
+        }
+
+    def infer(self, network: Network, weights: executor.Weights, image):
+        return executor.infer(network, self, weights, image)
+
+    def train(
+        self, network: Network, weights: executor.Weights, image, out_residual
+    ) -> executor.TrainingResult:
+        return executor.train(network, self, weights, image, out_residual)
+
+
+def registered_backends() -> dict[str, EntryPoint]:
+    """The backends registered under the entry-point group, by name."""
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def load_backend_class(name: str) -> type[Backend]:
+    """The backend class for ``--gost-backend=NAME``: a registered name or ``module:Class``."""
+    available = ", ".join(sorted(registered_backends())) or "none"
+    hint = f"available backends: {available}; or name a class as package.module:Class"
+    if ":" in name:
+        module_name, _, attribute = name.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # any import-time failure is the backend's, reported as such
+            raise BackendError(
+                f"backend {name!r}: module {module_name!r} failed to import: "
+                f"{type(exc).__name__}: {exc} ({hint})"
+            ) from exc
+        try:
+            cls = getattr(module, attribute)
+        except AttributeError:
+            raise BackendError(
+                f"backend {name!r}: module {module_name!r} has no {attribute!r} ({hint})"
+            ) from None
+    else:
+        registered = registered_backends()
+        if name not in registered:
+            raise BackendError(f"unknown backend {name!r}; {hint}")
+        try:
+            cls = registered[name].load()
+        except Exception as exc:
+            raise BackendError(
+                f"backend {name!r} ({registered[name].value}) failed to import: "
+                f"{type(exc).__name__}: {exc} ({hint})"
+            ) from exc
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise BackendError(
+            f"backend {name!r} is {cls!r}, not a subclass of pytest_gostcnn.backend.Backend"
+        )
+    return cls

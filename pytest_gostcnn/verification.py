@@ -1,0 +1,300 @@
+"""Section 8: verify a backend against the reference, layer by layer and network by network.
+
+Both implementations get the same values, drawn as SPEC §6 says: input and output residual
+from U(-127, 128), weights from U(-1, 1). Each compared array gets its СКО (RMSE against the
+float64 reference) and its СКОП (``admissible.admissible_rmse``, or a user's override), and
+the verdict follows SPEC §6: reference-grade when every СКО is 0, correct when each is below
+its СКОП, not correct otherwise. Compared (the project's reading): for inference the network
+output; for training the output, the residual at the network input, every gradient and
+every updated weight array.
+
+A backend that raises, or returns NaN/Inf, a wrong shape or a wrong dtype, fails the
+verification with that reason; it never stops the session.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import executor
+from .admissible import PRECISIONS, Bounded, ErrorModelKernels, admissible_rmse
+from .backend import Backend
+from .data import INPUT_RANGE, WEIGHT_RANGE, draw_input, draw_out_residual, draw_weights
+from .layers import Layer
+from .network import Network
+
+REFERENCE_GRADE = "reference-grade"
+CORRECT = "correct"
+NOT_CORRECT = "not correct"
+
+# The host dtype a backend's arrays must come back in, where NumPy has the type.
+HOST_DTYPES = {"float32": np.float32, "tf32": np.float32, "float16": np.float16}
+# An array with fewer non-zero elements than this share says little about correctness.
+MIN_NONZERO_SHARE = 0.01
+
+
+@dataclass
+class ArrayCheck:
+    """One compared array: its СКО against its СКОП, or the reason it could not be compared."""
+
+    name: str
+    rmse: float | None
+    admissible: float
+    problem: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return (
+            self.problem is None
+            and self.rmse is not None
+            and (self.rmse == 0 or self.rmse < self.admissible)
+        )
+
+    @property
+    def ratio(self) -> float:
+        """СКО / СКОП: below 1 passes; infinite when it could not be compared."""
+        if self.problem is not None or self.rmse is None:
+            return math.inf
+        if self.rmse == 0:
+            return 0.0
+        return self.rmse / self.admissible if self.admissible > 0 else math.inf
+
+    def describe(self) -> str:
+        if self.problem is not None:
+            return f"{self.name}: {self.problem}"
+        return f"{self.name}: СКО {self.rmse:.3e} vs СКОП {self.admissible:.3e} ({self.ratio:.3g}x)"
+
+
+@dataclass
+class Verification:
+    """The outcome of verifying one layer step or one network in one mode."""
+
+    subject: str
+    checks: list[ArrayCheck] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        return verdict(self.checks) if self.error is None else NOT_CORRECT
+
+    @property
+    def worst(self) -> ArrayCheck | None:
+        return max(self.checks, key=lambda c: c.ratio, default=None)
+
+    @property
+    def first_failure(self) -> str | None:
+        if self.error is not None:
+            return self.error
+        failed = next((c for c in self.checks if not c.passed), None)
+        return failed.describe() if failed else None
+
+
+def rmse(got: np.ndarray, reference: np.ndarray) -> float:
+    """СКО: sqrt(mean((verified - reference)^2)), computed in float64."""
+    difference = np.asarray(got, dtype=np.float64) - np.asarray(reference, dtype=np.float64)
+    return math.sqrt(float(np.mean(difference * difference)))
+
+
+def verdict(checks: Iterable[ArrayCheck]) -> str:
+    """SPEC §6: reference-grade if every СКО is 0, correct if each is below its СКОП."""
+    checks = list(checks)
+    if not checks or not all(c.passed for c in checks):
+        return NOT_CORRECT
+    return REFERENCE_GRADE if all(c.rmse == 0 for c in checks) else CORRECT
+
+
+def untrustworthy(reference: np.ndarray) -> str | None:
+    """Why a reference array is too degenerate for its СКО to mean much, or None."""
+    if reference.size > 1 and np.all(reference == reference.flat[0]):
+        return f"the reference array is constant ({reference.flat[0]:.3g}); untrustworthy"
+    share = np.count_nonzero(reference) / reference.size
+    if share < MIN_NONZERO_SHARE:
+        return f"the reference array is {100 * (1 - share):.1f}% zeros; untrustworthy"
+    return None
+
+
+def check_array(
+    name: str,
+    got: np.ndarray,
+    reference: Bounded,
+    dtype: str,
+    threshold: float | None = None,
+) -> ArrayCheck:
+    """Compare one array a backend returned (on the host) with the reference.
+
+    ``threshold`` overrides СКОП as a share of the reference array's RMS.
+    """
+    if threshold is None:
+        admissible = admissible_rmse(reference) if dtype in PRECISIONS else 0.0
+    else:
+        admissible = threshold * math.sqrt(float(np.mean(reference.value**2)))
+    problem = _shape_dtype_problem(got, reference.value.shape, dtype)
+    if problem is None and not np.all(np.isfinite(got)):
+        bad = int(np.count_nonzero(~np.isfinite(got)))
+        problem = f"{bad} of {got.size} elements are NaN or Inf"
+    if problem is None:
+        problem = untrustworthy(reference.value)
+    if problem is not None:
+        return ArrayCheck(name, None, admissible, problem)
+    return ArrayCheck(name, rmse(got, reference.value), admissible)
+
+
+def _shape_dtype_problem(got: object, shape: tuple[int, ...], dtype: str) -> str | None:
+    if not isinstance(got, np.ndarray):
+        return f"to_host returned {type(got).__name__}, not a NumPy array"
+    if got.shape != shape:
+        return f"shape {got.shape}, expected {shape}"
+    expected = HOST_DTYPES.get(dtype)
+    if expected is not None and got.dtype != expected:
+        return f"dtype {got.dtype}, expected {np.dtype(expected)} for {dtype}"
+    if expected is None and not np.issubdtype(got.dtype, np.floating):
+        return f"dtype {got.dtype}, expected a floating-point host array"
+    return None
+
+
+def _guarded(subject: str, run: Callable[[Verification], None]) -> Verification:
+    """Run a verification; a backend that raises fails it with the exception as reason."""
+    result = Verification(subject)
+    try:
+        run(result)
+    except Exception as exc:  # the backend's failure is the verdict, not a crash
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        result.error = (
+            f"the backend raised {type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
+        )
+    return result
+
+
+def verify_network(
+    backend: Backend,
+    network: Network,
+    mode: str,
+    batch: int,
+    seed: int,
+    threshold: float | None = None,
+) -> Verification:
+    """Section 8 for one network: ``mode`` is "inference" or "training"."""
+    subject = f"{network.latin}-{mode}-B{batch}"
+    model = ErrorModelKernels(PRECISIONS.get(backend.dtype, PRECISIONS["float32"]))
+
+    def run(result: Verification) -> None:
+        rng = np.random.default_rng(seed)
+        host_weights = draw_weights(network, rng)
+        image = draw_input(network, batch, rng)
+        ref_weights = {
+            n: {k: model.bound(a) for k, a in ws.items()} for n, ws in host_weights.items()
+        }
+        weights = backend.load_weights(network, host_weights)
+
+        def compare(name: str, got, reference: Bounded) -> None:
+            result.checks.append(
+                check_array(name, backend.to_host(got), reference, backend.dtype, threshold)
+            )
+
+        if mode == "inference":
+            reference = executor.infer(network, model, ref_weights, model.bound(image))
+            output = backend.infer(network, weights, backend.to_device(image))
+            backend.synchronize()
+            compare("output", output, reference)
+            return
+        out_residual = draw_out_residual(network, batch, rng)
+        reference = executor.train(
+            network, model, ref_weights, model.bound(image), model.bound(out_residual)
+        )
+        got = backend.train(
+            network, weights, backend.to_device(image), backend.to_device(out_residual)
+        )
+        backend.synchronize()
+        compare("output", got.output, reference.output)
+        compare("input residual", got.input_residual, reference.input_residual)
+        for layer in network.weight_layers:
+            for name in layer.weight_shapes:
+                compare(
+                    f"row {layer.number} {name} gradient",
+                    got.gradients[layer.number][name],
+                    reference.gradients[layer.number][name],
+                )
+                compare(
+                    f"row {layer.number} {name} updated",
+                    weights[layer.number][name],
+                    ref_weights[layer.number][name],
+                )
+
+    return _guarded(subject, run)
+
+
+STEPS = ("forward", "backward", "gradient", "update")
+
+
+def layer_steps(layer: Layer) -> tuple[str, ...]:
+    """The steps of SPEC §3 a layer has: gradient and update only with weights."""
+    return STEPS if layer.has_weights else STEPS[:2]
+
+
+def verify_layer(
+    backend: Backend,
+    layer: Layer,
+    step: str,
+    batch: int,
+    seed: int,
+    subject: str,
+    threshold: float | None = None,
+    draw_input: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] | None = None,
+) -> Verification:
+    """One step of one layer, after the steps before it (backward needs forward's OUT).
+
+    Input maps come from ``draw_input`` (default U(-127, 128)), output residuals from
+    U(-127, 128), weights from U(-1, 1), as section 8 draws a network's.
+    """
+    model = ErrorModelKernels(PRECISIONS.get(backend.dtype, PRECISIONS["float32"]))
+
+    def run(result: Verification) -> None:
+        rng = np.random.default_rng(seed)
+        draw = draw_input or (lambda g, shape: g.uniform(*INPUT_RANGE, size=shape))
+        host_inputs = [draw(rng, (batch, *s)) for s in layer.in_shapes]
+        host_weights = {
+            k: rng.uniform(*WEIGHT_RANGE, size=s) for k, s in layer.weight_shapes.items()
+        }
+        host_residuals = [rng.uniform(*INPUT_RANGE, size=(batch, *s)) for s in layer.out_shapes]
+        ref_in = [model.bound(a) for a in host_inputs]
+        ref_w = {k: model.bound(a) for k, a in host_weights.items()}
+        dev_in = [backend.to_device(a) for a in host_inputs]
+        dev_w = {k: backend.to_device(a) for k, a in host_weights.items()}
+
+        def compare(name: str, got, reference: Bounded) -> None:
+            result.checks.append(
+                check_array(name, backend.to_host(got), reference, backend.dtype, threshold)
+            )
+
+        ref_out = model.forward(layer, ref_in, ref_w)
+        dev_out = backend.forward(layer, dev_in, dev_w)
+        if step == "forward":
+            for i, (got, ref) in enumerate(zip(dev_out, ref_out, strict=True)):
+                compare(f"OUT{i + 1 if len(ref_out) > 1 else ''}", got, ref)
+            return
+        ref_res = [model.bound(a) for a in host_residuals]
+        dev_res = [backend.to_device(a) for a in host_residuals]
+        ref_in_res = model.backward(layer, ref_in, ref_out, ref_res, ref_w)
+        dev_in_res = backend.backward(layer, dev_in, dev_out, dev_res, dev_w)
+        if step == "backward":
+            for i, (got, ref) in enumerate(zip(dev_in_res, ref_in_res, strict=True)):
+                compare(f"IN{i + 1 if len(ref_in_res) > 1 else ''}_D", got, ref)
+            return
+        ref_grads = model.gradient(layer, ref_in, ref_res)
+        dev_grads = backend.gradient(layer, dev_in, dev_res)
+        if step == "gradient":
+            for name in layer.weight_shapes:
+                compare(f"{name.upper()}_D", dev_grads[name], ref_grads[name])
+            return
+        model.update(layer, ref_w, ref_grads, batch)
+        backend.update(layer, dev_w, dev_grads, batch)
+        backend.synchronize()
+        for name in layer.weight_shapes:
+            compare(f"{name.upper()} updated", dev_w[name], ref_w[name])
+
+    return _guarded(subject, run)
