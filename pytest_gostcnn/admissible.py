@@ -21,7 +21,7 @@ roundoff:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,23 +37,42 @@ UNCERTAINTY = 4.0
 SAFETY = 2.0
 
 
+def _to_float32(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.float32).astype(np.float64)
+
+
+def _to_float16(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.float16).astype(np.float64)
+
+
+def _to_bfloat16(a: np.ndarray) -> np.ndarray:
+    """Round to bfloat16 (the top 16 bits of float32), to nearest, ties to even."""
+    bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
 @dataclass(frozen=True)
 class Precision:
-    """Rounding of one data type: stored values, extra rounding of factors, accumulator."""
+    """Rounding of one data type: stored values, extra rounding of factors, accumulator.
+
+    ``round`` maps float64 values to the nearest values of the type (as float64).
+    """
 
     storage: float
     multiply: float
     accumulate: float
+    round: Callable[[np.ndarray], np.ndarray]
 
 
 # Unit roundoffs (half an ulp of 1): float32 2^-24, float16 2^-11, bfloat16 2^-8. TF32 keeps
 # float32 storage and accumulation but rounds each factor of a product to 10 mantissa bits.
 # float16 and bfloat16 accumulate in float32, as every GEMM library does.
 PRECISIONS: dict[str, Precision] = {
-    "float32": Precision(storage=2**-24, multiply=0.0, accumulate=2**-24),
-    "tf32": Precision(storage=2**-24, multiply=2**-11, accumulate=2**-24),
-    "float16": Precision(storage=2**-11, multiply=0.0, accumulate=2**-24),
-    "bfloat16": Precision(storage=2**-8, multiply=0.0, accumulate=2**-24),
+    "float32": Precision(2**-24, 0.0, 2**-24, _to_float32),
+    "tf32": Precision(2**-24, 2**-11, 2**-24, _to_float32),
+    "float16": Precision(2**-11, 0.0, 2**-24, _to_float16),
+    "bfloat16": Precision(2**-8, 0.0, 2**-24, _to_bfloat16),
 }
 
 
@@ -87,9 +106,10 @@ class ErrorModelKernels:
         self.precision = precision
 
     def bound(self, host: np.ndarray) -> Bounded:
-        """A float64 array as handed to the implementation: rounded once to the data type."""
+        """A float64 array as handed to the implementation: its error is its rounding."""
         value = np.asarray(host, dtype=np.float64)
-        return Bounded(value, (self.precision.storage * value) ** 2, self.precision.storage)
+        error = self.precision.round(value) - value
+        return Bounded(value, error * error, self.precision.storage)
 
     def _stored(self, value: np.ndarray, var: np.ndarray) -> Bounded:
         """A computed array, stored in the data type: its rounding adds ``(u*v)^2``."""
@@ -196,17 +216,14 @@ class ErrorModelKernels:
             )
             return [Bounded(values[0], var, r.storage)]
         if kind == "maxpool":
-            return [
-                Bounded(
-                    values[0], _maxpool_residual_var(layer, inputs[0], outputs[0], r), r.storage
-                )
-            ]
+            # Overlapping windows add their residuals at a shared maximum: that sum rounds.
+            c = self._sum_of_products(_overlap(layer))
+            routed = module.backward(layer, in_values, out_values, [r.value**2], {})[0]
+            var = _maxpool_residual_var(layer, inputs[0], outputs[0], r) + c * routed
+            return [self._stored(values[0], var)]
         if kind == "avgpool":
             window = layer.params["Rx"] * layer.params["Ry"]
-            overlap = -(-layer.params["Rx"] // layer.params["S"]) * -(
-                -layer.params["Ry"] // layer.params["S"]
-            )
-            c = self._sum_of_products(overlap + 1)
+            c = self._sum_of_products(_overlap(layer) + 1)
             var = module.backward(layer, in_values, out_values, [r.var + c * r.value**2], {})[0]
             return [self._stored(values[0], var / window)]
         if kind == "eltwise":
@@ -285,8 +302,13 @@ def _backward_length(layer: Layer) -> int:
     p = layer.params
     if layer.type.name == "fc":
         return p["F"]
-    overlap = -(-p["Rx"] // p["S"]) * -(-p["Ry"] // p["S"])
-    return overlap * (p["F"] if layer.type.name == "conv" else 1)
+    return _overlap(layer) * (p["F"] if layer.type.name == "conv" else 1)
+
+
+def _overlap(layer: Layer) -> int:
+    """The most windows that share one input position: ceil(Rx/S) * ceil(Ry/S)."""
+    p = layer.params
+    return -(-p["Rx"] // p["S"]) * -(-p["Ry"] // p["S"])
 
 
 def _gradient_length(layer: Layer, batch: int) -> int:

@@ -157,6 +157,20 @@ def _shape_dtype_problem(got: object, shape: tuple[int, ...], dtype: str) -> str
     return None
 
 
+def _model(dtype: str) -> tuple[ErrorModelKernels, Callable[[np.ndarray], np.ndarray]]:
+    """The reference with the error model of ``dtype``, and the rounding of drawn values.
+
+    SPEC §6 gives both implementations the same values: the draws are rounded to the data
+    type first, so the implementation receives them exactly and the reference computes
+    on the very same numbers. Integer types have no rounding model here: their СКОП is 0
+    (section 8: no analytic maximum, so СКОП = 0) and the draws are used as they are.
+    """
+    precision = PRECISIONS.get(dtype)
+    if precision is None:
+        return ErrorModelKernels(PRECISIONS["float32"]), lambda a: a
+    return ErrorModelKernels(precision), precision.round
+
+
 def _guarded(subject: str, run: Callable[[Verification], None]) -> Verification:
     """Run a verification; a backend that raises fails it with the exception as reason."""
     result = Verification(subject)
@@ -180,12 +194,15 @@ def verify_network(
 ) -> Verification:
     """Section 8 for one network: ``mode`` is "inference" or "training"."""
     subject = f"{network.latin}-{mode}-B{batch}"
-    model = ErrorModelKernels(PRECISIONS.get(backend.dtype, PRECISIONS["float32"]))
+    model, representable = _model(backend.dtype)
 
     def run(result: Verification) -> None:
         rng = np.random.default_rng(seed)
-        host_weights = draw_weights(network, rng)
-        image = draw_input(network, batch, rng)
+        host_weights = {
+            n: {k: representable(a) for k, a in ws.items()}
+            for n, ws in draw_weights(network, rng).items()
+        }
+        image = representable(draw_input(network, batch, rng))
         ref_weights = {
             n: {k: model.bound(a) for k, a in ws.items()} for n, ws in host_weights.items()
         }
@@ -202,7 +219,7 @@ def verify_network(
             backend.synchronize()
             compare("output", output, reference)
             return
-        out_residual = draw_out_residual(network, batch, rng)
+        out_residual = representable(draw_out_residual(network, batch, rng))
         reference = executor.train(
             network, model, ref_weights, model.bound(image), model.bound(out_residual)
         )
@@ -251,16 +268,19 @@ def verify_layer(
     Input maps come from ``draw_input`` (default U(-127, 128)), output residuals from
     U(-127, 128), weights from U(-1, 1), as section 8 draws a network's.
     """
-    model = ErrorModelKernels(PRECISIONS.get(backend.dtype, PRECISIONS["float32"]))
+    model, representable = _model(backend.dtype)
 
     def run(result: Verification) -> None:
         rng = np.random.default_rng(seed)
         draw = draw_input or (lambda g, shape: g.uniform(*INPUT_RANGE, size=shape))
-        host_inputs = [draw(rng, (batch, *s)) for s in layer.in_shapes]
+        host_inputs = [representable(draw(rng, (batch, *s))) for s in layer.in_shapes]
         host_weights = {
-            k: rng.uniform(*WEIGHT_RANGE, size=s) for k, s in layer.weight_shapes.items()
+            k: representable(rng.uniform(*WEIGHT_RANGE, size=s))
+            for k, s in layer.weight_shapes.items()
         }
-        host_residuals = [rng.uniform(*INPUT_RANGE, size=(batch, *s)) for s in layer.out_shapes]
+        host_residuals = [
+            representable(rng.uniform(*INPUT_RANGE, size=(batch, *s))) for s in layer.out_shapes
+        ]
         ref_in = [model.bound(a) for a in host_inputs]
         ref_w = {k: model.bound(a) for k, a in host_weights.items()}
         dev_in = [backend.to_device(a) for a in host_inputs]

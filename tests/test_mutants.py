@@ -1,0 +1,175 @@
+"""Section 8 catches wrong implementations: each mutant of the NumPy backend fails by >= 10x.
+
+A mutant is the float32 NumPy backend with one deliberate mistake. The verification must
+call it "not correct", and its worst СКО must be at least ten times its СКОП, so that the
+threshold sits far from both correct and wrong implementations.
+"""
+
+import numpy as np
+import pytest
+
+from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+from pytest_gostcnn.layer_cases import layer_cases
+from pytest_gostcnn.layers import make_layer
+from pytest_gostcnn.reference import MODULES
+from pytest_gostcnn.verification import NOT_CORRECT, verify_layer, verify_network
+
+MARGIN = 10.0
+
+
+def assert_fails_by_margin(result):
+    assert result.verdict == NOT_CORRECT, result.checks
+    assert result.worst.ratio >= MARGIN, result.worst.describe()
+
+
+class WrongElement(NumpyBackend):
+    """One element of every forward output is off by the output's RMS."""
+
+    def forward(self, layer, inputs, weights):
+        outputs = [o.copy() for o in super().forward(layer, inputs, weights)]
+        outputs[0].flat[0] += np.sqrt(np.mean(outputs[0] ** 2))
+        return outputs
+
+
+class MissingBias(NumpyBackend):
+    """Convolutions forget their biases."""
+
+    def forward(self, layer, inputs, weights):
+        if layer.type.name == "conv":
+            weights = {**weights, "biases": np.zeros_like(weights["biases"])}
+        return super().forward(layer, inputs, weights)
+
+
+class TransposedFC(NumpyBackend):
+    """FC reads WEIGHTS as [F][X][Y][L], the map's order, instead of [F][L][X][Y]."""
+
+    def forward(self, layer, inputs, weights):
+        if layer.type.name != "fc":
+            return super().forward(layer, inputs, weights)
+        inp = inputs[0]
+        flat = weights["weights"].reshape(weights["weights"].shape[0], -1)
+        out = inp.reshape(inp.shape[0], -1) @ flat.T + weights["biases"]
+        return [out.reshape(inp.shape[0], 1, 1, -1)]
+
+
+class MaxPoolMinusInfinity(NumpyBackend):
+    """Max pooling pads with -inf, as frameworks do, instead of the standard's 0."""
+
+    def forward(self, layer, inputs, weights):
+        if layer.type.name != "maxpool":
+            return super().forward(layer, inputs, weights)
+        p = layer.params
+        padded = np.pad(
+            inputs[0],
+            ((0, 0), (p["Px"], p["Px"]), (p["Py"], p["Py"]), (0, 0)),
+            constant_values=-np.inf,
+        )
+        x_out, y_out, _ = layer.out_shapes[0]
+        out = np.full((inputs[0].shape[0], x_out, y_out, inputs[0].shape[3]), -np.inf, np.float32)
+        for rx in range(p["Rx"]):
+            for ry in range(p["Ry"]):
+                window = padded[
+                    :, rx : rx + p["S"] * (x_out - 1) + 1 : p["S"], ry : ry + p["S"] * (y_out - 1) + 1 : p["S"]
+                ]
+                np.maximum(out, window, out=out)
+        return [out]
+
+
+class AvgPoolInBoundsDivisor(NumpyBackend):
+    """Average pooling divides by the in-bounds count, as frameworks' count_include_pad=False."""
+
+    def forward(self, layer, inputs, weights):
+        if layer.type.name != "avgpool":
+            return super().forward(layer, inputs, weights)
+        module = MODULES["avgpool"]
+        window = layer.params["Rx"] * layer.params["Ry"]
+        sums = module.forward(layer, inputs, weights)[0] * window
+        counts = module.forward(layer, [np.ones_like(inputs[0])], weights)[0] * window
+        return [(sums / counts).astype(np.float32)]
+
+
+class _Dropped:
+    """A residual whose sum at a fan-out keeps only the newest share."""
+
+    def __init__(self, array):
+        self.array = array
+        self.shape = array.shape
+
+    def __add__(self, other):
+        return other
+
+
+def _unwrap(arrays):
+    return [getattr(a, "array", a) for a in arrays]
+
+
+class FanOutNotSummed(NumpyBackend):
+    """Where one map feeds several layers, its residual is the last reader's, not the sum."""
+
+    def backward(self, layer, inputs, outputs, out_residuals, weights):
+        results = super().backward(layer, inputs, outputs, _unwrap(out_residuals), weights)
+        return [_Dropped(r) for r in results]
+
+    def gradient(self, layer, inputs, out_residuals):
+        return super().gradient(layer, inputs, _unwrap(out_residuals))
+
+    def to_host(self, array):
+        return super().to_host(getattr(array, "array", array))
+
+
+class UpdateWrongSign(NumpyBackend):
+    """The update subtracts: W -= W_D / B, against Appendix A's plus sign."""
+
+    def update(self, layer, weights, grads, batch):
+        for name, grad in grads.items():
+            weights[name] -= grad / batch
+
+
+# Networks: Ш is the cheapest with a fan-out, В the one with FC on a 7x7 map.
+@pytest.mark.parametrize(
+    ("mutant", "network", "mode"),
+    [
+        (WrongElement, "Sh", "inference"),
+        (MissingBias, "Sh", "inference"),
+        (MissingBias, "Sh", "training"),
+        (TransposedFC, "V", "inference"),
+        (FanOutNotSummed, "Sh", "training"),
+        (UpdateWrongSign, "Sh", "training"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v.__name__,
+)
+def test_network_mutant_fails_by_ten_times(shipped_networks, mutant, network, mode):
+    result = verify_network(mutant("float32"), shipped_networks[network], mode, batch=2, seed=5)
+    assert_fails_by_margin(result)
+
+
+def _case(type_name, tag):
+    return next(c for c in layer_cases() if c.layer.type.name == type_name and c.tag == tag)
+
+
+@pytest.mark.parametrize(
+    ("mutant", "type_name", "tag", "step"),
+    [
+        (WrongElement, "conv", "k3s2p1", "forward"),
+        (MissingBias, "conv", "k3s1p1", "forward"),
+        (TransposedFC, "fc", "3x2x4-F5", "forward"),
+        (MaxPoolMinusInfinity, "maxpool", "k3s2p1-negative", "forward"),
+        (AvgPoolInBoundsDivisor, "avgpool", "k3s2p1", "forward"),
+        (UpdateWrongSign, "depthwise", "k3s2p1", "update"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v.__name__,
+)
+def test_layer_mutant_fails_by_ten_times(mutant, type_name, tag, step):
+    case = _case(type_name, tag)
+    result = verify_layer(
+        mutant("float32"), case.layer, step, 2, seed=5, subject=tag, draw_input=case.draw_input
+    )
+    assert_fails_by_margin(result)
+
+
+def test_fan_out_mutant_is_invisible_without_a_fan_out():
+    # The mutant changes nothing where no map feeds two layers: the failure above is the
+    # fan-out's, not an artefact of the wrapper.
+    layer = make_layer("conv", [(5, 5, 3)], F=4, Rx=3, Ry=3, S=1, Px=1, Py=1)
+    result = verify_layer(FanOutNotSummed("float32"), layer, "backward", 2, seed=5, subject="c")
+    assert result.verdict != NOT_CORRECT

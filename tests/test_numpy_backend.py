@@ -1,0 +1,63 @@
+"""The float32 NumPy backend passes section 8 on every shipped network and layer case.
+
+Not just below СКОП: at most half of it, so a correct float32 implementation sits well
+inside the threshold and the verdict does not hinge on luck.
+"""
+
+import pytest
+
+from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+from pytest_gostcnn.layer_cases import layer_cases
+from pytest_gostcnn.network import LATIN
+from pytest_gostcnn.verification import (
+    CORRECT,
+    REFERENCE_GRADE,
+    layer_steps,
+    verify_layer,
+    verify_network,
+)
+
+HALF = 0.5
+
+
+@pytest.mark.parametrize("batch", [1, 2, 8])
+@pytest.mark.parametrize("mode", ["inference", "training"])
+@pytest.mark.parametrize("latin", list(LATIN.values()))
+def test_numpy_backend_is_correct_within_half_the_threshold(shipped_networks, latin, mode, batch):
+    result = verify_network(NumpyBackend("float32"), shipped_networks[latin], mode, batch, seed=11)
+    assert result.verdict in (CORRECT, REFERENCE_GRADE), result.first_failure
+    assert result.worst.ratio <= HALF, result.worst.describe()
+
+
+@pytest.mark.parametrize("case", layer_cases(), ids=lambda c: f"{c.layer.type.name}-{c.tag}")
+def test_numpy_backend_passes_every_layer_step(case):
+    for step in layer_steps(case.layer):
+        result = verify_layer(
+            NumpyBackend("float32"),
+            case.layer,
+            step,
+            3,
+            seed=11,
+            subject=step,
+            draw_input=case.draw_input,
+        )
+        assert result.verdict in (CORRECT, REFERENCE_GRADE), (step, result.first_failure)
+        assert result.worst.ratio <= HALF, (step, result.worst.describe())
+
+
+@pytest.mark.parametrize("type_name", ["relu", "maxpool", "concat", "split", "shuffle"])
+def test_layers_that_only_select_values_are_reference_grade(type_name):
+    # The draws are rounded to float32 before both implementations see them (SPEC §6: the
+    # same values), so a forward step that only copies or selects values reproduces the
+    # float64 reference exactly: every СКО is 0.
+    for case in (c for c in layer_cases() if c.layer.type.name == type_name):
+        result = verify_layer(
+            NumpyBackend("float32"),
+            case.layer,
+            "forward",
+            2,
+            seed=3,
+            subject=case.tag,
+            draw_input=case.draw_input,
+        )
+        assert result.verdict == REFERENCE_GRADE, (case.tag, result.checks)
