@@ -1,0 +1,236 @@
+"""The arithmetic of section 8: СКО, verdicts, array checks, and the СКОП error model."""
+
+import math
+
+import numpy as np
+import pytest
+
+from pytest_gostcnn.admissible import (
+    PRECISIONS,
+    SAFETY,
+    UNCERTAINTY,
+    Bounded,
+    ErrorModelKernels,
+    admissible_rmse,
+)
+from pytest_gostcnn.layers import make_layer
+from pytest_gostcnn.reference import MODULES
+from pytest_gostcnn.verification import (
+    CORRECT,
+    NOT_CORRECT,
+    REFERENCE_GRADE,
+    ArrayCheck,
+    check_array,
+    rmse,
+    verdict,
+)
+
+F32 = PRECISIONS["float32"]
+
+
+def exact(value) -> Bounded:
+    value = np.asarray(value, dtype=np.float64)
+    return Bounded(value, np.zeros_like(value), F32.storage)
+
+
+# СКО and the verdict (SPEC §6) ---------------------------------------------------------
+
+
+def test_rmse_is_the_root_of_the_mean_squared_difference():
+    assert rmse(np.array([1.0, 2.0]), np.array([1.0, 4.0])) == pytest.approx(math.sqrt(2.0))
+
+
+def test_rmse_is_computed_in_float64_whatever_the_input_dtype():
+    # float32 would square 1e20 into inf; the СКО must stay finite.
+    got = np.array([1e20], dtype=np.float32)
+    assert rmse(got, np.array([0.0])) == pytest.approx(float(got[0]))
+
+
+def test_every_rmse_zero_is_reference_grade():
+    assert verdict([ArrayCheck("a", 0.0, 1.0), ArrayCheck("b", 0.0, 0.0)]) == REFERENCE_GRADE
+
+
+def test_every_rmse_below_its_threshold_is_correct():
+    assert verdict([ArrayCheck("a", 0.0, 1.0), ArrayCheck("b", 0.5, 1.0)]) == CORRECT
+
+
+def test_rmse_equal_to_its_threshold_is_not_correct():
+    # Section 8: "not less than СКОП" means not correct.
+    assert verdict([ArrayCheck("a", 1.0, 1.0)]) == NOT_CORRECT
+
+
+def test_threshold_zero_admits_only_reference_grade():
+    assert verdict([ArrayCheck("a", 1e-30, 0.0)]) == NOT_CORRECT
+    assert verdict([ArrayCheck("a", 0.0, 0.0)]) == REFERENCE_GRADE
+
+
+def test_nothing_compared_is_not_correct():
+    assert verdict([]) == NOT_CORRECT
+
+
+def test_a_check_with_a_problem_fails_with_infinite_ratio():
+    check = ArrayCheck("a", None, 1.0, "3 of 4 elements are NaN or Inf")
+    assert not check.passed
+    assert check.ratio == math.inf
+    assert verdict([check, ArrayCheck("b", 0.0, 1.0)]) == NOT_CORRECT
+
+
+# Checking one returned array ------------------------------------------------------------
+
+
+def reference(shape=(2, 3, 3, 4), seed=0) -> Bounded:
+    value = np.random.default_rng(seed).uniform(-1, 1, size=shape)
+    return Bounded(value, np.full(shape, 1e-12), F32.storage)
+
+
+def test_nan_in_a_returned_array_is_a_failure_with_that_reason():
+    ref = reference()
+    got = ref.value.astype(np.float32)
+    got[0, 0, 0, 0] = np.nan
+    check = check_array("OUT", got, ref, "float32")
+    assert not check.passed and "NaN" in check.problem
+
+
+def test_inf_in_a_returned_array_is_a_failure():
+    ref = reference()
+    got = ref.value.astype(np.float32)
+    got[1, 2, 2, 3] = np.inf
+    assert "1 of 72 elements are NaN or Inf" in check_array("OUT", got, ref, "float32").problem
+
+
+def test_a_returned_array_of_the_wrong_shape_fails():
+    ref = reference()
+    got = ref.value.astype(np.float32).reshape(2, 9, 4)
+    assert (
+        "shape (2, 9, 4), expected (2, 3, 3, 4)" in check_array("OUT", got, ref, "float32").problem
+    )
+
+
+def test_a_float32_backend_returning_float64_fails_on_dtype():
+    ref = reference()
+    assert (
+        "dtype float64, expected float32" in check_array("OUT", ref.value, ref, "float32").problem
+    )
+
+
+def test_a_returned_object_that_is_not_an_array_fails():
+    ref = reference()
+    assert "not a NumPy array" in check_array("OUT", ref.value.tolist(), ref, "float32").problem
+
+
+def test_an_almost_all_zero_reference_is_untrustworthy():
+    value = np.zeros((1000,))
+    value[:5] = 1.0
+    ref = Bounded(value, np.zeros_like(value), F32.storage)
+    check = check_array("IN_D", value.astype(np.float32), ref, "float32")
+    assert not check.passed and "untrustworthy" in check.problem and "99.5% zeros" in check.problem
+
+
+def test_a_constant_reference_is_untrustworthy():
+    value = np.full((10,), 3.0)
+    ref = Bounded(value, np.zeros_like(value), F32.storage)
+    assert "constant" in check_array("x", value.astype(np.float32), ref, "float32").problem
+
+
+def test_threshold_override_is_a_share_of_the_reference_rms():
+    ref = Bounded(np.array([3.0, -4.0]), np.zeros(2), F32.storage)
+    check = check_array("x", np.array([3.0, -4.0], np.float32), ref, "float32", threshold=0.1)
+    assert check.admissible == pytest.approx(0.1 * math.sqrt(12.5))
+
+
+def test_integer_types_have_threshold_zero():
+    # Section 8: where no analytic maximum is derived, СКОП = 0.
+    ref = reference()
+    assert check_array("x", ref.value, ref, "int8").admissible == 0.0
+
+
+# The error model behind СКОП --------------------------------------------------------------
+
+
+def test_admissible_rmse_is_safety_times_the_rms_of_the_modelled_error():
+    bounded = Bounded(np.zeros(4), np.array([1.0, 4.0, 9.0, 16.0]), F32.storage)
+    assert admissible_rmse(bounded) == pytest.approx(SAFETY * math.sqrt(7.5))
+
+
+def test_rounding_to_bfloat16_is_to_nearest_even():
+    to_bf16 = PRECISIONS["bfloat16"].round
+    # bfloat16 has 7 stored mantissa bits: 1 + 2^-8 ties between 1 and 1 + 2^-7.
+    assert to_bf16(np.array([1 + 2**-8]))[0] == 1.0
+    assert to_bf16(np.array([1 + 3 * 2**-8]))[0] == 1 + 2**-6
+    assert to_bf16(np.array([1 + 2**-8 + 2**-12]))[0] == 1 + 2**-7
+
+
+def test_a_value_the_type_holds_exactly_carries_no_error():
+    model = ErrorModelKernels(F32)
+    bounded = model.bound(np.array([0.5, 1 / 3]))
+    assert bounded.var[0] == 0.0
+    assert bounded.var[1] == pytest.approx((np.float32(1 / 3) - 1 / 3) ** 2)
+
+
+def test_fan_out_sum_adds_both_errors_and_its_own_rounding():
+    a = Bounded(np.array([1.0]), np.array([2.0]), F32.storage)
+    b = Bounded(np.array([3.0]), np.array([5.0]), F32.storage)
+    total = a + b
+    assert total.value[0] == 4.0
+    assert total.var[0] == pytest.approx(7.0 + (F32.storage * 4.0) ** 2)
+
+
+def test_modelled_conv_error_bounds_the_float32_error_without_being_vacuous():
+    # A 3x3x64 convolution: float32's RMSE must lie below the model's RMS, and above a
+    # hundredth of it (a threshold 100x too loose would let real mistakes through).
+    rng = np.random.default_rng(1)
+    layer = make_layer("conv", [(12, 12, 64)], F=32, Rx=3, Ry=3, S=1, Px=1, Py=1)
+    model = ErrorModelKernels(F32)
+    x = F32.round(rng.uniform(-127, 128, size=(4, 12, 12, 64)))
+    w = {
+        "filters": F32.round(rng.uniform(-1, 1, size=layer.weight_shapes["filters"])),
+        "biases": F32.round(rng.uniform(-1, 1, size=(32,))),
+    }
+    bounded = model.forward(layer, [model.bound(x)], {k: model.bound(v) for k, v in w.items()})[0]
+    got = MODULES["conv"].forward(
+        layer, [x.astype(np.float32)], {k: v.astype(np.float32) for k, v in w.items()}
+    )[0]
+    modelled = math.sqrt(float(np.mean(bounded.var)))
+    assert modelled / 100 < rmse(got, bounded.value) < modelled
+
+
+def test_relu_near_zero_may_flip_and_its_whole_residual_counts_as_error():
+    layer = make_layer("relu", [(1, 1, 2)])
+    model = ErrorModelKernels(F32)
+    sd = 1e-3
+    x = Bounded(np.array([[[[0.5 * sd, 10.0]]]]), np.full((1, 1, 1, 2), sd**2), F32.storage)
+    r = exact([[[[7.0, 7.0]]]])
+    (in_residual,) = model.backward(layer, [x], [], [r], {})
+    assert in_residual.var[0, 0, 0, 0] == pytest.approx(49.0)  # within UNCERTAINTY sd of 0
+    assert in_residual.var[0, 0, 0, 1] == 0.0  # far from 0: the decision is certain
+    assert UNCERTAINTY * sd > 0.5 * sd
+
+
+def test_max_pooling_with_a_near_tie_may_route_the_residual_either_way():
+    layer = make_layer("maxpool", [(1, 2, 1)], Rx=1, Ry=2, S=1, Px=0, Py=0)
+    model = ErrorModelKernels(F32)
+    x = Bounded(np.array([5.0, 5.0 + 1e-9]).reshape(1, 1, 2, 1), np.full((1, 1, 2, 1), 1e-12), 0)
+    (out,) = model.forward(layer, [x], {})
+    (in_residual,) = model.backward(layer, [x], [out], [exact(np.full((1, 1, 1, 1), 3.0))], {})
+    assert np.all(in_residual.var >= 9.0)
+
+
+def test_max_pooling_with_a_clear_maximum_routes_with_certainty():
+    layer = make_layer("maxpool", [(1, 2, 1)], Rx=1, Ry=2, S=1, Px=0, Py=0)
+    model = ErrorModelKernels(F32)
+    x = Bounded(np.array([5.0, 9.0]).reshape(1, 1, 2, 1), np.full((1, 1, 2, 1), 1e-12), 0)
+    (out,) = model.forward(layer, [x], {})
+    (in_residual,) = model.backward(layer, [x], [out], [exact(np.full((1, 1, 1, 1), 3.0))], {})
+    assert np.all(in_residual.var < 1e-6)
+
+
+def test_bias_gradient_of_a_broadcast_residual_adds_its_errors_coherently():
+    # Global average pooling hands one residual error to every position; a bias gradient
+    # sums them all, so its error grows like n, not sqrt(n).
+    n = 100
+    layer = make_layer("conv", [(10, 10, 1)], F=1, Rx=1, Ry=1, S=1, Px=0, Py=0)
+    model = ErrorModelKernels(F32)
+    x = exact(np.ones((1, 10, 10, 1)))
+    r = Bounded(np.ones((1, 10, 10, 1)), np.full((1, 10, 10, 1), 1e-6), F32.storage)
+    grads = model.gradient(layer, [x], [r])
+    assert grads["biases"].var[0] >= n**2 * 1e-6
