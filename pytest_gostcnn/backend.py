@@ -143,6 +143,7 @@ def load_backend_class(name: str) -> type[Backend]:
             ) from exc
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise BackendError(
-            f"backend {name!r} is {cls!r}, not a subclass of pytest_gostcnn.backend.Backend"
+            f"backend {name!r} is {cls!r}, not a subclass of pytest_gostcnn.backend.Backend "
+            f"({hint})"
         )
     return cls

@@ -1,8 +1,8 @@
 """The pytest plugin (entry point ``pytest11: gostcnn``): options, conformance items, summary.
 
 ``pytest --gost-backend=NAME`` with no test paths runs the suite in
-``pytest_gostcnn/suite/``; every ``--gost-*`` option is checked here and a bad one ends the
-run with one usage error. The verification itself lives in ``verification.py``.
+``pytest_gostcnn/suite/conformance.py``; every ``--gost-*`` option is checked here and a
+bad one ends the run with one usage error. The verification itself lives in ``verification.py``.
 """
 
 from __future__ import annotations
@@ -27,10 +27,13 @@ from .layer_cases import LayerCase, layer_cases
 from .network import CYRILLIC, LATIN, Network, TableError, load_networks, network_key
 from .verification import NOT_CORRECT, Verification, layer_steps, verify_layer, verify_network
 
-SUITE = Path(__file__).parent / "suite" / "test_gost.py"
+# The suite's file name does not match pytest's test-file patterns: the plugin collects it
+# (pytest_collect_file) wherever it lies, whatever a project configured as python_files.
+SUITE = Path(__file__).parent / "suite" / "conformance.py"
 MODES = ("training", "inference", "both")
 MAX_BATCH = 1024  # SPEC §7: B is an integer from 1 to 1024
 DEFAULTS = {"backend": "numpy", "dtype": "float32", "batch": "2", "mode": "both", "seed": "0"}
+OPTIONS = ("backend", "dtype", "batch", "mode", "networks", "seed", "tables", "rmse_threshold")
 
 
 @dataclass
@@ -119,14 +122,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    try:
-        session = _session(config)
-    except (BackendError, TableError, ValueError) as exc:
-        raise pytest.UsageError(str(exc)) from None
-    config.stash[_SESSION] = session
+    # The plugin stays silent in pytest runs that ask nothing of it: without a --gost-*
+    # option it builds no session until the suite itself is collected.
+    if not any(config.getoption(f"gost_{name}") is not None for name in OPTIONS):
+        return
+    session_of(config)
     explicit = config.getoption("gost_backend") is not None
     if explicit and config.args_source != pytest.Config.ArgsSource.ARGS:
-        config.args[:] = [str(SUITE)]
+        config.args[:] = [str(SUITE.parent)]
+
+
+def session_of(config: pytest.Config) -> GostSession:
+    """The session the options describe, built (and checked) on first use."""
+    if _SESSION not in config.stash:
+        try:
+            config.stash[_SESSION] = _session(config)
+        except BackendError as exc:
+            raise pytest.UsageError(f"--gost-backend: {exc}") from None
+        except (TableError, ValueError) as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return config.stash[_SESSION]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    if file_path == SUITE:
+        return pytest.Module.from_parent(parent, path=file_path)
+    return None
 
 
 def _option(config: pytest.Config, name: str) -> str | None:
@@ -154,7 +175,10 @@ def _session(config: pytest.Config) -> GostSession:
     cls = load_backend_class(name)
     dtype = _option(config, "dtype")
     _check_dtype(cls, name, dtype, modes)
-    unavailable = cls.unavailable_reason()
+    try:
+        unavailable = cls.unavailable_reason()
+    except Exception as exc:  # a device probe that fails means no usable device
+        unavailable = f"its availability check raised {type(exc).__name__}: {exc}"
     backend = None
     if unavailable is None:
         try:
@@ -252,10 +276,6 @@ def _select(networks: dict[str, Network], spec: str | None) -> dict[str, Network
     return {latin: chosen[latin] for latin in LATIN.values() if latin in chosen}
 
 
-def session_of(config: pytest.Config) -> GostSession:
-    return config.stash[_SESSION]
-
-
 def pytest_report_header(config: pytest.Config) -> list[str]:
     session = config.stash.get(_SESSION, None)
     if session is None:
@@ -276,10 +296,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    session = metafunc.config.stash.get(_SESSION, None)
-    if session is None:
+    wanted = {"gost_layer_case", "gost_network_case"} & set(metafunc.fixturenames)
+    if not wanted:
         return
-    if "gost_layer_case" in metafunc.fixturenames:
+    session = session_of(metafunc.config)
+    if "gost_layer_case" in wanted:
         steps_for = (
             (lambda case: ("forward",))
             if session.modes == ("inference",)
@@ -288,7 +309,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         params = [(case, step) for case in layer_cases() for step in steps_for(case)]
         ids = [f"{c.layer.type.name}-{step}-{c.tag}-{session.dtype}" for c, step in params]
         metafunc.parametrize("gost_layer_case", params, ids=ids)
-    if "gost_network_case" in metafunc.fixturenames:
+    if "gost_network_case" in wanted:
         params = [(latin, mode) for latin in session.networks for mode in session.modes]
         ids = [f"{latin}-{mode}-B{session.batch}" for latin, mode in params]
         metafunc.parametrize("gost_network_case", params, ids=ids)
