@@ -26,8 +26,8 @@ def main(argv: list[str] | None = None) -> int:
         networks = load_networks(args.tables)
         if args.command == "reference":
             networks = _select(networks, args.networks)
-    except (TableError, KeyError) as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
+    except TableError as exc:  # UnknownNetworkError included
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.command == "tables":
         print(table_1(list(networks.values())))
@@ -76,7 +76,7 @@ def _select(networks: dict[str, Network], spec: str | None) -> dict[str, Network
     for key in (part.strip() for part in spec.split(",") if part.strip()):
         latin = network_key(key)
         if latin not in networks:
-            raise KeyError(f"network {latin} ({CYRILLIC[latin]}) has no table in this directory")
+            raise TableError(f"network {latin} ({CYRILLIC[latin]}) has no table in this directory")
         chosen[latin] = networks[latin]
     return chosen
 

@@ -8,34 +8,49 @@ weights; then update of every weight array.
 Gradient of a layer reads only its IN and OUT_D, both fixed once its backward step is done,
 so it runs right after that step and OUT_D is released at once; the values are those of the
 standard's step order, and the memory held is one step's worth rather than every residual
-of the network. The updates run after all backward steps, so backward always sees the
-weights the forward pass used (section 7.3).
+of the network. The updates run after all backward steps, as the standard orders the steps
+(SPEC §3). No other row reads a layer's weights, so updating each layer right after its
+gradient would give the same values; the order is the standard's, and the gradients are
+returned for comparison with the reference.
 
 Memory: the forward pass of inference drops each map after its last reader. A training
 forward pass keeps a map only if a later step reads it (a layer whose backward or gradient
 needs IN or OUT, see ``LayerType.keeps_inputs``/``keeps_outputs``), and backward drops it
 after the last such step.
+
+Every array a kernel returns is checked against the table's shapes as it enters the
+schedule; a wrong count, key or shape raises ``KernelError`` naming the kernels, the row
+and the step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .layers import NETWORK_INPUT, Layer, MapRef
+from .layers import NETWORK_INPUT, Layer, MapRef, Shape
 from .network import Network
 
-Array = Any  # a NumPy, CuPy or other backend array
+Array = Any  # a NumPy, CuPy or other backend array: anything with a ``.shape``
 Weights = dict[int, dict[str, Array]]
+
+
+class KernelError(ValueError):
+    """A kernel returned the wrong number of arrays, the wrong keys, or the wrong shapes."""
 
 
 class Kernels(Protocol):
     """The four steps of one layer, as a backend provides them (SPEC §3).
 
     ``inputs``/``outputs``/``out_residuals`` are lists with one array per map, shaped
-    [B][X][Y][L]. ``backward`` returns one residual per input; ``gradient`` returns the
-    ``*_D`` arrays keyed like the layer's weights; ``update`` changes ``weights`` in place.
+    [B][X][Y][L]. ``forward`` returns one array per output; ``backward`` returns one
+    residual per input; ``gradient`` returns the ``*_D`` arrays keyed and shaped like the
+    layer's weights (``Layer.weight_shapes``).
+
+    Kernels must not modify their argument arrays: the executor hands one array to several
+    places (a map to every layer that reads it and to later steps, one residual to several
+    maps). The exception is ``update``, which changes ``weights`` in place.
     """
 
     def forward(self, layer: Layer, inputs: list, weights: dict) -> list: ...
@@ -60,16 +75,8 @@ class TrainingResult:
 
 def infer(network: Network, kernels: Kernels, weights: Mapping[int, dict], image: Array) -> Array:
     """Forward over the table; return the last row's output map."""
-    last_reader = _last_reader(network)
-    maps: dict[MapRef, Array] = {NETWORK_INPUT: image}
-    for layer in network.layers:
-        outputs = kernels.forward(
-            layer, [maps[r] for r in layer.inputs], weights.get(layer.number, {})
-        )
-        maps.update(zip(layer.outputs, outputs, strict=True))
-        for ref in set(layer.inputs):
-            if last_reader[ref] == layer.number:
-                del maps[ref]
+    _check_argument("image", image, network.input_shape)
+    maps = _forward(network, kernels, weights, image, keep=frozenset())
     return maps[network.layers[-1].outputs[0]]
 
 
@@ -85,17 +92,10 @@ def train(
     ``out_residual`` is the residual array of the network output, filled by the caller.
     ``weights`` is updated in place (``W += W_D / B``).
     """
+    batch = _check_argument("image", image, network.input_shape)
+    _check_argument("out_residual", out_residual, network.output_shape, batch)
     kept = _kept_for_backward(network)
-    last_reader = _last_reader(network)
-    maps: dict[MapRef, Array] = {NETWORK_INPUT: image}
-    for layer in network.layers:
-        outputs = kernels.forward(
-            layer, [maps[r] for r in layer.inputs], weights.get(layer.number, {})
-        )
-        maps.update(zip(layer.outputs, outputs, strict=True))
-        for ref in set(layer.inputs):
-            if last_reader[ref] == layer.number and ref not in kept:
-                del maps[ref]
+    maps = _forward(network, kernels, weights, image, keep=kept.keys())
     output_ref = network.layers[-1].outputs[0]
     output = maps[output_ref]
     if output_ref not in kept:
@@ -111,16 +111,18 @@ def train(
         outputs = [maps[r] for r in layer.outputs] if layer.type.keeps_outputs else []
         out_residuals = [residuals.pop(r) for r in layer.outputs]
         in_residuals = kernels.backward(layer, inputs, outputs, out_residuals, layer_weights)
+        _check_maps(kernels, layer, "backward", in_residuals, layer.in_shapes, batch)
         for ref, residual in zip(layer.inputs, in_residuals, strict=True):
             # Out of place: a kernel may return one array for several inputs (eltwise).
             residuals[ref] = residuals[ref] + residual if ref in residuals else residual
         if layer.has_weights:
-            gradients[layer.number] = kernels.gradient(layer, inputs, out_residuals)
+            grads = kernels.gradient(layer, inputs, out_residuals)
+            _check_gradients(kernels, layer, grads)
+            gradients[layer.number] = grads
         del inputs, outputs, out_residuals, in_residuals
         for ref in [r for r, row in release_at.items() if row == layer.number]:
             del maps[ref], release_at[ref]
 
-    batch = out_residual.shape[0]
     for layer in network.weight_layers:
         kernels.update(layer, weights[layer.number], gradients[layer.number], batch)
     return TrainingResult(
@@ -128,8 +130,30 @@ def train(
     )
 
 
-def _last_reader(network: Network) -> dict[MapRef, int]:
-    return {ref: readers[-1].number for ref, readers in network.consumers().items()}
+def _forward(
+    network: Network,
+    kernels: Kernels,
+    weights: Mapping[int, dict],
+    image: Array,
+    keep: Collection[MapRef],
+) -> dict[MapRef, Array]:
+    """Forward up the table; return the maps in ``keep`` and the network output.
+
+    Every other map is dropped after its last reader.
+    """
+    batch = image.shape[0]
+    last_reader = {ref: readers[-1].number for ref, readers in network.consumers().items()}
+    maps: dict[MapRef, Array] = {NETWORK_INPUT: image}
+    for layer in network.layers:
+        outputs = kernels.forward(
+            layer, [maps[r] for r in layer.inputs], weights.get(layer.number, {})
+        )
+        _check_maps(kernels, layer, "forward", outputs, layer.out_shapes, batch)
+        maps.update(zip(layer.outputs, outputs, strict=True))
+        for ref in set(layer.inputs):
+            if last_reader[ref] == layer.number and ref not in keep:
+                del maps[ref]
+    return maps
 
 
 def _kept_for_backward(network: Network) -> dict[MapRef, list[int]]:
@@ -143,3 +167,77 @@ def _kept_for_backward(network: Network) -> dict[MapRef, list[int]]:
             for ref in layer.outputs:
                 kept.setdefault(ref, []).append(layer.number)
     return kept
+
+
+# Checks at the boundary: the caller's arrays and every kernel's return value. -----------
+
+
+def _check_argument(name: str, array: Array, shape: Shape, batch: int | None = None) -> int:
+    """Check a map the caller passed: [B, *shape], with ``batch`` as B if given; return B.
+
+    Checked here so that a wrong argument is not reported as a kernel's wrong return.
+    """
+    got = _shape(array)
+    if (
+        got is None
+        or len(got) != 4
+        or got[1:] != tuple(shape)
+        or (batch is not None and got[0] != batch)
+    ):
+        expected = f"[{'B' if batch is None else batch}, {', '.join(map(str, shape))}]"
+        raise ValueError(f"{name}: expected an array of shape {expected}, got {_describe(array)}")
+    return got[0]
+
+
+def _check_maps(
+    kernels: Kernels, layer: Layer, step: str, got: Any, shapes: tuple[Shape, ...], batch: int
+) -> None:
+    """A forward or backward return: one [B][X][Y][L] array per output or per input."""
+    if step == "forward":
+        names = [f"output {layer.output_name(i)}" for i in range(len(shapes))]
+    else:
+        names = [f"residual of in{i + 1}" for i in range(len(shapes))]
+    if not isinstance(got, list | tuple) or len(got) != len(shapes):
+        count = f"a list of {len(shapes)} array(s) ({', '.join(names)})"
+        found = f"{len(got)} item(s)" if isinstance(got, list | tuple) else _describe(got)
+        raise _kernel_error(kernels, layer, step, f"expected {count}, got {found}")
+    for name, array, shape in zip(names, got, shapes, strict=True):
+        expected = (batch, *shape)
+        if _shape(array) != expected:
+            raise _kernel_error(
+                kernels, layer, step, f"{name}: expected shape {expected}, got {_describe(array)}"
+            )
+
+
+def _check_gradients(kernels: Kernels, layer: Layer, got: Any) -> None:
+    """A gradient return: the layer's weight names, each array shaped like its weight."""
+    if not isinstance(got, Mapping) or set(got) != set(layer.weight_shapes):
+        found = f"keys {sorted(map(str, got))}" if isinstance(got, Mapping) else _describe(got)
+        expected = sorted(layer.weight_shapes)
+        raise _kernel_error(
+            kernels, layer, "gradient", f"expected a dict with keys {expected}, got {found}"
+        )
+    for name, shape in layer.weight_shapes.items():
+        if _shape(got[name]) != tuple(shape):
+            raise _kernel_error(
+                kernels,
+                layer,
+                "gradient",
+                f"{name}: expected shape {tuple(shape)}, got {_describe(got[name])}",
+            )
+
+
+def _kernel_error(kernels: Kernels, layer: Layer, step: str, problem: str) -> KernelError:
+    return KernelError(
+        f"{type(kernels).__name__}.{step} of row {layer.number} ({layer.type.name}): {problem}"
+    )
+
+
+def _shape(array: Any) -> tuple[int, ...] | None:
+    shape = getattr(array, "shape", None)
+    return None if shape is None else tuple(shape)
+
+
+def _describe(array: Any) -> str:
+    shape = _shape(array)
+    return f"shape {shape}" if shape is not None else f"a {type(array).__name__} with no shape"

@@ -24,16 +24,12 @@ class LayerShapeError(ValueError):
 class MapRef:
     """One feature map of a network: output ``output`` (0 or 1) of row ``layer``.
 
-    ``layer == 0`` is the network input, the input map of the first row (SPEC §5).
+    ``layer == 0`` is the network input, the input map of the first row (SPEC §5). A table
+    names a map by its producer's row, so its name is ``Layer.output_name``.
     """
 
     layer: int
     output: int = 0
-
-    def __str__(self) -> str:
-        if self.layer == 0:
-            return "network input"
-        return f"{self.layer}.{self.output + 1}" if self.output else str(self.layer)
 
 
 NETWORK_INPUT = MapRef(0)
@@ -99,7 +95,6 @@ class LayerType:
     """
 
     name: str
-    section: str
     params: tuple[str, ...]
     n_inputs: int
     n_outputs: int
@@ -134,9 +129,8 @@ _WINDOW = ("Rx", "Ry", "S", "Px", "Py")
 LAYER_TYPES: dict[str, LayerType] = {
     t.name: t
     for t in (
-        LayerType(
+        LayerType(  # section 6.1
             name="conv",
-            section="6.1",
             params=("F", *_WINDOW),
             n_inputs=1,
             n_outputs=1,
@@ -148,9 +142,8 @@ LAYER_TYPES: dict[str, LayerType] = {
             macs=_conv_macs,
             keeps_inputs=True,
         ),
-        LayerType(
+        LayerType(  # section 6.2
             name="maxpool",
-            section="6.2",
             params=_WINDOW,
             n_inputs=1,
             n_outputs=1,
@@ -158,42 +151,37 @@ LAYER_TYPES: dict[str, LayerType] = {
             keeps_inputs=True,
             keeps_outputs=True,
         ),
-        LayerType(
+        LayerType(  # section 6.2
             name="avgpool",
-            section="6.2",
             params=_WINDOW,
             n_inputs=1,
             n_outputs=1,
             out_shapes=lambda ins, p: (_windowed(ins[0], p, ins[0][2]),),
         ),
-        LayerType(
+        LayerType(  # section 6.3
             name="relu",
-            section="6.3",
             params=(),
             n_inputs=1,
             n_outputs=1,
             out_shapes=lambda ins, p: ins,
             keeps_inputs=True,
         ),
-        LayerType(
+        LayerType(  # section 6.4
             name="concat",
-            section="6.4",
             params=(),
             n_inputs=2,
             n_outputs=1,
             out_shapes=lambda ins, p: _concat(ins),
         ),
-        LayerType(
+        LayerType(  # section 6.5
             name="split",
-            section="6.5",
             params=("L1",),
             n_inputs=1,
             n_outputs=2,
             out_shapes=_split,
         ),
-        LayerType(
+        LayerType(  # section 6.6
             name="depthwise",
-            section="6.6",
             params=_WINDOW,
             n_inputs=1,
             n_outputs=1,
@@ -206,17 +194,15 @@ LAYER_TYPES: dict[str, LayerType] = {
             macs=_depthwise_macs,
             keeps_inputs=True,
         ),
-        LayerType(
+        LayerType(  # section 6.7
             name="eltwise",
-            section="6.7",
             params=(),
             n_inputs=2,
             n_outputs=1,
             out_shapes=lambda ins, p: _same_shapes(ins),
         ),
-        LayerType(
+        LayerType(  # section 6.8
             name="fc",
-            section="6.8",
             params=("F",),
             n_inputs=1,
             n_outputs=1,
@@ -229,9 +215,8 @@ LAYER_TYPES: dict[str, LayerType] = {
             macs=_fc_macs,
             keeps_inputs=True,
         ),
-        LayerType(
+        LayerType(  # section 6.9
             name="shuffle",
-            section="6.9",
             params=("G",),
             n_inputs=1,
             n_outputs=1,
@@ -269,16 +254,11 @@ class Layer:
         """Multiply-accumulates of one forward pass for one image (SPEC §7)."""
         return self.type.macs(self.in_shapes, self.out_shapes, self.params)
 
-    def describe(self) -> str:
-        """A short ASCII tag such as ``conv F64 k3x3 s2 p1x1`` for messages and test ids."""
-        p = self.params
-        parts = [self.type.name]
-        if "F" in p:
-            parts.append(f"F{p['F']}")
-        if "Rx" in p:
-            parts += [f"k{p['Rx']}x{p['Ry']}", f"s{p['S']}", f"p{p['Px']}x{p['Py']}"]
-        parts += [f"{name}{p[name]}" for name in ("L1", "G") if name in p]
-        return " ".join(parts)
+    def output_name(self, index: int) -> str:
+        """How a table names output ``index``: ``n`` for one output, ``n.1``/``n.2`` for split."""
+        if self.type.n_outputs == 1:
+            return str(self.number)
+        return f"{self.number}.{index + 1}"
 
 
 def make_layer(
@@ -318,7 +298,7 @@ def make_layer(
         )
     out_shapes = layer_type.out_shapes(in_shapes, params)
     if inputs is None:
-        inputs = tuple(MapRef(0) for _ in in_shapes)
+        inputs = tuple(NETWORK_INPUT for _ in in_shapes)
     return Layer(
         number=number,
         type=layer_type,

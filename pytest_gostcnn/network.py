@@ -17,19 +17,38 @@ from typing import Any
 
 import yaml
 
-from .layers import LAYER_TYPES, Layer, LayerShapeError, MapRef, Shape, make_layer
+from .layers import (
+    LAYER_TYPES,
+    NETWORK_INPUT,
+    Layer,
+    LayerShapeError,
+    MapRef,
+    Shape,
+    make_layer,
+)
 
 # The standard's six letters and the Latin ids used in options and test ids.
 LATIN = {"М": "M", "Г": "G", "В": "V", "С": "S", "Р": "R", "Ш": "Sh"}
 CYRILLIC = {latin: cyrillic for cyrillic, latin in LATIN.items()}
 PROVENANCES = ("reconstruction", "official")
 TOP_KEYS = ("letter", "name", "provenance", "input", "layers")
+TABLE_SUFFIXES = (".yaml", ".yml")
 ROW_KEYS = ("n", "type", "in1", "in2")
 _MAP_REF = re.compile(r"^(\d+)(?:\.([12]))?$")
 
 
 class TableError(ValueError):
     """A network table that does not describe a valid network."""
+
+
+class UnknownNetworkError(TableError, KeyError):
+    """A network key that is none of the standard's six letters.
+
+    Also a ``KeyError``: the key is looked up among the networks.
+    """
+
+    # KeyError quotes its message (str(KeyError("x")) == "'x'"); print it as written.
+    __str__ = TableError.__str__
 
 
 @dataclass(frozen=True)
@@ -77,13 +96,18 @@ def load_table(path: str | Path) -> Network:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise TableError(f"{path}: cannot read the table: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise TableError(
+            f"{path}: not UTF-8 text (byte {exc.start} is {exc.object[exc.start]:#04x}); "
+            f"save the table as UTF-8"
+        ) from exc
     except yaml.YAMLError as exc:
         raise TableError(f"{path}: not valid YAML: {exc}") from exc
     return parse_table(data, str(path))
 
 
 def load_networks(directory: str | Path | None = None) -> dict[str, Network]:
-    """Every ``*.yaml`` table in ``directory`` (default: the shipped ones), keyed by Latin id.
+    """Every ``*.yaml``/``*.yml`` table in ``directory`` (default: the shipped ones), by Latin id.
 
     The order is the standard's: М, Г, В, С, Р, Ш.
     """
@@ -91,19 +115,23 @@ def load_networks(directory: str | Path | None = None) -> dict[str, Network]:
     if not directory.is_dir():
         raise TableError(f"{directory}: not a directory of network tables")
     found: dict[str, Network] = {}
-    for path in sorted(directory.glob("*.yaml")):
+    paths = sorted(path for path in directory.iterdir() if path.suffix in TABLE_SUFFIXES)
+    for path in paths:
         network = load_table(path)
         if network.latin in found:
             earlier = found[network.latin].source
             raise TableError(f"{path}: network {network.letter} is already defined in {earlier}")
         found[network.latin] = network
     if not found:
-        raise TableError(f"{directory}: no network tables (*.yaml) found")
+        raise TableError(f"{directory}: no network tables (*.yaml, *.yml) found")
     return {latin: found[latin] for latin in LATIN.values() if latin in found}
 
 
 def network_key(key: str) -> str:
-    """The Latin id for a letter given in Latin (``R``, ``Sh``, any case) or Cyrillic (``Р``)."""
+    """The Latin id for a letter given in Latin (``R``, ``Sh``, any case) or Cyrillic (``Р``).
+
+    Raises ``UnknownNetworkError`` (a ``TableError`` and a ``KeyError``) for any other key.
+    """
     if key in LATIN:
         return LATIN[key]
     for latin in CYRILLIC:
@@ -113,12 +141,12 @@ def network_key(key: str) -> str:
         if key.upper() == cyrillic:
             return latin
     known = ", ".join(f"{latin} ({cyrillic})" for latin, cyrillic in CYRILLIC.items())
-    raise KeyError(f"unknown network {key!r}; the networks are {known}")
+    raise UnknownNetworkError(f"unknown network {key!r}; the networks are {known}")
 
 
 def load_network(key: str | Path, directory: str | Path | None = None) -> Network:
     """One network by letter (``"R"``, ``"Р"``, ``"Sh"``) or by the path of a table file."""
-    if isinstance(key, Path) or str(key).endswith((".yaml", ".yml")):
+    if isinstance(key, Path) or str(key).endswith(TABLE_SUFFIXES):
         return load_table(key)
     networks = load_networks(directory)
     latin = network_key(str(key))
@@ -143,7 +171,8 @@ def parse_table(data: Any, source: str) -> Network:
             )
         )
     letter = data["letter"]
-    if letter not in LATIN:
+    # Checked as text first: a YAML list or mapping is not hashable, so `in LATIN` would fail.
+    if not isinstance(letter, str) or letter not in LATIN:
         raise TableError(
             f"{source}: letter {letter!r} is not one of the standard's networks "
             f"{', '.join(LATIN)} (Cyrillic letters)"
@@ -182,7 +211,7 @@ def _positive_int(value: Any) -> bool:
 
 
 def _layers(rows: list, input_shape: Shape, source: str) -> tuple[Layer, ...]:
-    numbers: set[int] = set()
+    positions: dict[int, int] = {}
     for position, row in enumerate(rows, start=1):
         if not isinstance(row, Mapping):
             raise TableError(f"{source}: row #{position}: a row must be a mapping, got {row!r}")
@@ -191,9 +220,12 @@ def _layers(rows: list, input_shape: Shape, source: str) -> tuple[Layer, ...]:
             raise TableError(
                 f"{source}: row #{position}: n={number!r} must be a positive integer row number"
             )
-        if number in numbers:
-            raise TableError(f"{source}: row {number}: duplicate row number {number}")
-        numbers.add(number)
+        if number in positions:
+            raise TableError(
+                f"{source}: row {number}: duplicate row number {number} "
+                f"(list positions #{positions[number]} and #{position})"
+            )
+        positions[number] = position
     ordered = sorted(rows, key=lambda row: row["n"])
     layers: dict[int, Layer] = {}
     for index, row in enumerate(ordered):
@@ -218,7 +250,7 @@ def _layer(row: Mapping, first: bool, input_shape: Shape, earlier: dict[int, Lay
         # Before _map_ref: on the first row it would reject any name with a vaguer message.
         if any(row.get(column) not in (None, "-") for column in ("in1", "in2")):
             raise TableError("the first row reads the network input; its in1 and in2 must be '-'")
-        refs = [MapRef(0)]
+        refs = [NETWORK_INPUT]
     else:
         refs = [
             ref
@@ -238,7 +270,8 @@ def _layer(row: Mapping, first: bool, input_shape: Shape, earlier: dict[int, Lay
     if odd:
         raise TableError(f"parameter name(s) {', '.join(odd)} must be text such as F or Rx")
     in_shapes = [
-        input_shape if ref.layer == 0 else earlier[ref.layer].out_shapes[ref.output] for ref in refs
+        input_shape if ref == NETWORK_INPUT else earlier[ref.layer].out_shapes[ref.output]
+        for ref in refs
     ]
     return make_layer(type_name, in_shapes, number=row["n"], inputs=tuple(refs), **params)
 
@@ -276,9 +309,10 @@ def _check_every_output_used(layers: Iterable[Layer], source: str) -> None:
         raise TableError(f"{source}: row {last.number}: the last row must have one output")
     used = {ref for layer in layers for ref in layer.inputs}
     for layer in layers[:-1]:
-        for ref in layer.outputs:
+        for index, ref in enumerate(layer.outputs):
             if ref not in used:
                 raise TableError(
-                    f"{source}: row {layer.number}: output {ref} is not read by any later row "
+                    f"{source}: row {layer.number}: output {layer.output_name(index)} "
+                    f"is not read by any later row "
                     f"(only the last row's output is the network output)"
                 )

@@ -20,6 +20,16 @@ def pad(a: np.ndarray, layer: Layer) -> np.ndarray:
     return np.pad(a, ((0, 0), (px, px), (py, py), (0, 0)))
 
 
+def padded_zeros(layer: Layer, batch: int, dtype: np.dtype) -> np.ndarray:
+    """Zeros shaped like ``pad`` of the layer's input map: where backward sums IN_D.
+
+    Every window offset adds into its slice; ``crop`` then drops what landed on padding.
+    """
+    x, y, channels = layer.in_shapes[0]
+    px, py = layer.params["Px"], layer.params["Py"]
+    return np.zeros((batch, x + 2 * px, y + 2 * py, channels), dtype=dtype)
+
+
 def crop(padded: np.ndarray, layer: Layer) -> np.ndarray:
     """The in-bounds part of a padded map: the inverse of ``pad``."""
     px, py = layer.params["Px"], layer.params["Py"]

@@ -8,7 +8,7 @@ import numpy as np
 
 from pytest_gostcnn.layers import Layer
 
-from ._window import crop, offsets, pad
+from ._window import crop, offsets, pad, padded_zeros
 
 
 def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:
@@ -27,11 +27,7 @@ def backward(
     weights: dict[str, np.ndarray],
 ) -> list:
     share = out_residuals[0] / (layer.params["Rx"] * layer.params["Ry"])
-    x, y, channels = layer.in_shapes[0]
-    p = layer.params
-    in_residual = np.zeros(
-        (share.shape[0], x + 2 * p["Px"], y + 2 * p["Py"], channels), dtype=share.dtype
-    )
+    in_residual = padded_zeros(layer, share.shape[0], share.dtype)
     for _, _, index in offsets(layer):
         in_residual[index] += share
     return [crop(in_residual, layer)]

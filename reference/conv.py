@@ -4,7 +4,7 @@ import numpy as np
 
 from pytest_gostcnn.layers import Layer
 
-from ._window import crop, offsets, pad
+from ._window import crop, offsets, pad, padded_zeros
 
 
 def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:
@@ -26,12 +26,7 @@ def backward(
 ) -> list:
     out_residual = out_residuals[0]
     filters = weights["filters"]
-    x, y, channels = layer.in_shapes[0]
-    p = layer.params
-    in_residual = np.zeros(
-        (out_residual.shape[0], x + 2 * p["Px"], y + 2 * p["Py"], channels),
-        dtype=out_residual.dtype,
-    )
+    in_residual = padded_zeros(layer, out_residual.shape[0], out_residual.dtype)
     for rx, ry, index in offsets(layer):
         in_residual[index] += out_residual @ filters[rx, ry].T
     return [crop(in_residual, layer)]

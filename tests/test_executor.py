@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from pytest_gostcnn.data import draw_input, draw_out_residual, draw_weights
-from pytest_gostcnn.executor import infer, train
+from pytest_gostcnn.executor import KernelError, infer, train
 from pytest_gostcnn.layers import NETWORK_INPUT, Layer, MapRef
 from pytest_gostcnn.network import Network, parse_table
 from pytest_gostcnn.reference import (
@@ -328,12 +328,14 @@ def test_gradient_receives_the_forward_input_and_the_backward_out_residual(
 class LivenessKernels(ReferenceKernels):
     """Reference kernels that note, at the start of every step, which maps are still alive.
 
-    Forward hands out a fresh copy of every output and keeps only a weak reference to it,
-    so a map is alive exactly while the executor holds it. (A reference kernel may return a
-    view, as split does, which would keep its input alive too.)
+    Forward keeps only a weak reference to every output it hands out. With ``copy_outputs``
+    it hands out a fresh copy, so a map is alive exactly while the executor holds it; without,
+    it hands out what the reference returned, so a map is also alive while another map
+    refers to it (a view of it).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, copy_outputs: bool = True) -> None:
+        self.copy_outputs = copy_outputs
         self.maps: dict[MapRef, weakref.ref] = {}
         self.alive: dict[tuple[str, int], set[MapRef]] = {}
 
@@ -342,7 +344,9 @@ class LivenessKernels(ReferenceKernels):
 
     def forward(self, layer, inputs, weights):
         self._note("forward", layer.number)
-        outputs = [output.copy() for output in super().forward(layer, inputs, weights)]
+        outputs = super().forward(layer, inputs, weights)
+        if self.copy_outputs:
+            outputs = [output.copy() for output in outputs]
         for ref, output in zip(layer.outputs, outputs, strict=True):
             self.maps[ref] = weakref.ref(output)
         return outputs
@@ -427,6 +431,34 @@ def test_training_backward_releases_a_map_after_the_last_step_that_reads_it():
         assert kernels.alive["update", layer.number] == {network_output}
 
 
+# Map 2 is read only by split 3, whose backward reads nothing, so training may drop it after
+# forward 3; conv 4's gradient keeps 3.2 until backward 4 (as in network Ш, rows 13-15).
+SPLIT_AFTER_SHUFFLE = table(
+    "split after shuffle",
+    "{X: 4, Y: 3, L: 4}",
+    """\
+  - {n: 1, type: conv, F: 4, Rx: 1, Ry: 1, S: 1, Px: 0, Py: 0}
+  - {n: 2, type: shuffle, in1: 1, G: 2}
+  - {n: 3, type: split, in1: 2, L1: 2}
+  - {n: 4, type: conv, in1: "3.2", F: 2, Rx: 1, Ry: 1, S: 1, Px: 0, Py: 0}
+  - {n: 5, type: concat, in1: "3.1", in2: 4}
+""",
+)
+
+
+def test_a_kept_split_output_does_not_keep_the_splits_input_alive():
+    weights, image, out_residual = draws(SPLIT_AFTER_SHUFFLE, batch=2, seed=14)
+    kernels = LivenessKernels(copy_outputs=False)  # what the reference returns, views and all
+    train(SPLIT_AFTER_SHUFFLE, kernels, weights, image, out_residual)
+    first, second = MapRef(3, 0), MapRef(3, 1)
+    assert kernels.alive["forward", 4] == {first, second}
+    assert kernels.alive["forward", 5] == {first, second, MapRef(4)}
+    # Train returns map 5; 3.2 stays for the gradient of row 4, map 2 for nothing.
+    assert kernels.alive["backward", 5] == {second, MapRef(5)}
+    assert kernels.alive["backward", 4] == {second, MapRef(5)}
+    assert kernels.alive["backward", 3] == {MapRef(5)}
+
+
 # --- (f) one residual array for both inputs of eltwise --------------------------------
 
 
@@ -453,3 +485,165 @@ def test_shared_eltwise_residual_is_not_corrupted_by_the_fan_out_sum():
     np.testing.assert_allclose(result.input_residual, input_residual, rtol=1e-12)
     np.testing.assert_array_equal(result.gradients[2]["filters"], gradient_2["filters"])
     np.testing.assert_array_equal(result.gradients[2]["biases"], gradient_2["biases"])
+
+
+# --- (g) every array a kernel returns is checked where it enters the schedule ---------
+
+
+class Wrong(ReferenceKernels):
+    """Reference kernels with one step of one row replaced by ``returns(correct_result)``."""
+
+    def __init__(self, step: str, number: int, returns) -> None:
+        self.step, self.number, self.returns = step, number, returns
+
+    def _maybe(self, step, layer, result):
+        return self.returns(result) if (step, layer.number) == (self.step, self.number) else result
+
+    def forward(self, layer, inputs, weights):
+        return self._maybe("forward", layer, super().forward(layer, inputs, weights))
+
+    def backward(self, layer, inputs, outputs, out_residuals, weights):
+        result = super().backward(layer, inputs, outputs, out_residuals, weights)
+        return self._maybe("backward", layer, result)
+
+    def gradient(self, layer, inputs, out_residuals):
+        return self._maybe("gradient", layer, super().gradient(layer, inputs, out_residuals))
+
+
+def kernel_error(kernels) -> str:
+    weights, image, out_residual = draws(FAN_OUT, batch=2, seed=15)
+    with pytest.raises(KernelError) as excinfo:
+        train(FAN_OUT, kernels, weights, image, out_residual)
+    return str(excinfo.value)
+
+
+# FAN_OUT's maps at B=2: rows 1-4 [2][5][4][3]; split 5 gives 5.1 [2][5][4][1] and 5.2
+# [2][5][4][2]; row 6 [2][5][4][2]; concat 7 [2][5][4][3]; max pooling 8 [2][2][2][3].
+WRONG_RETURNS = [
+    pytest.param(
+        ("forward", 5, lambda outs: outs[:1]),
+        "Wrong.forward of row 5 (split): expected a list of 2 array(s) "
+        "(output 5.1, output 5.2), got 1 item(s)",
+        id="forward-too-few-outputs",
+    ),
+    pytest.param(
+        ("forward", 2, lambda outs: outs[0]),
+        "Wrong.forward of row 2 (relu): expected a list of 1 array(s) (output 2), "
+        "got shape (2, 5, 4, 3)",
+        id="forward-bare-array",
+    ),
+    pytest.param(
+        ("forward", 5, lambda outs: outs[::-1]),
+        "Wrong.forward of row 5 (split): output 5.1: expected shape (2, 5, 4, 1), "
+        "got shape (2, 5, 4, 2)",
+        id="forward-outputs-swapped",
+    ),
+    pytest.param(
+        ("forward", 8, lambda outs: [outs[0][0]]),
+        "Wrong.forward of row 8 (maxpool): output 8: expected shape (2, 2, 2, 3), "
+        "got shape (2, 2, 3)",
+        id="forward-without-batch-axis",
+    ),
+    pytest.param(
+        ("backward", 4, lambda residuals: residuals[:1]),
+        "Wrong.backward of row 4 (eltwise): expected a list of 2 array(s) "
+        "(residual of in1, residual of in2), got 1 item(s)",
+        id="backward-one-residual-for-two-inputs",
+    ),
+    pytest.param(
+        # Concat's in2 is map 6; the kernel hands back a residual as deep as OUT_D.
+        ("backward", 7, lambda residuals: [residuals[0], np.zeros((2, 5, 4, 3))]),
+        "Wrong.backward of row 7 (concat): residual of in2: expected shape (2, 5, 4, 2), "
+        "got shape (2, 5, 4, 3)",
+        id="backward-wrong-shape",
+    ),
+    pytest.param(
+        ("gradient", 3, lambda grads: {"filters": grads["filters"]}),
+        "Wrong.gradient of row 3 (conv): expected a dict with keys ['biases', 'filters'], "
+        "got keys ['filters']",
+        id="gradient-missing-weight",
+    ),
+    pytest.param(
+        # Depthwise BIASES are [L]; a kernel that did not sum OUT_D over the batch gives [B][L].
+        ("gradient", 6, lambda grads: {**grads, "biases": np.zeros((2, 2))}),
+        "Wrong.gradient of row 6 (depthwise): biases: expected shape (2,), got shape (2, 2)",
+        id="gradient-wrong-shape",
+    ),
+]
+
+
+@pytest.mark.parametrize(("wrong", "message"), WRONG_RETURNS)
+def test_a_kernel_returning_the_wrong_arrays_is_a_kernel_error(wrong, message):
+    # The message names the kernels' class, the row, its type and the step, then what the
+    # table expects and what came back.
+    assert kernel_error(Wrong(*wrong)) == message
+
+
+def test_a_kernel_error_is_a_value_error():
+    assert issubclass(KernelError, ValueError)
+
+
+class Shaped:
+    """A stand-in for a backend's array: only ``.shape`` and addition, no NumPy protocol."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.array.shape
+
+    def __add__(self, other: "Shaped") -> "Shaped":
+        return Shaped(self.array + other.array)
+
+
+class ShapedKernels(ReferenceKernels):
+    """The reference behind arrays that are not NumPy arrays (as a GPU backend's are not)."""
+
+    def forward(self, layer, inputs, weights):
+        outs = super().forward(layer, [x.array for x in inputs], weights)
+        return [Shaped(o) for o in outs]
+
+    def backward(self, layer, inputs, outputs, out_residuals, weights):
+        residuals = super().backward(
+            layer,
+            [x.array for x in inputs],
+            [o.array for o in outputs],
+            [r.array for r in out_residuals],
+            weights,
+        )
+        return [Shaped(r) for r in residuals]
+
+    def gradient(self, layer, inputs, out_residuals):
+        grads = super().gradient(layer, [x.array for x in inputs], [r.array for r in out_residuals])
+        return {name: Shaped(g) for name, g in grads.items()}
+
+    def update(self, layer, weights, grads, batch):
+        super().update(layer, weights, {name: g.array for name, g in grads.items()}, batch)
+
+
+def test_any_array_with_a_shape_passes_the_checks():
+    weights, image, out_residual = draws(FAN_OUT, batch=2, seed=16)
+    expected = train(FAN_OUT, ReferenceKernels(), copy.deepcopy(weights), image, out_residual)
+    result = train(FAN_OUT, ShapedKernels(), weights, Shaped(image), Shaped(out_residual))
+    np.testing.assert_array_equal(result.output.array, expected.output)
+    np.testing.assert_array_equal(result.input_residual.array, expected.input_residual)
+
+
+@pytest.mark.parametrize(
+    ("image_shape", "residual_shape", "problem"),
+    [
+        ((2, 5, 4, 3), (2, 2, 2, 3), "image: expected an array of shape [B, 5, 4, 2]"),
+        ((5, 4, 2), (2, 2, 2, 3), "image: expected an array of shape [B, 5, 4, 2]"),
+        ((2, 5, 4, 2), (3, 2, 2, 3), "out_residual: expected an array of shape [2, 2, 2, 3]"),
+    ],
+    ids=["image-depth", "image-without-batch", "residual-batch"],
+)
+def test_a_callers_map_of_the_wrong_shape_is_not_blamed_on_the_kernels(
+    image_shape, residual_shape, problem
+):
+    weights, _, _ = draws(FAN_OUT, batch=2, seed=17)
+    with pytest.raises(ValueError) as excinfo:
+        train(FAN_OUT, ReferenceKernels(), weights, np.zeros(image_shape), np.zeros(residual_shape))
+    assert not isinstance(excinfo.value, KernelError)
+    assert str(excinfo.value).startswith(problem)

@@ -12,6 +12,7 @@ from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
 from pytest_gostcnn.layer_cases import layer_cases
 from pytest_gostcnn.layers import make_layer
 from pytest_gostcnn.reference import MODULES
+from pytest_gostcnn.reference._window import offsets
 from pytest_gostcnn.verification import NOT_CORRECT, verify_layer, verify_network
 
 MARGIN = 10.0
@@ -64,15 +65,8 @@ class MaxPoolMinusInfinity(NumpyBackend):
             ((0, 0), (p["Px"], p["Px"]), (p["Py"], p["Py"]), (0, 0)),
             constant_values=-np.inf,
         )
-        x_out, y_out, _ = layer.out_shapes[0]
-        out = np.full((inputs[0].shape[0], x_out, y_out, inputs[0].shape[3]), -np.inf, np.float32)
-        for rx in range(p["Rx"]):
-            for ry in range(p["Ry"]):
-                window = padded[
-                    :, rx : rx + p["S"] * (x_out - 1) + 1 : p["S"], ry : ry + p["S"] * (y_out - 1) + 1 : p["S"]
-                ]
-                np.maximum(out, window, out=out)
-        return [out]
+        windows = [padded[index] for _, _, index in offsets(layer)]
+        return [np.maximum.reduce(windows)]
 
 
 class AvgPoolInBoundsDivisor(NumpyBackend):

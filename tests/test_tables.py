@@ -9,8 +9,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pytest_gostcnn.__main__ import main
 from pytest_gostcnn.layers import MapRef
-from pytest_gostcnn.network import TableError, load_network, load_networks, load_table, network_key
+from pytest_gostcnn.network import (
+    TableError,
+    UnknownNetworkError,
+    load_network,
+    load_networks,
+    load_table,
+    network_key,
+)
 
 HEADER = """\
 letter: {letter}
@@ -280,6 +288,7 @@ def test_duplicate_row_number_is_rejected(tmp_path):
 """
     message = row_rejection(tmp_path, rows, row=2)
     assert "duplicate row number 2" in message
+    assert "(list positions #2 and #3)" in message
 
 
 def test_output_read_by_no_later_row_is_rejected(tmp_path):
@@ -293,13 +302,15 @@ def test_output_read_by_no_later_row_is_rejected(tmp_path):
     assert "output 2 is not read by any later row" in message
 
 
-def test_split_output_read_by_no_later_row_is_rejected(tmp_path):
-    rows = """\
-  - {n: 1, type: split, L1: 1}
-  - {n: 2, type: relu, in1: "1.1"}
+@pytest.mark.parametrize(("read", "unread"), [("1.1", "1.2"), ("1.2", "1.1")])
+def test_split_output_read_by_no_later_row_is_rejected(tmp_path, read, unread):
+    # The message names the output as a table row would: n.1 or n.2, never a bare n.
+    rows = f"""\
+  - {{n: 1, type: split, L1: 1}}
+  - {{n: 2, type: relu, in1: "{read}"}}
 """
     message = row_rejection(tmp_path, rows, row=1)
-    assert "output 1.2 is not read by any later row" in message
+    assert f"output {unread} is not read by any later row" in message
 
 
 @pytest.mark.parametrize(
@@ -440,3 +451,61 @@ def test_a_parameter_name_that_is_not_text_is_rejected(tmp_path):
     )
     with pytest.raises(TableError, match=r"bad\.yaml: row 1: parameter name\(s\) 3 must be text"):
         load_table(path)
+
+
+# --- files that are not a table, and how tables and networks are named ---------------
+
+
+@pytest.mark.parametrize("letter", ["[1]", "{Р: 1}", "5"], ids=["list", "mapping", "number"])
+def test_letter_that_is_not_text_is_rejected(tmp_path, letter):
+    path = write_table(tmp_path, ONE_ROW)
+    path.write_text(
+        path.read_text(encoding="utf-8").replace("letter: Р", f"letter: {letter}"),
+        encoding="utf-8",
+    )
+    message = rejection(path)
+    assert message.startswith(f"{path}: letter ")
+    assert "is not one of the standard's networks" in message
+
+
+def test_table_that_is_not_utf8_is_rejected(tmp_path):
+    path = write_table(tmp_path, ONE_ROW)
+    # The header's Cyrillic letter saved in Windows-1251 instead of UTF-8.
+    path.write_bytes(path.read_text(encoding="utf-8").encode("cp1251"))
+    message = rejection(path)
+    assert message.startswith(f"{path}: not UTF-8 text")
+
+
+def test_outputs_are_named_as_table_rows_name_them(tmp_path):
+    network = load_table(write_table(tmp_path, ALL_SHAPES_ROWS, x=8, y=6, channels=3))
+    relu, split = network.layers[1], network.layers[2]
+    assert relu.output_name(0) == "2"
+    assert [split.output_name(i) for i in (0, 1)] == ["3.1", "3.2"]
+
+
+def test_yml_tables_in_a_directory_are_loaded(tmp_path):
+    write_table(tmp_path, ONE_ROW, file="a.yml", letter="Ш")
+    write_table(tmp_path, ONE_ROW, file="b.yaml", letter="Р")
+    write_table(tmp_path, "not a table", file="notes.txt", letter="М")
+    networks = load_networks(tmp_path)
+    assert list(networks) == ["R", "Sh"]
+    assert networks["Sh"].source == str(tmp_path / "a.yml")
+
+
+def test_unknown_network_key_is_also_a_table_error():
+    with pytest.raises(UnknownNetworkError) as excinfo:
+        network_key("X")
+    assert isinstance(excinfo.value, TableError)
+    # Printed as written: a plain KeyError would quote the whole message.
+    assert str(excinfo.value).startswith("unknown network 'X';")
+
+
+def test_command_line_reports_an_unknown_network_and_exits_2(capsys):
+    assert main(["reference", "--networks", "X"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown network 'X'; the networks are M")
+
+
+def test_command_line_reports_a_network_missing_from_the_directory_and_exits_2(tmp_path, capsys):
+    write_table(tmp_path, ONE_ROW, letter="Р")
+    assert main(["reference", "--tables", str(tmp_path), "--networks", "Sh"]) == 2
+    assert capsys.readouterr().err == "error: network Sh (Ш) has no table in this directory\n"
