@@ -20,6 +20,7 @@ import numpy as np
 from . import executor
 from .layers import Layer
 from .network import Network
+from .peak import Peak, cpu_peak
 
 ENTRY_POINT_GROUP = "pytest_gostcnn.backends"
 
@@ -67,6 +68,17 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def to_host(self, array) -> np.ndarray:
         """A NumPy array with the values of a device array (in the device's dtype)."""
+
+    def peak(self) -> Peak | None:
+        """The estimated theoretical peak of this cell in MAC/s, or None if unknown.
+
+        The default estimates a CPU from /proc/cpuinfo; accelerator backends override it.
+        """
+        return cpu_peak(self.dtype)
+
+    def system(self) -> dict:
+        """Facts about the device for the report (e.g. GPU model, driver); default none."""
+        return {}
 
     def synchronize(self) -> None:
         """Wait until all queued work is done (closes every timed region).

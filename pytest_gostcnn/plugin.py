@@ -10,12 +10,14 @@ from __future__ import annotations
 import math
 import shlex
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from . import summary
 from .backend import (
     INFERENCE_DTYPES,
     TRAINING_DTYPES,
@@ -23,8 +25,11 @@ from .backend import (
     BackendError,
     load_backend_class,
 )
+from .benchmark import PROFILES, QUICK_IMAGES, Rounds, Timing, macs_per_image, plan
 from .layer_cases import LayerCase, layer_cases
 from .network import CYRILLIC, LATIN, Network, TableError, load_networks, network_key
+from .peak import Peak, parse_peak
+from .report import build_report, write_report
 from .verification import NOT_CORRECT, Verification, layer_steps, verify_layer, verify_network
 
 # The suite's file name does not match pytest's test-file patterns: the plugin collects it
@@ -32,8 +37,27 @@ from .verification import NOT_CORRECT, Verification, layer_steps, verify_layer, 
 SUITE = Path(__file__).parent / "suite" / "conformance.py"
 MODES = ("training", "inference", "both")
 MAX_BATCH = 1024  # SPEC §7: B is an integer from 1 to 1024
-DEFAULTS = {"backend": "numpy", "dtype": "float32", "batch": "2", "mode": "both", "seed": "0"}
-OPTIONS = ("backend", "dtype", "batch", "mode", "networks", "seed", "tables", "rmse_threshold")
+DEFAULTS = {
+    "backend": "numpy",
+    "dtype": "float32",
+    "batch": "2",
+    "mode": "both",
+    "seed": "0",
+    "profile": "quick",
+}
+OPTIONS = (
+    "backend",
+    "dtype",
+    "batch",
+    "mode",
+    "networks",
+    "seed",
+    "tables",
+    "rmse_threshold",
+    "profile",
+    "peak",
+    "report",
+)
 
 
 @dataclass
@@ -51,8 +75,14 @@ class GostSession:
     tables: str | None
     threshold: float | None
     networks_option: str | None
+    profile: str = "quick"
+    peak: Peak | None = None
+    report: str | None = None
     results: dict[tuple[str, str], Verification] = field(default_factory=dict)
     layer_results: list[Verification] = field(default_factory=list)
+    timings: dict[tuple[str, str], Timing] = field(default_factory=dict)
+    benchmarked: list[tuple[str, str]] = field(default_factory=list)
+    progress: Callable[[str], None] | None = None
 
     def options(self, networks: str | None = None, mode: str | None = None) -> list[str]:
         """The ``--gost-*`` options that reproduce this session (optionally narrowed)."""
@@ -66,6 +96,8 @@ class GostSession:
             args.append(f"--gost-tables={self.tables}")
         if self.threshold is not None:
             args.append(f"--gost-rmse-threshold={self.threshold}")
+        if self.profile != DEFAULTS["profile"]:
+            args.append(f"--gost-profile={self.profile}")
         networks = networks or self.networks_option
         if networks:
             args.append(f"--gost-networks={networks}")
@@ -119,9 +151,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="override СКОП: the admissible RMSE of every array as a share of the reference "
         "array's RMS (0 admits only reference-grade results)",
     )
+    group.addoption(
+        "--gost-profile",
+        metavar="PROFILE",
+        help=f"benchmark profile: quick ({QUICK_IMAGES} images per test, not compliant; "
+        "default) or full (1,000,000 images per cell, as section 9.3 requires)",
+    )
+    group.addoption(
+        "--gost-peak",
+        metavar="MAC/s",
+        help="theoretical peak of one computing cell in the chosen data type, e.g. 2.5e12 or "
+        "2.5T (default: estimated from the device, and labelled so)",
+    )
+    group.addoption(
+        "--gost-report",
+        metavar="PATH",
+        help="write a JSON report (system, options, verdicts, timings, ОРП, evaluation)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "gost_benchmark: a timed section 9 test of the GOST R 57700.36-2021 suite"
+    )
     # The plugin stays silent in pytest runs that ask nothing of it: without a --gost-*
     # option it builds no session until the suite itself is collected.
     if not any(config.getoption(f"gost_{name}") is not None for name in OPTIONS):
@@ -187,7 +239,21 @@ def _session(config: pytest.Config) -> GostSession:
             raise BackendError(
                 f"backend {name!r} failed to start: {type(exc).__name__}: {exc}"
             ) from exc
+    profile = _option(config, "profile")
+    if profile not in PROFILES:
+        raise ValueError(f"--gost-profile={profile}: choose one of {', '.join(PROFILES)}")
+    peak_option = config.getoption("gost_peak")
+    peak = parse_peak(peak_option) if peak_option is not None else None
+    if peak is None and backend is not None:
+        peak = backend.peak()
+    report = config.getoption("gost_report")
+    if report is not None:
+        _check_report_path(report)
     return GostSession(
+        profile=profile,
+        peak=peak,
+        report=report,
+        progress=_progress_writer(config),
         backend_name=name,
         backend=backend,
         unavailable=unavailable,
@@ -200,6 +266,31 @@ def _session(config: pytest.Config) -> GostSession:
         threshold=threshold,
         networks_option=networks_option,
     )
+
+
+def _check_report_path(path: str) -> None:
+    folder = Path(path).expanduser().resolve().parent
+    if not folder.is_dir():
+        raise ValueError(f"--gost-report={path}: the folder {folder} does not exist")
+    if Path(path).is_dir():
+        raise ValueError(f"--gost-report={path}: is a directory; give a file name")
+
+
+def _progress_writer(config: pytest.Config) -> Callable[[str], None]:
+    """Progress lines for long benchmarks, shown even while pytest captures output."""
+
+    def write(line: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            return
+        if capture is None:
+            reporter.write_line(f"gostcnn: {line}")
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"gostcnn: {line}")
+
+    return write
 
 
 def _integer(option: str, text: str, low: int, high: int) -> int:
@@ -296,7 +387,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    wanted = {"gost_layer_case", "gost_network_case"} & set(metafunc.fixturenames)
+    wanted = {"gost_layer_case", "gost_network_case", "gost_benchmark_case"} & set(
+        metafunc.fixturenames
+    )
     if not wanted:
         return
     session = session_of(metafunc.config)
@@ -309,10 +402,15 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         params = [(case, step) for case in layer_cases() for step in steps_for(case)]
         ids = [f"{c.layer.type.name}-{step}-{c.tag}-{session.dtype}" for c, step in params]
         metafunc.parametrize("gost_layer_case", params, ids=ids)
-    if "gost_network_case" in wanted:
-        params = [(latin, mode) for latin in session.networks for mode in session.modes]
-        ids = [f"{latin}-{mode}-B{session.batch}" for latin, mode in params]
-        metafunc.parametrize("gost_network_case", params, ids=ids)
+    for name in ("gost_network_case", "gost_benchmark_case"):
+        if name in wanted:
+            params = [(latin, mode) for latin in session.networks for mode in session.modes]
+            ids = [_network_id(session, latin, mode) for latin, mode in params]
+            metafunc.parametrize(name, params, ids=ids)
+
+
+def _network_id(session: GostSession, latin: str, mode: str) -> str:
+    return f"{latin}-{mode}-B{session.batch}"
 
 
 @pytest.fixture(scope="session")
@@ -348,17 +446,66 @@ def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pyte
 
 def run_network_case(session: GostSession, case: tuple[str, str], node: pytest.Item) -> None:
     latin, mode = case
-    result = verify_network(
-        session.backend,
-        session.networks[latin],
-        mode,
-        session.batch,
-        case_seed(session.seed, node.callspec.id),
-        session.threshold,
-    )
-    session.results[(latin, mode)] = result
+    result = _verified(session, latin, mode)
     if result.verdict == NOT_CORRECT:
         _fail(session, result, session.rerun("test_network", networks=latin, mode=mode))
+
+
+def _verified(session: GostSession, latin: str, mode: str) -> Verification:
+    """This session's verification of a network in a mode, run now if it has not been."""
+    if (latin, mode) not in session.results:
+        session.results[(latin, mode)] = verify_network(
+            session.backend,
+            session.networks[latin],
+            mode,
+            session.batch,
+            case_seed(session.seed, _network_id(session, latin, mode)),
+            session.threshold,
+        )
+    return session.results[(latin, mode)]
+
+
+def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -> None:
+    """Section 9: time one network in one mode, after it verified correct (section 8)."""
+    latin, mode = case
+    session.benchmarked.append(case)
+    verification = _verified(session, latin, mode)
+    if verification.verdict == NOT_CORRECT:
+        pytest.skip(
+            f"{verification.subject} is not verified correct in this session "
+            f"({verification.first_failure}); section 9 times verified implementations only"
+        )
+    network = session.networks[latin]
+    run_plan = plan(session.profile, session.batch)
+    rounds = Rounds(session.backend, network, mode, run_plan, session.seed, 0, session.progress)
+    benchmark.pedantic(
+        rounds.target,
+        setup=rounds.setup,
+        rounds=run_plan.rounds,
+        warmup_rounds=run_plan.warmup_rounds,
+    )
+    if benchmark.stats is None:
+        pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
+    stats = benchmark.stats.stats
+    timing = Timing(
+        latin=latin,
+        mode=mode,
+        dtype=session.dtype,
+        batch=session.batch,
+        images=run_plan.images,
+        rounds=run_plan.rounds,
+        seconds=stats.total,
+        round_min=stats.min,
+        round_mean=stats.mean,
+        round_max=stats.max,
+        macs_per_image=macs_per_image(network, mode),
+        compliant=run_plan.compliant,
+        peak=session.peak,
+    )
+    session.timings[(latin, mode)] = timing
+    benchmark.extra_info.update(
+        {"images": timing.images, "MAC/s": timing.macs_per_second, "ОРП %": timing.orp}
+    )
 
 
 def _fail(session: GostSession, result: Verification, command: str) -> None:
@@ -375,30 +522,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     session = config.stash.get(_SESSION, None)
     if session is None or not (session.results or session.layer_results):
         return
-    write = terminalreporter.write_line
     terminalreporter.write_sep("=", "GOST R 57700.36-2021, section 8: verification")
-    backend = session.backend
-    write(
-        f"backend {session.backend_name} {type(backend).version} on {backend.device()}; "
-        f"dtype {session.dtype}; batch {session.batch}; seed {session.seed}"
-    )
-    if session.layer_results:
-        failed = [r for r in session.layer_results if r.verdict == NOT_CORRECT]
-        write(
-            f"layers: {len(session.layer_results)} layer steps verified, "
-            f"{len(failed)} not correct"
-            + (": " + ", ".join(r.subject for r in failed) if failed else "")
-        )
-    if session.results:
-        write(f"{'network':<8} {'mode':<10} {'verdict':<16} {'worst СКО/СКОП':>15}  array")
-        for (latin, mode), result in session.results.items():
-            worst = result.worst
-            ratio = "-" if worst is None or math.isinf(worst.ratio) else f"{worst.ratio:.3g}"
-            write(
-                f"{CYRILLIC[latin]} ({latin})".ljust(8)
-                + f" {mode:<10} {result.verdict:<16} {ratio:>15}  {worst.name if worst else '-'}"
-            )
-        for (latin, mode), result in session.results.items():
-            if result.verdict == NOT_CORRECT:
-                write(f"{CYRILLIC[latin]} ({latin}) {mode}: {result.first_failure}")
-                write(f"  rerun: {session.rerun('test_network', networks=latin, mode=mode)}")
+    for line in summary.verification_lines(session):
+        terminalreporter.write_line(line)
+    if session.benchmarked:
+        terminalreporter.write_sep("=", "GOST R 57700.36-2021, section 9: performance")
+        for line in summary.performance_lines(session):
+            terminalreporter.write_line(line)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    gost = session.config.stash.get(_SESSION, None)
+    if gost is None or gost.report is None:
+        return
+    write_report(gost.report, build_report(gost))

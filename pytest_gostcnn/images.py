@@ -1,0 +1,41 @@
+"""Each computing cell's own image set (section 9.3), generated on demand.
+
+Image ``i`` of cell ``c`` is drawn from a counter-based generator (Philox) whose key is
+(seed, cell) and whose counter starts at the image index: any image is made directly,
+without drawing the ones before it, no two cells share a set, and the whole set of
+1,000,000 images never has to exist at once. Values are U(-127, 128), as section 8 draws a
+network input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .data import INPUT_RANGE
+
+# Philox advances its counter once per four 64-bit words; an image of n values uses fewer
+# than n counter steps, so spacing images this far apart keeps every image's stream apart
+# for maps up to 2**40 values.
+_COUNTER_STRIDE = 2**40
+
+
+class ImageSet:
+    """The image set of one cell: ``batch(start, count)`` returns images start..start+count-1."""
+
+    def __init__(self, shape: tuple[int, int, int], seed: int, cell: int = 0) -> None:
+        self.shape = shape
+        self.key = (seed << 32) | cell
+
+    def image(self, index: int) -> np.ndarray:
+        """Image ``index`` as float32 [X][Y][L]."""
+        bits = np.random.Philox(key=self.key, counter=index * _COUNTER_STRIDE)
+        low, high = INPUT_RANGE
+        values = np.random.Generator(bits).random(self.shape, dtype=np.float32)
+        return values * np.float32(high - low) + np.float32(low)
+
+    def batch(self, start: int, count: int) -> np.ndarray:
+        """Images ``start`` .. ``start + count - 1`` as float32 [B][X][Y][L]."""
+        out = np.empty((count, *self.shape), dtype=np.float32)
+        for offset in range(count):
+            out[offset] = self.image(start + offset)
+        return out

@@ -1,0 +1,132 @@
+"""The theoretical peak of one computing cell in MAC/s (sections 3.9, 9.5), with its factors.
+
+ОРП divides real performance by this peak. ``--gost-peak`` gives it; otherwise it is
+estimated from the device and labelled "estimated" wherever it is shown. Every factor is
+kept, so a reader of the report can check the product.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import asdict, dataclass
+
+SI_PREFIXES = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+
+
+@dataclass(frozen=True)
+class Peak:
+    """MAC/s = units x clock (Hz) x MACs per cycle per unit, unless given outright."""
+
+    macs_per_second: float
+    source: str  # "given (--gost-peak)" or "estimated: ..."
+    units: int | None = None
+    unit_kind: str | None = None
+    clock_hz: float | None = None
+    macs_per_cycle_per_unit: float | None = None
+
+    @property
+    def estimated(self) -> bool:
+        return self.source.startswith("estimated")
+
+    def describe(self) -> str:
+        text = f"{si(self.macs_per_second)}MAC/s"
+        if self.units is not None:
+            text += (
+                f" = {self.units} {self.unit_kind} x {self.clock_hz / 1e9:.3g} GHz"
+                f" x {self.macs_per_cycle_per_unit:g} MAC/cycle"
+            )
+        return f"{text} ({self.source})"
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "estimated": self.estimated}
+
+
+def si(value: float) -> str:
+    """``value`` with an SI prefix and a trailing space: 1.23e12 -> "1.23 T"."""
+    for prefix in ("E", "P", "T", "G", "M", "k"):
+        if abs(value) >= SI_PREFIXES[prefix]:
+            return f"{value / SI_PREFIXES[prefix]:.3g} {prefix}"
+    return f"{value:.3g} "
+
+
+def parse_peak(text: str) -> Peak:
+    """``--gost-peak``: MAC/s as a number, optionally with an SI prefix (``2.5T``, ``4e11``)."""
+    match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([kMGTPE]?)\s*(MAC/s)?\s*", text)
+    value = math.nan
+    if match:
+        try:
+            value = float(match.group(1)) * SI_PREFIXES[match.group(2)]
+        except ValueError:
+            pass
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(
+            f"--gost-peak={text}: the peak must be a positive number of MAC/s, e.g. 2.5e12 or 2.5T"
+        )
+    return Peak(value, "given (--gost-peak)")
+
+
+# FP32 multiply-accumulates per cycle per core, by the widest FMA the flags announce. Two
+# FMA pipes is the common case for server cores with AVX2 and for Intel's AVX-512 parts;
+# AMD's AVX-512 (Zen 4) runs 512-bit FMAs on two 256-bit pipes, so no gain over AVX2.
+_CPU_FP32_MACS = (
+    ("GenuineIntel", "avx512f", 32.0, "2 AVX-512 FMA pipes x 16 fp32 lanes"),
+    ("", "avx512f", 16.0, "AVX-512 on two 256-bit FMA pipes x 8 fp32 lanes"),
+    ("", "fma", 16.0, "2 AVX2 FMA pipes x 8 fp32 lanes"),
+    ("", "avx", 8.0, "AVX multiply + add, 8 fp32 lanes"),
+    ("", "sse2", 4.0, "SSE multiply + add, 4 fp32 lanes"),
+)
+
+
+def cpu_peak(dtype: str, cpuinfo: str | None = None, cores: int | None = None) -> Peak | None:
+    """Estimate a CPU cell's peak in ``dtype`` (float32 only) from /proc/cpuinfo."""
+    if dtype not in ("float32", "tf32"):
+        return None
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as file:
+                cpuinfo = file.read()
+        except OSError:
+            return None
+    fields = _first_processor(cpuinfo)
+    flags = set(fields.get("flags", "").split())
+    vendor = fields.get("vendor_id", "")
+    clock = _max_clock_hz(cpuinfo)
+    if clock is None:
+        return None
+    cores = cores or len(os.sched_getaffinity(0))
+    for vendor_match, flag, macs, why in _CPU_FP32_MACS:
+        if flag in flags and vendor.startswith(vendor_match):
+            return Peak(
+                macs_per_second=cores * clock * macs,
+                source=f"estimated: {fields.get('model name', 'CPU')}, {why}",
+                units=cores,
+                unit_kind="cores",
+                clock_hz=clock,
+                macs_per_cycle_per_unit=macs,
+            )
+    return None
+
+
+def _first_processor(cpuinfo: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def _max_clock_hz(cpuinfo: str) -> float | None:
+    """The highest clock the kernel reports: cpufreq's maximum, else /proc/cpuinfo's MHz."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", encoding="utf-8") as f:
+            return float(f.read()) * 1e3
+    except (OSError, ValueError):
+        pass
+    speeds = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([0-9.]+)", cpuinfo, flags=re.M)]
+    return max(speeds) * 1e6 if speeds else None

@@ -1,0 +1,155 @@
+"""``--gost-report=PATH``: the JSON report a certifying body can check.
+
+It holds the system, the options, every verdict with its СКО values, every timing, every
+ОРП with the factors of the peak, and the evaluation. ``docs/report.schema.json`` is its
+schema. The file is written to a temporary name in the same folder and renamed, so a
+report on disk is always whole.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import tempfile
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .evaluation import designate_evaluation, designate_test
+from .network import CYRILLIC
+from .summary import comment, evaluations
+from .system import cpu_model
+from .verification import Verification
+
+if TYPE_CHECKING:
+    from .plugin import GostSession
+
+FORMAT = "pytest-gostcnn report 1"
+LIBRARIES = ("numpy", "pytest", "pytest-benchmark", "pyyaml", "pytest-gostcnn", "cupy")
+
+
+def build_report(session: GostSession) -> dict:
+    backend = session.backend
+    compliant = bool(session.timings) and all(t.compliant for t in session.timings.values())
+    return {
+        "format": FORMAT,
+        "standard": "GOST R 57700.36-2021",
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "system": {
+            "cpu_model": cpu_model(),
+            "cpu_cores": len(os.sched_getaffinity(0)),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "libraries": _libraries(),
+            "backend": {
+                "name": session.backend_name,
+                "version": type(backend).version if backend else None,
+                "device": backend.device() if backend else None,
+                "unavailable": session.unavailable,
+                **(backend.system() if backend else {}),
+            },
+        },
+        "options": {
+            "backend": session.backend_name,
+            "dtype": session.dtype,
+            "batch": session.batch,
+            "modes": list(session.modes),
+            "networks": list(session.networks),
+            "seed": session.seed,
+            "tables": session.tables,
+            "tables_provenance": sorted({n.provenance for n in session.networks.values()}),
+            "rmse_threshold": session.threshold,
+            "profile": session.profile,
+        },
+        "compliant": compliant,
+        "peak": session.peak.as_dict() if session.peak else None,
+        "verification": {
+            "layers": [_verification(v) for v in session.layer_results],
+            "networks": [
+                {"network": latin, "letter": CYRILLIC[latin], "mode": mode, **_verification(v)}
+                for (latin, mode), v in session.results.items()
+            ],
+        },
+        "benchmarks": [
+            {
+                "network": t.latin,
+                "letter": CYRILLIC[t.latin],
+                "mode": t.mode,
+                "designation": designate_test(t.latin, t.mode, t.dtype, t.batch, t.compliant),
+                "compliant": t.compliant,
+                "batch": t.batch,
+                "images": t.images,
+                "rounds": t.rounds,
+                "seconds": t.seconds,
+                "round_seconds": {"min": t.round_min, "mean": t.round_mean, "max": t.round_max},
+                "macs_per_image": t.macs_per_image,
+                "macs_per_second": t.macs_per_second,
+                "orp_percent": t.orp,
+            }
+            for t in session.timings.values()
+        ],
+        "evaluations": [
+            {
+                "mode": e.mode,
+                "designation": designate_evaluation(
+                    e.mode, session.dtype, session.batch, 1, compliant
+                ),
+                "cells": 1,
+                "results_percent": dict(e.results),
+                "missing": list(e.missing),
+                "complete": e.complete,
+                "dropped": e.dropped,
+                "first_result_percent": e.first,
+                "second_result_macs_per_second": e.second,
+                "comment": comment(session, e),
+            }
+            for e in evaluations(session)
+        ],
+    }
+
+
+def _verification(result: Verification) -> dict:
+    return {
+        "subject": result.subject,
+        "verdict": result.verdict,
+        "error": result.error,
+        "checks": [
+            {
+                "array": c.name,
+                "rmse": c.rmse,
+                "admissible_rmse": c.admissible,
+                "ratio": None if math.isinf(c.ratio) else c.ratio,
+                "problem": c.problem,
+            }
+            for c in result.checks
+        ],
+    }
+
+
+def _libraries() -> dict[str, str]:
+    found = {}
+    for package in LIBRARIES:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def write_report(path: str | Path, report: dict) -> None:
+    """Write ``report`` as JSON to ``path`` atomically: a temporary file, then a rename."""
+    path = Path(path)
+    text = json.dumps(report, ensure_ascii=False, indent=2, allow_nan=False)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(text + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

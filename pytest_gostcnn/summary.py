@@ -1,0 +1,131 @@
+"""The lines of the terminal summary: section 8 verdicts, section 9 results and evaluation."""
+
+from __future__ import annotations
+
+import math
+import platform
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
+
+from .evaluation import Evaluation, describe, designate_evaluation, designate_test, evaluate
+from .network import CYRILLIC
+from .peak import si
+from .verification import NOT_CORRECT
+
+if TYPE_CHECKING:
+    from .plugin import GostSession
+
+NON_COMPLIANT = (
+    "QUICK PROFILE: NOT COMPLIANT (section 9.3 requires 1,000,000 images per cell; "
+    "run --gost-profile=full)"
+)
+
+
+def verification_lines(session: GostSession) -> list[str]:
+    backend = session.backend
+    lines = [
+        f"backend {session.backend_name} {type(backend).version} on {backend.device()}; "
+        f"dtype {session.dtype}; batch {session.batch}; seed {session.seed}"
+    ]
+    if session.layer_results:
+        failed = [r.subject for r in session.layer_results if r.verdict == NOT_CORRECT]
+        lines.append(
+            f"layers: {len(session.layer_results)} layer steps verified, {len(failed)} not correct"
+            + (": " + ", ".join(failed) if failed else "")
+        )
+    if not session.results:
+        return lines
+    lines.append(f"{'network':<8} {'mode':<10} {'verdict':<16} {'worst СКО/СКОП':>15}  array")
+    for (latin, mode), result in session.results.items():
+        worst = result.worst
+        ratio = "-" if worst is None or math.isinf(worst.ratio) else f"{worst.ratio:.3g}"
+        lines.append(
+            f"{CYRILLIC[latin]} ({latin})".ljust(8)
+            + f" {mode:<10} {result.verdict:<16} {ratio:>15}  {worst.name if worst else '-'}"
+        )
+    for (latin, mode), result in session.results.items():
+        if result.verdict == NOT_CORRECT:
+            lines.append(f"{CYRILLIC[latin]} ({latin}) {mode}: {result.first_failure}")
+            lines.append(f"  rerun: {session.rerun('test_network', networks=latin, mode=mode)}")
+    return lines
+
+
+def evaluations(session: GostSession) -> list[Evaluation]:
+    """Section 9.8 for each mode benchmarked in this session (one computing cell)."""
+    out = []
+    for mode in session.modes:
+        if not any(m == mode for _, m in session.benchmarked):
+            continue
+        results = {
+            latin: timing.orp
+            for (latin, m), timing in session.timings.items()
+            if m == mode and timing.orp is not None
+        }
+        peak = session.peak.macs_per_second if session.peak else 0.0
+        out.append(evaluate(mode, results, peak))
+    return out
+
+
+def performance_lines(session: GostSession) -> list[str]:
+    peak = session.peak
+    compliant = all(t.compliant for t in session.timings.values()) and bool(session.timings)
+    lines = [] if compliant else [NON_COMPLIANT]
+    if peak is None:
+        lines.append("no peak: ОРП needs --gost-peak=MAC/s (no estimate for this device)")
+    else:
+        label = "ESTIMATED " if peak.estimated else ""
+        lines.append(f"cell peak ({session.dtype}): {label}{peak.describe()}")
+    lines.append(
+        f"{'test':<40} {'images':>8} {'time s':>9} {'images/s':>9} {'MAC/s':>10} {'ОРП %':>7}"
+    )
+    for (latin, mode), t in session.timings.items():
+        orp = "-" if t.orp is None else f"{t.orp:.3g}"
+        lines.append(
+            f"{designate_test(latin, mode, t.dtype, t.batch, t.compliant):<40} {t.images:>8} "
+            f"{t.seconds:>9.3g} {t.images / t.seconds:>9.3g} {si(t.macs_per_second):>9}  {orp:>6}"
+        )
+    for evaluation in evaluations(session):
+        lines.append(
+            "evaluation "
+            + designate_evaluation(evaluation.mode, session.dtype, session.batch, 1, compliant)
+            + ":"
+        )
+        lines += [f"  {line}" for line in describe(evaluation)]
+        lines += [f"  {line}" for line in comment(session, evaluation)]
+    return lines
+
+
+def comment(session: GostSession, evaluation: Evaluation) -> list[str]:
+    """The comment sections 9.7 and 9.8 ask for beside the results."""
+    peak = session.peak
+    peak_text = (
+        "unknown"
+        if peak is None
+        else (
+            f"{si(peak.macs_per_second)}MAC/s" + (" (estimated)" if peak.estimated else " (given)")
+        )
+    )
+    dropped = (
+        f"{CYRILLIC[evaluation.dropped]} ({evaluation.dropped}), "
+        f"{evaluation.results[evaluation.dropped]:.3g}%"
+        if evaluation.dropped
+        else "none (incomplete)"
+    )
+    return [
+        f"comment: data type {session.dtype}; computing cells: 1 ({session.backend.device()}); "
+        "not used: everything outside this cell",
+        f"comment: dropped test {dropped}; cell peak {peak_text}",
+        f"comment: software {software(session)}",
+    ]
+
+
+def software(session: GostSession) -> str:
+    parts = [f"Python {platform.python_version()}"]
+    for package in ("numpy", "pytest", "pytest-benchmark", "pytest-gostcnn"):
+        try:
+            parts.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            continue
+    backend = type(session.backend)
+    parts.append(f"backend {session.backend_name} {backend.version}")
+    return ", ".join(parts)
