@@ -12,6 +12,8 @@ import os
 import re
 from dataclasses import asdict, dataclass
 
+# The kernel's maximum clock of CPU 0, in kHz, where cpufreq exposes it.
+CPUFREQ_MAX = "/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq"
 SI_PREFIXES = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 
 
@@ -124,7 +126,7 @@ def _first_processor(cpuinfo: str) -> dict[str, str]:
 def _max_clock_hz(cpuinfo: str) -> float | None:
     """The highest clock the kernel reports: cpufreq's maximum, else /proc/cpuinfo's MHz."""
     try:
-        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", encoding="utf-8") as f:
+        with open(CPUFREQ_MAX, encoding="utf-8") as f:
             return float(f.read()) * 1e3
     except (OSError, ValueError):
         pass

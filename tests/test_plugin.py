@@ -35,6 +35,9 @@ GOST_OPTIONS = {
     "--gost-seed",
     "--gost-tables",
     "--gost-rmse-threshold",
+    "--gost-profile",
+    "--gost-peak",
+    "--gost-report",
 }
 
 # Third-party backends, named on the command line as mymod:Class.
@@ -158,8 +161,8 @@ def summary_row(result: pytest.RunResult, label: str) -> list[str]:
 def test_empty_directory_runs_the_installed_suite_and_prints_the_verdict_table(pytester):
     result = as_user(pytester, "--gost-backend=numpy", *SMALL, "-v")
 
-    # Inference verifies one forward item per layer case, and the one network.
-    result.assert_outcomes(passed=len(layer_cases()) + 1)
+    # Inference verifies one forward item per layer case and the one network, then times it.
+    result.assert_outcomes(passed=len(layer_cases()) + 2)
     assert lines_with(result, "test_network[Sh-inference-B1] PASSED")
     assert summary_row(result, "Ш (Sh)")[2:4] == ["inference", "correct"]
 
@@ -372,7 +375,7 @@ def test_unavailable_backend_has_every_item_skipped_with_its_reason(pytester, ba
 
     # Collected, then skipped: exit code 0, not 5 (nothing collected) or an error.
     assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(skipped=len(layer_cases()) + 1)
+    result.assert_outcomes(skipped=len(layer_cases()) + 2)
     skips = lines_with(result, "SKIPPED")
     assert skips and all("no CUDA device" in line for line in skips)
 

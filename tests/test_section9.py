@@ -1,0 +1,128 @@
+"""Section 9 as a user meets it: benchmark items, the evaluation, and the JSON report."""
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from pytest_gostcnn.report import write_report
+
+pytest_plugins = ["pytester"]
+
+SCHEMA = json.loads(
+    (Path(__file__).parent.parent / "docs" / "report.schema.json").read_text(encoding="utf-8")
+)
+SMALL = ("--gost-backend=numpy", "--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")
+
+WRONG = """
+from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+
+
+class WrongSign(NumpyBackend):
+    def update(self, layer, weights, grads, batch):
+        for name, grad in grads.items():
+            weights[name] -= grad / batch
+"""
+
+
+def run(pytester, *args):
+    return pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+
+
+def test_report_of_a_run_validates_against_the_schema(pytester):
+    report = pytester.path / "report.json"
+    result = run(pytester, *SMALL, f"--gost-report={report}")
+    assert result.ret == 0
+    data = json.loads(report.read_text(encoding="utf-8"))
+    jsonschema.validate(data, SCHEMA)
+    (benchmark,) = data["benchmarks"]
+    assert benchmark["network"] == "Sh" and benchmark["images"] == 16
+    assert benchmark["compliant"] is False and data["compliant"] is False
+    assert data["verification"]["networks"][0]["verdict"] == "correct"
+    assert data["peak"]["estimated"] is True
+    # Every factor of the peak stands beside the ratio.
+    peak = data["peak"]
+    assert peak["macs_per_second"] == pytest.approx(
+        peak["units"] * peak["clock_hz"] * peak["macs_per_cycle_per_unit"]
+    )
+
+
+def test_quick_results_are_labelled_non_compliant_wherever_shown(pytester):
+    result = run(pytester, *SMALL)
+    text = result.stdout.str()
+    assert "QUICK PROFILE: NOT COMPLIANT" in text
+    designations = [line for line in result.stdout.lines if line.startswith("ТП-")]
+    assert designations and all("(quick, non-compliant)" in line for line in designations)
+    assert "ОП-П-float32-B1-N1 (quick, non-compliant):" in text
+
+
+def test_complete_evaluation_drops_the_smallest_and_gives_both_results(pytester):
+    result = run(
+        pytester,
+        "--gost-backend=numpy",
+        "--gost-batch=1",
+        "--gost-mode=inference",
+        "--gost-peak=1T",
+        "-k",
+        "test_network or test_benchmark",
+    )
+    assert result.ret == 0
+    text = result.stdout.str()
+    assert "dropped (smallest):" in text
+    assert "first result:" in text and "second result:" in text and "MAC/s" in text
+    assert "cell peak (float32): 1 TMAC/s (given (--gost-peak))" in text
+    assert "ESTIMATED" not in text
+
+
+def test_benchmark_marker_selects_only_the_timed_tests(pytester):
+    result = run(pytester, *SMALL, "-m", "gost_benchmark")
+    result.assert_outcomes(passed=1)
+    # The network was verified first, inside the benchmark item: section 9 needs it.
+    assert "Ш (Sh)   inference  correct" in result.stdout.str()
+    excluded = run(pytester, *SMALL, "-m", "not gost_benchmark", "--collect-only", "-q")
+    assert not [line for line in excluded.stdout.lines if "test_benchmark" in line]
+
+
+def test_benchmark_of_a_network_that_failed_verification_is_skipped(pytester, monkeypatch):
+    pytester.makepyfile(wrongmod=WRONG)
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    result = run(
+        pytester,
+        "--gost-backend=wrongmod:WrongSign",
+        "--gost-batch=1",
+        "--gost-networks=Sh",
+        "--gost-mode=training",
+        "-k",
+        "test_network or test_benchmark",
+        "-rs",
+    )
+    result.assert_outcomes(failed=1, skipped=1)
+    assert "not verified correct in this session" in result.stdout.str()
+    assert "incomplete: no result for" in result.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        ("--gost-peak=0", "--gost-peak=0: the peak must be a positive number of MAC/s"),
+        ("--gost-peak=fast", "--gost-peak=fast: the peak must be a positive number"),
+        ("--gost-profile=medium", "--gost-profile=medium: choose one of quick, full"),
+        ("--gost-report=/nonexistent/dir/r.json", "--gost-report=/nonexistent/dir/r.json:"),
+    ],
+)
+def test_bad_section_9_option_is_one_usage_error(pytester, option, says):
+    result = pytester.runpytest("--gost-backend=numpy", option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert any(says in line for line in result.stderr.lines)
+
+
+def test_report_write_is_atomic_and_leaves_no_partial_file(tmp_path):
+    path = tmp_path / "report.json"
+    write_report(path, {"a": 1})
+    assert json.loads(path.read_text()) == {"a": 1}
+    # A report that cannot be serialised (NaN) leaves the previous file whole.
+    with pytest.raises(ValueError):
+        write_report(path, {"a": float("nan")})
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
