@@ -49,8 +49,11 @@ class Backend(abc.ABC):
     inference_dtypes: tuple[str, ...] = ("float32",)
     training_dtypes: tuple[str, ...] = ("float32",)
 
-    def __init__(self, dtype: str = "float32") -> None:
+    def __init__(self, dtype: str = "float32", cell: int = 0) -> None:
+        """``cell``: this process's index among the cells of its node (its MPI local rank),
+        by which a backend picks its device, e.g. GPU number ``cell``."""
         self.dtype = dtype
+        self.cell = cell
 
     @classmethod
     def unavailable_reason(cls) -> str | None:

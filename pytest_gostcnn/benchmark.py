@@ -6,6 +6,9 @@ One timed round is one iteration over one batch of the cell's own images:
   every layer with weights, through the backend's ``train``;
 * inference (9.4): forward over a fresh batch (nothing can be cached between rounds).
 
+With several cells (``cells.py``) every cell runs its rounds on its own image set and the
+rounds start together.
+
 The batch's images are generated, moved to the device and the output residual filled in
 the round's *setup*, outside the timed region: the standard times the network's
 computation on a cell's image set, which an HPC system would stream from storage, and the
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -70,22 +74,50 @@ def plan(profile: str, batch: int) -> Plan:
 
 
 @dataclass(frozen=True)
+class CellTiming:
+    """One computing cell's measurement of one test."""
+
+    cell: int
+    device: str
+    images: int
+    seconds: float
+    round_min: float
+    round_mean: float
+    round_max: float
+    peak: Peak | None
+    first_image: str  # a checksum of the cell's first timed image: cells must differ
+
+
+@dataclass(frozen=True)
 class Timing:
-    """One performance test's measurement and its ОРП."""
+    """One performance test over every cell (section 9.3), and its ОРП.
+
+    The system's time is the slowest cell's (timed regions start together); its ОРП is
+    all cells' MACs / (that time x the sum of the cells' peaks).
+    """
 
     latin: str
     mode: str
     dtype: str
     batch: int
-    images: int
     rounds: int
-    seconds: float
-    round_min: float
-    round_mean: float
-    round_max: float
     macs_per_image: int
     compliant: bool
-    peak: Peak | None
+    cells: tuple[CellTiming, ...]
+
+    @property
+    def images(self) -> int:
+        return sum(c.images for c in self.cells)
+
+    @property
+    def seconds(self) -> float:
+        return max(c.seconds for c in self.cells)
+
+    @property
+    def peak_macs_per_second(self) -> float | None:
+        if any(c.peak is None for c in self.cells):
+            return None
+        return sum(c.peak.macs_per_second for c in self.cells)
 
     @property
     def macs_per_second(self) -> float:
@@ -93,11 +125,17 @@ class Timing:
 
     @property
     def orp(self) -> float | None:
-        """ОРП in percent, or None without a peak."""
-        if self.peak is None:
+        """ОРП in percent, or None without a peak for every cell."""
+        peak = self.peak_macs_per_second
+        if peak is None:
+            return None
+        return relative_real_performance(self.macs_per_image, self.images, self.seconds, peak)
+
+    def cell_orp(self, cell: CellTiming) -> float | None:
+        if cell.peak is None:
             return None
         return relative_real_performance(
-            self.macs_per_image, self.images, self.seconds, self.peak.macs_per_second
+            self.macs_per_image, cell.images, cell.seconds, cell.peak.macs_per_second
         )
 
 
@@ -136,6 +174,7 @@ class Rounds:
         seed: int,
         cell: int = 0,
         progress: Callable[[str], None] | None = None,
+        before_round: Callable[[], None] | None = None,
     ) -> None:
         self.backend, self.network, self.mode, self.plan = backend, network, mode, run_plan
         rng = np.random.default_rng([seed, cell])
@@ -143,20 +182,28 @@ class Rounds:
         self.images = ImageSet(network.input_shape, seed, cell)
         self.residual_rng = np.random.default_rng([seed, cell, 1])
         self.progress = progress
+        self.before_round = before_round
+        self.first_image = ""
         self.next_image = 0
         self.started = time.monotonic()
         self.last_report = self.started
 
     def setup(self) -> tuple[tuple, dict]:
         batch = self.plan.batch
-        image = self.backend.to_device(self.images.batch(self.next_image, batch))
+        host = self.images.batch(self.next_image, batch)
+        if self.next_image == self.plan.warmup_rounds * batch:
+            self.first_image = f"{zlib.crc32(host[0].tobytes()):08x}"
+        image = self.backend.to_device(host)
         self.next_image += batch
         self._report()
-        if self.mode == "inference":
-            return (image,), {}
-        shape = (batch, *self.network.output_shape)
-        residual = self.residual_rng.uniform(-1.0, 1.0, size=shape) * RESIDUAL_SCALE
-        return (image, self.backend.to_device(residual)), {}
+        arguments: tuple = (image,)
+        if self.mode == "training":
+            shape = (batch, *self.network.output_shape)
+            residual = self.residual_rng.uniform(-1.0, 1.0, size=shape) * RESIDUAL_SCALE
+            arguments = (image, self.backend.to_device(residual))
+        if self.before_round is not None:
+            self.before_round()  # e.g. a barrier: every cell's round starts together
+        return arguments, {}
 
     def target(self, image, residual=None) -> None:
         if residual is None:

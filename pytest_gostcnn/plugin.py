@@ -25,7 +25,8 @@ from .backend import (
     BackendError,
     load_backend_class,
 )
-from .benchmark import PROFILES, QUICK_IMAGES, Rounds, Timing, macs_per_image, plan
+from .benchmark import PROFILES, QUICK_IMAGES, CellTiming, Rounds, Timing, macs_per_image, plan
+from .cells import Cells, CellsError, detect
 from .layer_cases import LayerCase, layer_cases
 from .network import CYRILLIC, LATIN, Network, TableError, load_networks, network_key
 from .peak import Peak, parse_peak
@@ -82,6 +83,18 @@ class GostSession:
     layer_results: list[Verification] = field(default_factory=list)
     timings: dict[tuple[str, str], Timing] = field(default_factory=dict)
     benchmarked: list[tuple[str, str]] = field(default_factory=list)
+    cells: Cells = field(default_factory=Cells)
+    failures: list[tuple[str, str]] = field(default_factory=list)  # this cell's (item, reason)
+    cell_reports: list[dict] = field(default_factory=list)  # every cell's, on cell 0
+
+    @property
+    def system_peak(self) -> float | None:
+        """The system's peak: the sum of its cells' peaks (every cell alike, 9.3)."""
+        timing = next(iter(self.timings.values()), None)
+        if timing is not None:
+            return timing.peak_macs_per_second
+        return self.peak.macs_per_second * self.cells.size if self.peak else None
+
     progress: Callable[[str], None] | None = None
 
     def options(self, networks: str | None = None, mode: str | None = None) -> list[str]:
@@ -170,15 +183,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "gost_benchmark: a timed section 9 test of the GOST R 57700.36-2021 suite"
     )
+    config.addinivalue_line("markers", "gost_suite: an item of the GOST R 57700.36-2021 suite")
     # The plugin stays silent in pytest runs that ask nothing of it: without a --gost-*
     # option it builds no session until the suite itself is collected.
     if not any(config.getoption(f"gost_{name}") is not None for name in OPTIONS):
         return
-    session_of(config)
+    session = session_of(config)
+    if not session.cells.is_root:
+        # One summary for the whole system: cell 0 prints it, with the other cells'
+        # failures; the other cells stay quiet.
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            config.pluginmanager.unregister(reporter)
     explicit = config.getoption("gost_backend") is not None
     if explicit and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [str(SUITE.parent)]
@@ -191,7 +212,7 @@ def session_of(config: pytest.Config) -> GostSession:
             config.stash[_SESSION] = _session(config)
         except BackendError as exc:
             raise pytest.UsageError(f"--gost-backend: {exc}") from None
-        except (TableError, ValueError) as exc:
+        except (TableError, ValueError, CellsError) as exc:
             raise pytest.UsageError(str(exc)) from None
     return config.stash[_SESSION]
 
@@ -231,10 +252,11 @@ def _session(config: pytest.Config) -> GostSession:
         unavailable = cls.unavailable_reason()
     except Exception as exc:  # a device probe that fails means no usable device
         unavailable = f"its availability check raised {type(exc).__name__}: {exc}"
+    cells = detect()
     backend = None
     if unavailable is None:
         try:
-            backend = cls(dtype)
+            backend = cls(dtype, cell=cells.local_rank)
         except Exception as exc:
             raise BackendError(
                 f"backend {name!r} failed to start: {type(exc).__name__}: {exc}"
@@ -250,6 +272,7 @@ def _session(config: pytest.Config) -> GostSession:
     if report is not None:
         _check_report_path(report)
     return GostSession(
+        cells=cells,
         profile=profile,
         peak=peak,
         report=report,
@@ -469,15 +492,28 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
     """Section 9: time one network in one mode, after it verified correct (section 8)."""
     latin, mode = case
     session.benchmarked.append(case)
+    cells = session.cells
     verification = _verified(session, latin, mode)
-    if verification.verdict == NOT_CORRECT:
+    own = None if verification.verdict != NOT_CORRECT else verification.first_failure
+    failed = [(cell, why) for cell, why in enumerate(cells.allgather(own)) if why is not None]
+    if failed:
+        reasons = "; ".join(f"cell {cell}: {why}" for cell, why in failed)
         pytest.skip(
-            f"{verification.subject} is not verified correct in this session "
-            f"({verification.first_failure}); section 9 times verified implementations only"
+            f"{verification.subject} is not verified correct in this session ({reasons}); "
+            "section 9 times verified implementations only"
         )
     network = session.networks[latin]
     run_plan = plan(session.profile, session.batch)
-    rounds = Rounds(session.backend, network, mode, run_plan, session.seed, 0, session.progress)
+    rounds = Rounds(
+        session.backend,
+        network,
+        mode,
+        run_plan,
+        session.seed,
+        cells.rank,
+        session.progress,
+        before_round=cells.barrier if cells.size > 1 else None,
+    )
     benchmark.pedantic(
         rounds.target,
         setup=rounds.setup,
@@ -487,20 +523,26 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
     if benchmark.stats is None:
         pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
     stats = benchmark.stats.stats
+    own_timing = CellTiming(
+        cell=cells.rank,
+        device=f"{cells.host}: {session.backend.device()}",
+        images=run_plan.images,
+        seconds=stats.total,
+        round_min=stats.min,
+        round_mean=stats.mean,
+        round_max=stats.max,
+        peak=session.peak,
+        first_image=rounds.first_image,
+    )
     timing = Timing(
         latin=latin,
         mode=mode,
         dtype=session.dtype,
         batch=session.batch,
-        images=run_plan.images,
         rounds=run_plan.rounds,
-        seconds=stats.total,
-        round_min=stats.min,
-        round_mean=stats.mean,
-        round_max=stats.max,
         macs_per_image=macs_per_image(network, mode),
         compliant=run_plan.compliant,
-        peak=session.peak,
+        cells=tuple(cells.allgather(own_timing)),
     )
     session.timings[(latin, mode)] = timing
     benchmark.extra_info.update(
@@ -531,8 +573,37 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             terminalreporter.write_line(line)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    session = item.config.stash.get(_SESSION, None)
+    if session is not None and report.failed and item.get_closest_marker("gost_suite"):
+        session.failures.append((item.name, _first_line(report)))
+    return report
+
+
+def _first_line(report: pytest.TestReport) -> str:
+    text = str(report.longrepr)
+    failure = next((line for line in text.splitlines() if "first failure:" in line), None)
+    return (failure or text.strip().splitlines()[-1]).strip()
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     gost = session.config.stash.get(_SESSION, None)
-    if gost is None or gost.report is None:
+    if gost is None or gost.backend is None:
         return
-    write_report(gost.report, build_report(gost))
+    gathered = gost.cells.gather(
+        {
+            "cell": gost.cells.rank,
+            "host": gost.cells.host,
+            "device": gost.backend.device(),
+            "peak": gost.peak.macs_per_second if gost.peak else None,
+            "failures": gost.failures,
+        }
+    )
+    if not gost.cells.is_root:
+        return
+    gost.cell_reports = gathered
+    if gost.report is not None:
+        write_report(gost.report, build_report(gost))

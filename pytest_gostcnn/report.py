@@ -65,6 +65,10 @@ def build_report(session: GostSession) -> dict:
             "profile": session.profile,
         },
         "compliant": compliant,
+        "cells": [
+            {k: r[k] for k in ("cell", "host", "device", "peak")} | {"failures": r["failures"]}
+            for r in session.cell_reports
+        ],
         "peak": session.peak.as_dict() if session.peak else None,
         "verification": {
             "layers": [_verification(v) for v in session.layer_results],
@@ -84,10 +88,26 @@ def build_report(session: GostSession) -> dict:
                 "images": t.images,
                 "rounds": t.rounds,
                 "seconds": t.seconds,
-                "round_seconds": {"min": t.round_min, "mean": t.round_mean, "max": t.round_max},
                 "macs_per_image": t.macs_per_image,
                 "macs_per_second": t.macs_per_second,
+                "peak_macs_per_second": t.peak_macs_per_second,
                 "orp_percent": t.orp,
+                "cells": [
+                    {
+                        "cell": c.cell,
+                        "device": c.device,
+                        "images": c.images,
+                        "seconds": c.seconds,
+                        "round_seconds": {
+                            "min": c.round_min,
+                            "mean": c.round_mean,
+                            "max": c.round_max,
+                        },
+                        "first_image_crc32": c.first_image,
+                        "orp_percent": t.cell_orp(c),
+                    }
+                    for c in t.cells
+                ],
             }
             for t in session.timings.values()
         ],
@@ -95,9 +115,9 @@ def build_report(session: GostSession) -> dict:
             {
                 "mode": e.mode,
                 "designation": designate_evaluation(
-                    e.mode, session.dtype, session.batch, 1, compliant
+                    e.mode, session.dtype, session.batch, session.cells.size, compliant
                 ),
-                "cells": 1,
+                "cells": session.cells.size,
                 "results_percent": dict(e.results),
                 "missing": list(e.missing),
                 "complete": e.complete,

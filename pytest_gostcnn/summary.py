@@ -33,6 +33,13 @@ def verification_lines(session: GostSession) -> list[str]:
             f"layers: {len(session.layer_results)} layer steps verified, {len(failed)} not correct"
             + (": " + ", ".join(failed) if failed else "")
         )
+    if session.cells.size > 1:
+        lines.append(f"computing cells: {session.cells.size} (one MPI rank each)")
+        lines += [f"  cell {r['cell']}: {r['host']}: {r['device']}" for r in session.cell_reports]
+        for report in session.cell_reports:
+            lines += [
+                f"  cell {report['cell']} failed {item}: {why}" for item, why in report["failures"]
+            ]
     if not session.results:
         return lines
     lines.append(f"{'network':<8} {'mode':<10} {'verdict':<16} {'worst СКО/СКОП':>15}  array")
@@ -61,8 +68,7 @@ def evaluations(session: GostSession) -> list[Evaluation]:
             for (latin, m), timing in session.timings.items()
             if m == mode and timing.orp is not None
         }
-        peak = session.peak.macs_per_second if session.peak else 0.0
-        out.append(evaluate(mode, results, peak))
+        out.append(evaluate(mode, results, session.system_peak or 0.0))
     return out
 
 
@@ -84,12 +90,20 @@ def performance_lines(session: GostSession) -> list[str]:
             f"{designate_test(latin, mode, t.dtype, t.batch, t.compliant):<40} {t.images:>8} "
             f"{t.seconds:>9.3g} {t.images / t.seconds:>9.3g} {si(t.macs_per_second):>9}  {orp:>6}"
         )
+        if len(t.cells) > 1:  # each cell too, so that a straggler shows
+            for cell in t.cells:
+                cell_orp = t.cell_orp(cell)
+                lines.append(
+                    f"{'  cell ' + str(cell.cell):<40} {cell.images:>8} {cell.seconds:>9.3g} "
+                    f"{cell.images / cell.seconds:>9.3g} "
+                    f"{si(t.macs_per_image * cell.images / cell.seconds):>9}  "
+                    f"{'-' if cell_orp is None else f'{cell_orp:.3g}':>6}"
+                )
     for evaluation in evaluations(session):
-        lines.append(
-            "evaluation "
-            + designate_evaluation(evaluation.mode, session.dtype, session.batch, 1, compliant)
-            + ":"
+        designation = designate_evaluation(
+            evaluation.mode, session.dtype, session.batch, session.cells.size, compliant
         )
+        lines.append(f"evaluation {designation}:")
         lines += [f"  {line}" for line in describe(evaluation)]
         lines += [f"  {line}" for line in comment(session, evaluation)]
     return lines
@@ -111,9 +125,14 @@ def comment(session: GostSession, evaluation: Evaluation) -> list[str]:
         if evaluation.dropped
         else "none (incomplete)"
     )
+    if session.cells.size > 1:
+        cells = f"{session.cells.size} identical cells, one MPI rank each"
+        unused = "everything outside these cells"
+    else:
+        cells = f"1 ({session.backend.device()})"
+        unused = "everything outside this cell"
     return [
-        f"comment: data type {session.dtype}; computing cells: 1 ({session.backend.device()}); "
-        "not used: everything outside this cell",
+        f"comment: data type {session.dtype}; computing cells: {cells}; not used: {unused}",
         f"comment: dropped test {dropped}; cell peak {peak_text}",
         f"comment: software {software(session)}",
     ]

@@ -9,6 +9,8 @@ import pytest
 
 from pytest_gostcnn.plugin import run_benchmark_case, run_layer_case, run_network_case
 
+pytestmark = pytest.mark.gost_suite
+
 
 def test_layer(gost_layer_case, gost_session, request):
     run_layer_case(gost_session, gost_layer_case, request.node)

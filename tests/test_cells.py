@@ -1,0 +1,147 @@
+"""Many computing cells: one MPI rank per cell, combined by the standard's rules (9.3)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_gostcnn.benchmark import CellTiming, Timing
+from pytest_gostcnn.cells import Cells, detect, launched_size
+from pytest_gostcnn.peak import Peak
+
+PEAK = Peak(1e10, "given (--gost-peak)")
+
+
+def cell(index: int, images: int, seconds: float) -> CellTiming:
+    return CellTiming(index, "cpu", images, seconds, 0.1, 0.2, 0.3, PEAK, f"{index:08x}")
+
+
+def test_system_time_is_the_slowest_cells_and_orp_uses_every_cells_peak():
+    timing = Timing(
+        "R", "training", "float32", 2, 8, 10**9, False, (cell(0, 16, 2.0), cell(1, 16, 4.0))
+    )
+    assert timing.images == 32
+    assert timing.seconds == 4.0
+    assert timing.peak_macs_per_second == 2e10
+    # All cells' MACs over (the slowest time x the sum of the peaks).
+    assert timing.orp == pytest.approx(100 * 10**9 * 32 / 4.0 / 2e10)
+    # Each cell's own ОРП shows a straggler.
+    assert timing.cell_orp(timing.cells[0]) == pytest.approx(100 * 10**9 * 16 / 2.0 / 1e10)
+    assert timing.cell_orp(timing.cells[1]) == pytest.approx(100 * 10**9 * 16 / 4.0 / 1e10)
+
+
+def test_without_an_mpi_launcher_there_is_one_cell(monkeypatch):
+    for name in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    cells = detect()
+    assert (cells.rank, cells.size, cells.comm) == (0, 1, None)
+    assert cells.allgather("x") == ["x"] and cells.gather("x") == ["x"]
+
+
+@pytest.mark.parametrize("name", ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"])
+def test_launcher_environment_gives_the_number_of_ranks(name):
+    assert launched_size({name: "4"}) == 4
+    assert launched_size({}) == 1
+
+
+def test_one_rank_under_a_launcher_is_the_single_cell_run(monkeypatch):
+    monkeypatch.setenv("OMPI_COMM_WORLD_SIZE", "1")
+    assert detect() == Cells(host=detect().host)
+
+
+# A real two-rank run, as CI runs it: Open MPI's mpirun over the NumPy backend.
+
+MPIRUN = shutil.which("mpirun")
+try:
+    import mpi4py  # noqa: F401
+
+    HAVE_MPI4PY = True
+except ImportError:
+    HAVE_MPI4PY = False
+needs_mpi = pytest.mark.skipif(
+    not (MPIRUN and HAVE_MPI4PY), reason="needs mpirun (Open MPI) and mpi4py: see .ci/run"
+)
+
+FAILS_ON_CELL_1 = '''
+import os
+
+from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+
+
+class FailsOnCell1(NumpyBackend):
+    """Correct on cell 0; on cell 1 every forward output is off by one."""
+
+    def forward(self, layer, inputs, weights):
+        outputs = super().forward(layer, inputs, weights)
+        if os.environ.get("OMPI_COMM_WORLD_RANK") == "1":
+            outputs = [o + 1 for o in outputs]
+        return outputs
+'''
+
+
+def mpirun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {
+        **os.environ,
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        "OMPI_MCA_rmaps_base_oversubscribe": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "PYTHONPATH": str(tmp_path),
+    }
+    command = [MPIRUN, "-n", "2", sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+    return subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+SMALL = ("--gost-networks=Sh", "--gost-mode=inference", "--gost-batch=1")
+
+
+@needs_mpi
+def test_two_ranks_print_one_evaluation_with_two_cells_and_report_both(tmp_path):
+    report = tmp_path / "report.json"
+    run = mpirun(tmp_path, "--gost-backend=numpy", *SMALL, f"--gost-report={report}")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    # Only cell 0 prints the summary.
+    assert run.stdout.count("section 8: verification") == 1
+    assert run.stdout.count("evaluation ОП-П-float32-B1-N2") == 1
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert [c["cell"] for c in data["cells"]] == [0, 1]
+    (benchmark,) = data["benchmarks"]
+    cells = benchmark["cells"]
+    assert len(cells) == 2
+    # Two distinct image sets.
+    assert cells[0]["first_image_crc32"] != cells[1]["first_image_crc32"]
+    # System figures follow from the cells'.
+    assert benchmark["images"] == sum(c["images"] for c in cells)
+    assert benchmark["seconds"] == max(c["seconds"] for c in cells)
+    peaks = sum(c["peak"] for c in data["cells"])
+    assert benchmark["peak_macs_per_second"] == pytest.approx(peaks)
+    assert benchmark["orp_percent"] == pytest.approx(
+        100 * benchmark["macs_per_image"] * benchmark["images"] / benchmark["seconds"] / peaks
+    )
+
+
+@needs_mpi
+def test_a_cell_that_fails_verification_is_listed_and_leaves_the_evaluation_incomplete(tmp_path):
+    (tmp_path / "cellmod.py").write_text(FAILS_ON_CELL_1, encoding="utf-8")
+    report = tmp_path / "report.json"
+    run = mpirun(
+        tmp_path,
+        "--gost-backend=cellmod:FailsOnCell1",
+        *SMALL,
+        "-k",
+        "test_network or test_benchmark",
+        f"--gost-report={report}",
+    )
+    assert run.returncode != 0
+    assert "cell 1 failed test_network[Sh-inference-B1]" in run.stdout
+    # No cell times an implementation that one cell failed to verify.
+    assert "incomplete: no result for" in run.stdout
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert data["benchmarks"] == []
+    assert data["cells"][1]["failures"] and not data["cells"][0]["failures"]
