@@ -132,3 +132,87 @@ def _max_clock_hz(cpuinfo: str) -> float | None:
         pass
     speeds = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([0-9.]+)", cpuinfo, flags=re.M)]
     return max(speeds) * 1e6 if speeds else None
+
+
+# GPUs: dense (non-sparse) multiply-accumulates per SM per cycle, by data type. -----------
+# float32 runs on the CUDA cores (FMA); tf32, float16 and bfloat16 (float32 accumulation) on
+# the tensor cores. Each rate is a vendor's dense FLOP/s figure / 2 / (SMs x the clock that
+# figure uses); checking the arithmetic:
+#   A100 (SXM4 and PCIe, 108 SMs, 1.41 GHz; NVIDIA A100 datasheet, "Tensor Core GPU
+#   Architecture" whitepaper table 1): FP32 19.5 TFLOPS -> 64; TF32 156 -> 512;
+#   FP16 / BF16 312 -> 1024.
+#   H100 SXM5 (132 SMs; NVIDIA H100 datasheet, Hopper whitepaper table 3): FP32 66.9 TFLOPS
+#   at 1.98 GHz -> 128; TF32 494.7 dense (989.4 with sparsity) at the 1.83 GHz tensor-core
+#   boost clock -> 1024; FP16 / BF16 989.4 dense at 1.83 GHz -> 2048.
+#   H100 PCIe (114 SMs): FP32 51 TFLOPS at 1.755 GHz -> 128; FP16 756 dense at the 1.62 GHz
+#   tensor-core boost clock -> 2048.
+#   H200 SXM (132 SMs, the H100 SXM5's compute with more memory; NVIDIA H200 datasheet):
+#   the H100 SXM5's figures.
+_HOPPER = {"float32": 128.0, "tf32": 1024.0, "float16": 2048.0, "bfloat16": 2048.0}
+_AMPERE = {"float32": 64.0, "tf32": 512.0, "float16": 1024.0, "bfloat16": 1024.0}
+_TENSOR_DTYPES = ("tf32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class _GpuModel:
+    """A GPU the datasheet figures above cover: its rates and the clocks they use."""
+
+    pattern: str  # a regular expression the device name contains, e.g. "H100 PCIe"
+    rates: dict[str, float]
+    cuda_core_clock_hz: float
+    tensor_clock_hz: float
+
+
+# Device names as the driver reports them: "NVIDIA H100 80GB HBM3" (SXM5), "NVIDIA H100 PCIe",
+# "NVIDIA H200", "NVIDIA A100-SXM4-80GB". The NVL boards run other clocks: they fall back to
+# their architecture.
+_GPU_MODELS = (
+    _GpuModel(r"H100 PCIe", _HOPPER, 1.755e9, 1.62e9),
+    _GpuModel(r"H100 (80GB HBM3|SXM)", _HOPPER, 1.98e9, 1.83e9),
+    _GpuModel(r"H200(?! NVL)", _HOPPER, 1.98e9, 1.83e9),
+    _GpuModel(r"A100", _AMPERE, 1.41e9, 1.41e9),
+)
+# Other GPUs of the same architectures (compute capability): the rates at the device's clock.
+_GPU_ARCHITECTURES = {(9, 0): ("Hopper", _HOPPER), (8, 0): ("Ampere GA100", _AMPERE)}
+
+
+def gpu_peak(
+    dtype: str,
+    name: str,
+    sm_count: int,
+    clock_hz: float,
+    capability: tuple[int, int] | None = None,
+) -> Peak | None:
+    """Estimate a GPU's dense peak in ``dtype`` from its name, SM count and clock.
+
+    A model of the table above (A100, H100, H200) takes its rate per SM per cycle and the
+    clock its datasheet figure uses, so the estimate is that figure for the full SM count
+    (fewer SMs, e.g. a MIG slice, scale it down). Another GPU of a known architecture
+    (``capability`` 8.0 or 9.0) takes the architecture's rate at ``clock_hz``, the
+    device's maximum clock: an upper estimate. Otherwise, and for integer types, None.
+    """
+    model = next((m for m in _GPU_MODELS if re.search(m.pattern, name, re.IGNORECASE)), None)
+    if model is not None:
+        rates = model.rates
+        tensor = dtype in _TENSOR_DTYPES
+        clock = model.tensor_clock_hz if tensor else model.cuda_core_clock_hz
+        where = (
+            f"{name}, datasheet dense rate at its "
+            f"{'tensor-core' if tensor else 'CUDA-core'} boost clock"
+        )
+    elif capability in _GPU_ARCHITECTURES:
+        architecture, rates = _GPU_ARCHITECTURES[capability]
+        clock = clock_hz
+        where = f"{name}, {architecture} dense rate at the device's maximum clock"
+    else:
+        return None
+    if dtype not in rates:
+        return None
+    return Peak(
+        macs_per_second=sm_count * clock * rates[dtype],
+        source=f"estimated: {where}",
+        units=sm_count,
+        unit_kind="SMs",
+        clock_hz=clock,
+        macs_per_cycle_per_unit=rates[dtype],
+    )

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gostcnn.peak import cpu_peak, parse_peak, si
+from pytest_gostcnn.peak import cpu_peak, gpu_peak, parse_peak, si
 
 CPUINFO = """processor\t: 0
 vendor_id\t: {vendor}
@@ -73,3 +73,49 @@ def test_si_prefixes():
     assert si(1.23e12) == "1.23 T"
     assert si(4.5e9) == "4.5 G"
     assert si(12.0) == "12 "
+
+
+# GPUs: made-up device properties, checked against the vendors' dense TFLOPS / 2.
+
+
+@pytest.mark.parametrize(
+    ("dtype", "name", "sms", "dense_tflops"),
+    [
+        ("float16", "NVIDIA H100 80GB HBM3", 132, 989.4),
+        ("bfloat16", "NVIDIA H200", 132, 989.4),
+        ("tf32", "NVIDIA H200", 132, 494.7),
+        ("float32", "NVIDIA H100 80GB HBM3", 132, 66.9),
+        ("float16", "NVIDIA H100 PCIe", 114, 756.0),
+        ("float32", "NVIDIA A100-SXM4-80GB", 108, 19.5),
+        ("tf32", "NVIDIA A100 80GB PCIe", 108, 156.0),
+        ("float16", "NVIDIA A100-SXM4-40GB", 108, 312.0),
+    ],
+)
+def test_gpu_peak_of_a_known_model_is_its_datasheet_dense_figure(dtype, name, sms, dense_tflops):
+    # The device's own clock (its maximum) is not used: the datasheet figures use their
+    # own boost clocks (1.83 GHz for the H100 SXM5's tensor cores, below its 1.98 GHz).
+    peak = gpu_peak(dtype, name, sms, clock_hz=1.98e9)
+    assert peak.macs_per_second == pytest.approx(dense_tflops * 1e12 / 2, rel=2e-3)
+    assert peak.units == sms and peak.unit_kind == "SMs"
+    assert peak.estimated and "datasheet" in peak.source
+
+
+def test_gpu_peak_scales_with_the_sms_a_cell_has():
+    # A MIG slice of an H100 with 16 of its 132 SMs.
+    whole = gpu_peak("float16", "NVIDIA H100 80GB HBM3", 132, 1.98e9)
+    slice_ = gpu_peak("float16", "NVIDIA H100 80GB HBM3 MIG 2g.20gb", 16, 1.98e9)
+    assert slice_.macs_per_second == pytest.approx(whole.macs_per_second * 16 / 132)
+
+
+def test_another_gpu_of_a_known_architecture_uses_its_own_clock():
+    peak = gpu_peak("float16", "NVIDIA H100 NVL", 132, 1.785e9, capability=(9, 0))
+    assert peak.macs_per_second == pytest.approx(132 * 1.785e9 * 2048)
+    assert "maximum clock" in peak.source and peak.estimated
+
+
+@pytest.mark.parametrize(
+    ("dtype", "name", "capability"),
+    [("float16", "Tesla T4", (7, 5)), ("float16", "Some GPU", None), ("int8", "NVIDIA H200", None)],
+)
+def test_gpu_peak_is_unknown_rather_than_guessed(dtype, name, capability):
+    assert gpu_peak(dtype, name, 40, 1.5e9, capability=capability) is None

@@ -1,0 +1,506 @@
+"""The layer kernels of the CuPy backend, written once against an array module (``xp``).
+
+CuPy runs them on a GPU; the project's own tests run the very same code with NumPy on the
+CPU (``tests/test_cupy_backend.py``), so everything here is verified in CI without a GPU.
+Only the GEMM is device-specific: every convolution, 1x1 convolution and fully connected
+step (forward, input residual, weight gradient) is one 2-D product through the ``gemm``
+hook, ``xp.matmul`` unless the backend passes cuBLAS (``backends/cupy_gpu.py``).
+
+Arrays are the standard's, channels last: maps [B][X][Y][L], FILTERS [Rx][Ry][L][F],
+depthwise FILTERS [Rx][Ry][L], FC WEIGHTS [F][L][X][Y] (SPEC §2). The arithmetic is
+Appendix A's; ``reference/`` states every reading of a gap.
+
+Data types (SPEC §8), each with float32 accumulation:
+
+* float32: float32 arrays, float32 GEMMs;
+* tf32: float32 arrays; the GEMM's factors are rounded to TF32 (10 mantissa bits, to
+  nearest) and multiplied in tensor cores (cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32);
+  everything else is float32;
+* float16: float16 arrays (IEEE binary16); every sum (GEMM, window, bias gradient, col2im)
+  accumulates in float32 and the result is rounded to float16 once;
+* bfloat16: NumPy and CuPy have no bfloat16 dtype, so values are held in float32 arrays,
+  each computed array rounded to the nearest bfloat16 (``round_bfloat16``); the GEMM reads
+  them as bfloat16 (exact) and accumulates in float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from pytest_gostcnn.admissible import PRECISIONS
+from pytest_gostcnn.backend import Backend, BackendError
+from pytest_gostcnn.layers import Layer
+from pytest_gostcnn.reference._window import crop, offsets
+
+# im2col / col2im buffers of one chunk of images stay below this many bytes.
+WORKSPACE_BYTES = 512 << 20
+
+INFERENCE_DTYPES = ("float32", "tf32", "float16", "bfloat16")
+TRAINING_DTYPES = ("float32", "float16")
+
+Gemm = Callable[[Any, Any], Any]
+
+
+def matmul_gemm(xp: Any) -> Gemm:
+    """The default GEMM hook: ``a @ b`` in float32, whatever the operands' storage type."""
+
+    def gemm(a, b):
+        return xp.matmul(a.astype(xp.float32, copy=False), b.astype(xp.float32, copy=False))
+
+    return gemm
+
+
+# bfloat16 and TF32: float32 values with their low mantissa bits rounded off. ---------------
+
+
+def _rounded_bits(xp: Any, a, dropped: int) -> Any:
+    """``a`` as float32 bit patterns (uint32) rounded to nearest, ties to even, so that the
+    low ``dropped`` bits are 0: 16 for bfloat16, 13 for TF32.
+
+    ``xp``'s integer arithmetic wraps, never raises. A NaN stays a (quiet) NaN: clearing its
+    low bits could turn it into an infinity.
+    """
+    bits = xp.ascontiguousarray(a, dtype=xp.float32).view(xp.uint32)
+    half, keep = (1 << (dropped - 1)) - 1, (0xFFFFFFFF >> dropped) << dropped
+    rounded = (bits + (half + ((bits >> dropped) & 1))) & keep
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    return xp.where(nan, (bits | 0x00400000) & keep, rounded)
+
+
+def bfloat16_bits(xp: Any, a) -> Any:
+    """``a`` rounded to bfloat16 as float32 bit patterns: the rounding of
+    ``admissible.PRECISIONS["bfloat16"].round``, in ``xp``."""
+    return _rounded_bits(xp, a, 16)
+
+
+def round_tf32(xp: Any, a) -> Any:
+    """``a`` rounded to TF32's 10 mantissa bits (to nearest, ties to even), as float32.
+
+    The tf32 GEMM operands are rounded here, so the product does not depend on whether a
+    device's tensor cores round or truncate the low 13 bits (truncation doubles the
+    error per factor, beyond what the error model of ``admissible.py`` admits).
+    """
+    return _rounded_bits(xp, a, 13).view(xp.float32)
+
+
+def bfloat16_halves(xp: Any, a) -> Any:
+    """``a`` rounded to bfloat16, as the uint16 bit patterns a bfloat16 GEMM reads."""
+    return (bfloat16_bits(xp, a) >> 16).astype(xp.uint16)
+
+
+def round_bfloat16(xp: Any, a) -> Any:
+    """``a`` rounded to the nearest bfloat16 values, held in a float32 array."""
+    return bfloat16_bits(xp, a).view(xp.float32)
+
+
+def host_to_storage(host: np.ndarray, dtype: str) -> np.ndarray:
+    """A float64 host array in the storage type of ``dtype`` (NumPy), rounded once."""
+    if dtype == "float16":
+        return np.asarray(host, dtype=np.float16)
+    if dtype == "bfloat16":
+        # The verification's own rounding; every bfloat16 value is a float32 value.
+        return PRECISIONS["bfloat16"].round(np.asarray(host, dtype=np.float64)).astype(np.float32)
+    return np.asarray(host, dtype=np.float32)
+
+
+def device_for_cell(cell: int, device_count: int) -> int:
+    """The GPU a computing cell uses: its node-local rank wrapped over the visible GPUs.
+
+    docs/cells.md: with ``--gpus-per-task=1`` every task sees one GPU as device 0.
+    """
+    if device_count < 1:
+        raise BackendError("no CUDA device")
+    return cell % device_count
+
+
+class XpKernels:
+    """The executor's four layer steps (``executor.Kernels``) over any array module ``xp``.
+
+    ``gemm(a, b)`` multiplies two 2-D arrays in the storage type (either may be a
+    transposed view) and returns the float32 product. ``workspace_bytes`` bounds the
+    im2col / col2im buffers: they are filled a chunk of whole images at a time.
+    Kernels never write into their arguments (``update`` changes ``weights`` in place).
+    """
+
+    def __init__(
+        self,
+        xp: Any,
+        dtype: str,
+        gemm: Gemm | None = None,
+        workspace_bytes: int = WORKSPACE_BYTES,
+    ) -> None:
+        if dtype not in INFERENCE_DTYPES:
+            raise BackendError(f"the xp kernels compute {', '.join(INFERENCE_DTYPES)}, not {dtype}")
+        self.xp = xp
+        self.dtype = dtype
+        self.storage = xp.float16 if dtype == "float16" else xp.float32
+        self.gemm = gemm or matmul_gemm(xp)
+        self.workspace_bytes = workspace_bytes
+
+    # Storage and accumulation. ------------------------------------------------------------
+
+    def store(self, a):
+        """A float32 result in the storage type: float16, bfloat16-in-float32, or float32."""
+        if self.dtype == "bfloat16":
+            return round_bfloat16(self.xp, a)
+        return a.astype(self.storage, copy=False)
+
+    def _map(self, a):
+        """``store`` as a fresh contiguous map (crops and transposes are views)."""
+        return self.xp.ascontiguousarray(self.store(a))
+
+    def _acc(self, a):
+        """An operand in the accumulation type, float32 (a view when it already is)."""
+        return a.astype(self.xp.float32, copy=False)
+
+    def _gemm(self, a, b):
+        """``a @ b`` in float32 through the hook; tf32 factors rounded first (``round_tf32``)."""
+        if self.dtype == "tf32":
+            a, b = round_tf32(self.xp, a), round_tf32(self.xp, b)
+        return self.gemm(a, b)
+
+    def _pad(self, a, layer: Layer):
+        """``a`` with Px / Py zero rows and columns on each side (SPEC §4: padding is 0)."""
+        px, py = layer.params["Px"], layer.params["Py"]
+        if px == py == 0:
+            return a
+        return self.xp.pad(a, ((0, 0), (px, px), (py, py), (0, 0)))
+
+    def _padded_zeros(self, layer: Layer, batch: int):
+        """A float32 padded input map where window offsets accumulate (col2im, scatters)."""
+        x, y, channels = layer.in_shapes[0]
+        px, py = layer.params["Px"], layer.params["Py"]
+        return self.xp.zeros((batch, x + 2 * px, y + 2 * py, channels), dtype=self.xp.float32)
+
+    def _chunks(self, batch: int, bytes_per_image: int) -> Iterator[tuple[int, int]]:
+        """``(first image, count)`` of chunks whose buffers stay within the workspace."""
+        step = max(1, min(batch, self.workspace_bytes // max(bytes_per_image, 1)))
+        for first in range(0, batch, step):
+            yield first, min(step, batch - first)
+
+    # The executor's four steps. -----------------------------------------------------------
+
+    def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        return getattr(self, f"_{layer.type.name}_forward")(layer, inputs, weights)
+
+    def backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        step = getattr(self, f"_{layer.type.name}_backward")
+        return step(layer, inputs, outputs, out_residuals, weights)
+
+    def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict:
+        return getattr(self, f"_{layer.type.name}_gradient")(layer, inputs[0], out_residuals[0])
+
+    def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
+        # Section 3.35, literally: W += W_D / B (SPEC §3).
+        for name, grad in grads.items():
+            w = weights[name]
+            if w.dtype == self.xp.float32 and self.dtype != "bfloat16":
+                w += grad / batch
+            else:
+                w[...] = self.store(self._acc(w) + self._acc(grad) / batch)
+
+    # Convolution (section 6.1): im2col + GEMM, chunked over the batch. --------------------
+
+    def _im2col(self, layer: Layer, x) -> Iterator[tuple[int, int, Any]]:
+        """Yield ``(first, n, cols)``: [n*Xout*Yout][Rx*Ry*L], columns in FILTERS' order.
+
+        A 1x1 stride-1 unpadded layer reads the map itself; others copy one strided slice
+        of the padded chunk per window offset.
+        """
+        p = layer.params
+        x_out, y_out, _ = layer.out_shapes[0]
+        channels = x.shape[3]
+        if _is_pointwise(layer):
+            yield 0, x.shape[0], x.reshape(-1, channels)
+            return
+        depth = p["Rx"] * p["Ry"] * channels
+        per_image = x_out * y_out * depth * x.itemsize
+        for first, n in self._chunks(x.shape[0], per_image):
+            padded = self._pad(x[first : first + n], layer)
+            cols = self.xp.empty((n, x_out, y_out, p["Rx"], p["Ry"], channels), dtype=x.dtype)
+            for rx, ry, index in offsets(layer):
+                cols[:, :, :, rx, ry, :] = padded[index]
+            yield first, n, cols.reshape(n * x_out * y_out, depth)
+
+    def _conv_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        x, filters = inputs[0], weights["filters"]
+        matrix = filters.reshape(-1, filters.shape[3])
+        biases = self._acc(weights["biases"])
+        out = self.xp.empty((x.shape[0], *layer.out_shapes[0]), dtype=self.storage)
+        for first, n, cols in self._im2col(layer, x):
+            rows = self._gemm(cols, matrix)
+            rows += biases
+            out[first : first + n] = self.store(rows).reshape(n, *layer.out_shapes[0])
+        return [out]
+
+    def _conv_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        # IN_D: OUT_D @ FILTERS^T gives each output's window of residuals (the columns of
+        # im2col); col2im adds them back to the positions they came from, in float32.
+        out_residual, filters = out_residuals[0], weights["filters"]
+        rx, ry, channels, features = filters.shape
+        matrix_t = filters.reshape(-1, features).T
+        batch = out_residual.shape[0]
+        x_out, y_out, _ = layer.out_shapes[0]
+        in_residual = self.xp.empty((batch, *layer.in_shapes[0]), dtype=self.storage)
+        if _is_pointwise(layer):
+            rows = self._gemm(out_residual.reshape(-1, features), matrix_t)
+            in_residual[...] = self.store(rows).reshape(in_residual.shape)
+            return [in_residual]
+        per_image = x_out * y_out * rx * ry * channels * 4 + self._padded_bytes(layer)
+        for first, n in self._chunks(batch, per_image):
+            cols = self._gemm(out_residual[first : first + n].reshape(-1, features), matrix_t)
+            cols = cols.reshape(n, x_out, y_out, rx, ry, channels)
+            padded = self._padded_zeros(layer, n)
+            for ox, oy, index in offsets(layer):
+                padded[index] += cols[:, :, :, ox, oy, :]
+            in_residual[first : first + n] = self.store(crop(padded, layer))
+        return [in_residual]
+
+    def _padded_bytes(self, layer: Layer) -> int:
+        x, y, channels = layer.in_shapes[0]
+        return (x + 2 * layer.params["Px"]) * (y + 2 * layer.params["Py"]) * channels * 4
+
+    def _conv_gradient(self, layer: Layer, x, out_residual) -> dict:
+        # FILTERS_D = im2col(IN)^T @ OUT_D, summed over the chunks in float32.
+        features = out_residual.shape[3]
+        shape = layer.weight_shapes["filters"]
+        total = self.xp.zeros((shape[0] * shape[1] * shape[2], features), dtype=self.xp.float32)
+        for first, n, cols in self._im2col(layer, x):
+            total += self._gemm(cols.T, out_residual[first : first + n].reshape(-1, features))
+        return {
+            "filters": self.store(total).reshape(shape),
+            "biases": self.store(_channel_sums(self.xp, out_residual)),
+        }
+
+    # Depthwise convolution (section 6.6): window offsets, float32 sums. -------------------
+
+    def _depthwise_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        padded, filters = self._pad(inputs[0], layer), self._acc(weights["filters"])
+        out = self.xp.empty((inputs[0].shape[0], *layer.out_shapes[0]), dtype=self.xp.float32)
+        out[...] = self._acc(weights["biases"])
+        for rx, ry, index in offsets(layer):
+            out += self._acc(padded[index]) * filters[rx, ry]
+        return [self.store(out)]
+
+    def _depthwise_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        residual, filters = self._acc(out_residuals[0]), self._acc(weights["filters"])
+        padded = self._padded_zeros(layer, residual.shape[0])
+        for rx, ry, index in offsets(layer):
+            padded[index] += residual * filters[rx, ry]
+        return [self._map(crop(padded, layer))]
+
+    def _depthwise_gradient(self, layer: Layer, x, out_residual) -> dict:
+        padded, residual = self._pad(x, layer), self._acc(out_residual)
+        filters_grad = self.xp.empty(layer.weight_shapes["filters"], dtype=self.xp.float32)
+        for rx, ry, index in offsets(layer):
+            filters_grad[rx, ry] = (self._acc(padded[index]) * residual).sum(axis=(0, 1, 2))
+        return {
+            "filters": self.store(filters_grad),
+            "biases": self.store(_channel_sums(self.xp, out_residual)),
+        }
+
+    # Pooling (section 6.2): SPEC §4, padding is the value 0, the divisor is Rx*Ry. --------
+
+    def _maxpool_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        padded = self._pad(inputs[0], layer)  # zeros: a padding position counts as 0
+        windows = (padded[index] for _, _, index in offsets(layer))
+        out = self.xp.array(next(windows), copy=True)
+        for window in windows:
+            self.xp.maximum(out, window, out=out)
+        return [out]
+
+    def _maxpool_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        # OUT_D goes to every in-bounds input equal to the output (all tied maxima),
+        # summed over overlapping windows; crop drops what landed on padding.
+        padded, out = self._pad(inputs[0], layer), outputs[0]
+        residual = self._acc(out_residuals[0])
+        zero = self.xp.zeros((), dtype=self.xp.float32)
+        grad = self._padded_zeros(layer, residual.shape[0])
+        for _, _, index in offsets(layer):
+            grad[index] += self.xp.where(padded[index] == out, residual, zero)
+        return [self._map(crop(grad, layer))]
+
+    def _avgpool_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        x, window = inputs[0], layer.params["Rx"] * layer.params["Ry"]
+        if _is_global(layer):
+            return [self.store(x.sum(axis=(1, 2), keepdims=True, dtype=self.xp.float32) / window)]
+        padded = self._pad(x, layer)
+        total = self.xp.zeros((x.shape[0], *layer.out_shapes[0]), dtype=self.xp.float32)
+        for _, _, index in offsets(layer):
+            total += self._acc(padded[index])
+        return [self.store(total / window)]
+
+    def _avgpool_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        share = self._acc(out_residuals[0]) / (layer.params["Rx"] * layer.params["Ry"])
+        batch = share.shape[0]
+        if _is_global(layer):
+            return [self._map(self.xp.broadcast_to(share, (batch, *layer.in_shapes[0])))]
+        grad = self._padded_zeros(layer, batch)
+        for _, _, index in offsets(layer):
+            grad[index] += share
+        return [self._map(crop(grad, layer))]
+
+    # ReLU (6.3), elementwise addition (6.7). ---------------------------------------------
+
+    def _relu_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        x = inputs[0]
+        return [self.xp.where(x > 0, x, self.xp.zeros((), dtype=x.dtype))]
+
+    def _relu_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        # SPEC §4: decided on IN, not OUT.
+        residual = out_residuals[0]
+        zero = self.xp.zeros((), dtype=residual.dtype)
+        return [self.xp.where(inputs[0] > 0, residual, zero)]
+
+    def _eltwise_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        return [self.store(self._acc(inputs[0]) + self._acc(inputs[1]))]
+
+    def _eltwise_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        return [out_residuals[0], out_residuals[0]]
+
+    # Concat (6.4), split (6.5), shuffle (6.9): copies. -----------------------------------
+
+    def _concat_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        return [self.xp.concatenate(inputs, axis=3)]
+
+    def _concat_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        first, residual = layer.in_shapes[0][2], out_residuals[0]
+        return [
+            self.xp.ascontiguousarray(residual[..., :first]),
+            self.xp.ascontiguousarray(residual[..., first:]),
+        ]
+
+    def _split_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        # Copies, not views of IN (reference/split.py says why).
+        x, first = inputs[0], layer.params["L1"]
+        return [
+            self.xp.ascontiguousarray(x[..., :first]),
+            self.xp.ascontiguousarray(x[..., first:]),
+        ]
+
+    def _split_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        return [self.xp.concatenate(out_residuals, axis=3)]
+
+    def _regroup(self, a, rows: int):
+        """Channels viewed as [rows][L/rows], transposed: shuffle (rows=G) and its inverse."""
+        *lead, channels = a.shape
+        grid = a.reshape(*lead, rows, channels // rows).swapaxes(-1, -2)
+        return self.xp.ascontiguousarray(grid).reshape(a.shape)
+
+    def _shuffle_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        # Channel l = g*(L/G) + j goes to f = g + G*j (Appendix A's l/(L/G) + G*(l%(L/G))):
+        # IN viewed as [G][L/G], transposed, is OUT viewed as [L/G][G].
+        return [self._regroup(inputs[0], layer.params["G"])]
+
+    def _shuffle_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        residual = out_residuals[0]
+        return [self._regroup(residual, residual.shape[3] // layer.params["G"])]
+
+    # Fully connected (section 6.8): one GEMM on the map reordered to (l, x, y). -----------
+
+    def _lxy(self, x):
+        """IN [B][X][Y][L] as [B][L*X*Y], the order of WEIGHTS' last three indices (SPEC §4)."""
+        batch, width, height, channels = x.shape
+        if width * height == 1:
+            return x.reshape(batch, channels)
+        return self.xp.ascontiguousarray(x.transpose(0, 3, 1, 2)).reshape(batch, -1)
+
+    def _fc_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        x, matrix = inputs[0], weights["weights"]
+        rows = self._gemm(self._lxy(x), matrix.reshape(matrix.shape[0], -1).T)
+        rows += self._acc(weights["biases"])
+        return [self.store(rows).reshape(x.shape[0], 1, 1, -1)]
+
+    def _fc_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        residual, matrix = out_residuals[0], weights["weights"]
+        batch = residual.shape[0]
+        width, height, channels = layer.in_shapes[0]
+        lxy = self._gemm(residual.reshape(batch, -1), matrix.reshape(matrix.shape[0], -1))
+        return [self._map(lxy.reshape(batch, channels, width, height).transpose(0, 2, 3, 1))]
+
+    def _fc_gradient(self, layer: Layer, x, out_residual) -> dict:
+        residual = out_residual.reshape(out_residual.shape[0], -1)
+        weights_grad = self._gemm(residual.T, self._lxy(x))
+        return {
+            "weights": self.store(weights_grad).reshape(layer.weight_shapes["weights"]),
+            "biases": self.store(residual.sum(axis=0, dtype=self.xp.float32)),
+        }
+
+
+def _is_pointwise(layer: Layer) -> bool:
+    p = layer.params
+    return (p["Rx"], p["Ry"], p["S"], p["Px"], p["Py"]) == (1, 1, 1, 0, 0)
+
+
+def _is_global(layer: Layer) -> bool:
+    p, (x, y, _) = layer.params, layer.in_shapes[0]
+    return (p["Rx"], p["Ry"], p["Px"], p["Py"]) == (x, y, 0, 0)
+
+
+def _channel_sums(xp: Any, residual):
+    """BIASES_D: OUT_D summed over B, X and Y, in float32."""
+    return residual.reshape(-1, residual.shape[-1]).sum(axis=0, dtype=xp.float32)
+
+
+class XpBackend(Backend):
+    """A backend whose kernels are ``XpKernels`` over the array module ``xp``.
+
+    ``CupyBackend`` is this with CuPy, a GPU and cuBLAS; the tests run it with NumPy.
+    """
+
+    xp: Any = None
+    inference_dtypes = INFERENCE_DTYPES
+    training_dtypes = TRAINING_DTYPES
+
+    def __init__(self, dtype: str = "float32", cell: int = 0) -> None:
+        super().__init__(dtype, cell)
+        self.kernels = XpKernels(self.xp, dtype, gemm=self.make_gemm())
+
+    def make_gemm(self) -> Gemm | None:
+        """The GEMM hook; None: ``xp.matmul`` in float32."""
+        return None
+
+    def to_device(self, host: np.ndarray):
+        return self.xp.asarray(host_to_storage(host, self.dtype))
+
+    def to_host(self, array) -> np.ndarray:
+        return np.asarray(array)
+
+    def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        return self.kernels.forward(layer, inputs, weights)
+
+    def backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        return self.kernels.backward(layer, inputs, outputs, out_residuals, weights)
+
+    def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict:
+        return self.kernels.gradient(layer, inputs, out_residuals)
+
+    def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
+        self.kernels.update(layer, weights, grads, batch)

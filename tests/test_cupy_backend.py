@@ -1,0 +1,504 @@
+"""The CuPy backend, mostly without a GPU.
+
+Its layer kernels are written once against an array module (``backends/_xp_kernels.py``):
+here they run with NumPy through the section 8 verification, in every data type the backend
+declares, with the GEMM hook replaced where a GPU would round differently (TF32). The
+GPU-only parts that can be checked without a GPU are checked with stand-ins: the cuBLAS
+argument mapping against a column-major emulation, the device choice, the unavailable
+path. The tests marked ``requires_cuda`` run only where CuPy finds a CUDA device.
+"""
+
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_gostcnn import executor, load_network
+from pytest_gostcnn.admissible import PRECISIONS
+from pytest_gostcnn.backend import BackendError
+from pytest_gostcnn.backends import cupy_gpu
+from pytest_gostcnn.backends._xp_kernels import (
+    XpBackend,
+    XpKernels,
+    bfloat16_halves,
+    device_for_cell,
+    round_bfloat16,
+)
+from pytest_gostcnn.backends.cupy_gpu import (
+    INSTALL_HINT,
+    NO_DEVICE,
+    OP_N,
+    OP_T,
+    CupyBackend,
+    gemm_ex_arguments,
+    nvidia_driver_version,
+)
+from pytest_gostcnn.data import draw_input, draw_weights
+from pytest_gostcnn.layer_cases import layer_cases
+from pytest_gostcnn.reference import ReferenceKernels
+from pytest_gostcnn.verification import (
+    CORRECT,
+    NOT_CORRECT,
+    REFERENCE_GRADE,
+    layer_steps,
+    verify_layer,
+    verify_network,
+)
+
+pytest_plugins = ["pytester"]
+
+HALF = 0.5
+FLOAT16_MAX = 65504.0
+PASSED = (CORRECT, REFERENCE_GRADE)
+CUDA_REASON = CupyBackend.unavailable_reason()
+requires_cuda = pytest.mark.skipif(CUDA_REASON is not None, reason=NO_DEVICE)
+CASES = layer_cases()
+# float16 overflows on section 8 data by design (docs/gpu.md); NumPy warns of it.
+OVERFLOWS = pytest.mark.filterwarnings(
+    "ignore:overflow encountered:RuntimeWarning", "ignore:invalid value encountered:RuntimeWarning"
+)
+
+
+def case_id(case) -> str:
+    return f"{case.layer.type.name}-{case.tag}"
+
+
+class NumpyXp(XpBackend):
+    """The CuPy backend's kernels on NumPy: what CI can verify of it."""
+
+    name = "numpy-xp"
+    xp = np
+
+    def __init__(self, dtype="float32", cell=0, gemm=None, workspace_bytes=None):
+        super().__init__(dtype, cell)
+        if gemm is not None or workspace_bytes is not None:
+            self.kernels = XpKernels(
+                np, dtype, gemm, workspace_bytes or self.kernels.workspace_bytes
+            )
+
+    def device(self):
+        return "CPU: the xp kernels on NumPy"
+
+
+def tf32_gemm(truncate: bool):
+    """A float32 GEMM that first cuts its factors to TF32's 10 mantissa bits, as tensor
+    cores do: to nearest, or truncated (the worst a device may do)."""
+
+    def cut(a):
+        bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+        if truncate:
+            bits = bits & 0xFFFFE000
+        else:
+            bits = (bits + (0xFFF + ((bits >> 13) & 1))) & 0xFFFFE000
+        return bits.view(np.float32)
+
+    return lambda a, b: cut(a) @ cut(b)
+
+
+def verify_steps(backend, case, steps=None, batch=2):
+    """Every step of ``case``: the worst verification, for the assertion message."""
+    results = [
+        verify_layer(
+            backend, case.layer, step, batch, seed=11, subject=step, draw_input=case.draw_input
+        )
+        for step in steps or layer_steps(case.layer)
+    ]
+    return results
+
+
+# The shared kernels verified on NumPy (section 8). ---------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_xp_kernels_pass_every_layer_step_in_float32_one_image_per_chunk(case):
+    # workspace_bytes=1: the im2col and col2im loops run one image at a time (batch 3).
+    backend = NumpyXp("float32", workspace_bytes=1)
+    for result in verify_steps(backend, case, batch=3):
+        assert result.verdict in PASSED, (result.subject, result.first_failure)
+        assert result.worst.ratio <= HALF, (result.subject, result.worst.describe())
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+@pytest.mark.parametrize("latin", ["M", "R", "Sh"])
+def test_xp_kernels_pass_networks_in_float32_within_half_the_threshold(
+    shipped_networks, latin, mode
+):
+    # М: depthwise; Р: fan-out residuals, 1x1 stride-2 projection; Ш: split, concat, shuffle.
+    result = verify_network(NumpyXp("float32"), shipped_networks[latin], mode, 2, seed=11)
+    assert result.verdict in PASSED, result.first_failure
+    assert result.worst.ratio <= HALF, result.worst.describe()
+
+
+@pytest.mark.parametrize("truncate", [False, True], ids=["rounding", "truncating"])
+def test_tf32_passes_whether_the_device_rounds_or_truncates_factors(shipped_networks, truncate):
+    # The TF32 error model assumes factors rounded to nearest. Tensor cores may instead
+    # drop the low 13 bits: on unrounded factors that fails Р inference by 4x (measured).
+    # The kernels round the factors first (round_tf32), so truncating them changes nothing.
+    backend = NumpyXp("tf32", gemm=tf32_gemm(truncate))
+    for case in CASES:
+        for result in verify_steps(backend, case):
+            assert result.verdict in PASSED, (case_id(case), result.first_failure)
+            assert result.worst.ratio <= HALF, (case_id(case), result.worst.describe())
+    result = verify_network(backend, shipped_networks["R"], "inference", 2, seed=11)
+    assert result.verdict in PASSED, result.first_failure
+
+
+def test_bfloat16_passes_every_layer_step_and_two_networks(shipped_networks):
+    backend = NumpyXp("bfloat16")
+    for case in CASES:
+        for result in verify_steps(backend, case, steps=("forward", "backward")):
+            assert result.verdict in PASSED, (case_id(case), result.first_failure)
+    for latin in ("M", "Sh"):
+        result = verify_network(backend, shipped_networks[latin], "inference", 2, seed=11)
+        assert result.verdict in PASSED, result.first_failure
+
+
+def test_bfloat16_values_are_held_in_float32_arrays_rounded_to_bfloat16(shipped_networks):
+    network = shipped_networks["Sh"]
+    backend = NumpyXp("bfloat16")
+    rng = np.random.default_rng(0)
+    weights = backend.load_weights(network, draw_weights(network, rng))
+    output = backend.infer(network, weights, backend.to_device(draw_input(network, 1, rng)))
+    host = backend.to_host(output)
+    assert host.dtype == np.float32  # verification accepts a float host array for bfloat16
+    np.testing.assert_array_equal(host, PRECISIONS["bfloat16"].round(host))
+
+
+def test_bfloat16_rounding_matches_the_verification_rounding():
+    rng = np.random.default_rng(1)
+    values = np.concatenate(
+        [
+            rng.standard_normal(1000) * 10.0 ** rng.integers(-30, 30, 1000),
+            [0.0, -0.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8, 3.389e38, -3.4e38, np.inf, -np.inf],
+        ]
+    ).astype(np.float32)
+    expected = PRECISIONS["bfloat16"].round(values).astype(np.float32)
+    np.testing.assert_array_equal(round_bfloat16(np, values), expected)
+    halves = bfloat16_halves(np, values).astype(np.uint32) << 16
+    np.testing.assert_array_equal(halves.view(np.float32), expected)
+    assert np.isnan(round_bfloat16(np, np.array([np.nan], dtype=np.float32))).all()
+
+
+# float16: the standard's IEEE binary16, no scaling (docs/gpu.md, "float16"). ---------------
+
+
+def test_float16_passes_every_forward_and_backward_layer_step():
+    backend = NumpyXp("float16")
+    for case in CASES:
+        for result in verify_steps(backend, case, steps=("forward", "backward")):
+            assert result.verdict in PASSED, (case_id(case), result.first_failure)
+            assert result.worst.ratio <= HALF, (case_id(case), result.worst.describe())
+
+
+@OVERFLOWS
+@pytest.mark.parametrize("case", [c for c in CASES if c.layer.has_weights], ids=case_id)
+def test_float16_gradients_fail_exactly_where_the_reference_exceeds_float16(case):
+    # Section 8 draws IN and OUT_D from U(-127, 128): a filter gradient sums products of
+    # size ~1e4 over every position of the batch, beyond float16's largest value, 65504.
+    # The draws of verify_layer, in its order: inputs, weights (unused here), OUT_D.
+    rng = np.random.default_rng(11)
+    layer, to_float16 = case.layer, PRECISIONS["float16"].round
+    inputs = [to_float16(case.draw_input(rng, (2, *s))) for s in layer.in_shapes]
+    for shape in layer.weight_shapes.values():
+        rng.uniform(-1, 1, size=shape)
+    residual = to_float16(rng.uniform(-127, 128, (2, *layer.out_shapes[0])))
+    reference = ReferenceKernels().gradient(layer, inputs, [residual])
+    fits = max(float(np.abs(g).max()) for g in reference.values()) <= FLOAT16_MAX
+
+    [result] = verify_steps(NumpyXp("float16"), case, steps=("gradient",))
+
+    if fits:
+        assert result.verdict in PASSED, result.first_failure
+    else:
+        assert result.verdict == NOT_CORRECT
+        assert "NaN or Inf" in result.first_failure
+
+
+@OVERFLOWS
+def test_float16_cannot_verify_a_shipped_network_because_section_8_values_overflow(
+    shipped_networks,
+):
+    network = shipped_networks["Sh"]
+    rng = np.random.default_rng(11)
+    weights = draw_weights(network, rng)
+    reference = executor.infer(network, ReferenceKernels(), weights, draw_input(network, 2, rng))
+    assert np.abs(reference).max() > FLOAT16_MAX  # about 1e10: the data, not the arithmetic
+
+    result = verify_network(NumpyXp("float16"), network, "inference", 2, seed=11)
+
+    assert result.verdict == NOT_CORRECT
+    assert "NaN or Inf" in result.first_failure
+
+
+SMALL_TABLE = """\
+letter: М
+name: a network small enough for float16
+provenance: reconstruction
+input: {X: 6, Y: 6, L: 2}
+layers:
+  - {n: 1, type: conv, F: 3, Rx: 3, Ry: 3, S: 1, Px: 1, Py: 1}
+  - {n: 2, type: relu, in1: 1}
+  - {n: 3, type: maxpool, in1: 2, Rx: 2, Ry: 2, S: 2, Px: 0, Py: 0}
+  - {n: 4, type: depthwise, in1: 3, Rx: 3, Ry: 3, S: 1, Px: 1, Py: 1}
+  - {n: 5, type: avgpool, in1: 4, Rx: 3, Ry: 3, S: 1, Px: 0, Py: 0}
+  - {n: 6, type: fc, in1: 5, F: 4}
+"""
+
+
+def test_float16_verifies_a_network_whose_values_fit_float16(tmp_path: Path):
+    table = tmp_path / "small.yaml"
+    table.write_text(SMALL_TABLE, encoding="utf-8")
+    result = verify_network(NumpyXp("float16"), load_network(table), "inference", 2, seed=11)
+    assert result.verdict in PASSED, result.first_failure
+    assert result.worst.ratio <= HALF, result.worst.describe()
+
+
+# Declarations, host arrays, the device, the unavailable path. ------------------------------
+
+
+def test_the_backend_declares_the_standards_floating_types_and_no_integers():
+    assert CupyBackend.inference_dtypes == ("float32", "tf32", "float16", "bfloat16")
+    assert CupyBackend.training_dtypes == ("float32", "float16")
+    assert CupyBackend.name == "cupy"
+
+
+@pytest.mark.parametrize(
+    ("dtype", "host_dtype"),
+    [
+        ("float32", np.float32),
+        ("tf32", np.float32),
+        ("float16", np.float16),
+        ("bfloat16", np.float32),
+    ],
+)
+def test_to_host_returns_the_type_verification_expects(dtype, host_dtype):
+    backend = NumpyXp(dtype)
+    host = backend.to_host(backend.to_device(np.array([[1.0, -2.5, 1 / 3]])))
+    assert host.dtype == host_dtype
+    np.testing.assert_array_equal(host, PRECISIONS[dtype].round(np.array([[1.0, -2.5, 1 / 3]])))
+
+
+def test_integer_types_are_refused_by_the_kernels():
+    with pytest.raises(BackendError, match="int8"):
+        XpKernels(np, "int8")
+
+
+@pytest.mark.parametrize(("cell", "count", "device"), [(0, 1, 0), (3, 1, 0), (5, 4, 1), (7, 8, 7)])
+def test_a_cell_takes_its_rank_modulo_the_visible_gpus(cell, count, device):
+    assert device_for_cell(cell, count) == device
+
+
+def test_no_visible_gpu_is_an_error_naming_it():
+    with pytest.raises(BackendError, match="no CUDA device"):
+        device_for_cell(0, 0)
+
+
+def fake_cupy(count=None, error=None):
+    class CUDARuntimeError(RuntimeError):
+        pass
+
+    def get_device_count():
+        if error:
+            raise CUDARuntimeError(error)
+        return count
+
+    runtime = types.SimpleNamespace(
+        CUDARuntimeError=CUDARuntimeError, getDeviceCount=get_device_count
+    )
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime))
+
+
+def test_without_cupy_the_reason_says_how_to_install_it(monkeypatch):
+    monkeypatch.setattr(cupy_gpu, "cupy", None)
+    monkeypatch.setattr(cupy_gpu, "_import_problem", INSTALL_HINT)
+    assert CupyBackend.unavailable_reason() == (
+        "CuPy is not installed: pip install 'pytest-gostcnn[cupy]'"
+    )
+
+
+@pytest.mark.parametrize(
+    "cupy",
+    [fake_cupy(error="cudaErrorInsufficientDriver"), fake_cupy(count=0)],
+    ids=["driver", "zero"],
+)
+def test_without_a_device_the_reason_is_no_cuda_device(monkeypatch, cupy):
+    monkeypatch.setattr(cupy_gpu, "cupy", cupy)
+    assert CupyBackend.unavailable_reason() == "no CUDA device"
+
+
+@pytest.mark.skipif(CUDA_REASON is None, reason="a CUDA device is present")
+def test_pytest_with_the_cupy_backend_skips_every_item_once_without_a_gpu(pytester):
+    result = pytester.runpytest_subprocess(
+        "--gost-backend=pytest_gostcnn.backends.cupy_gpu:CupyBackend",
+        "--gost-batch=1",
+        "--gost-networks=Sh",
+        "--gost-mode=inference",
+        "-rs",
+    )
+    assert result.ret == pytest.ExitCode.OK
+    output = result.stdout.str()
+    assert f"(unavailable: {CUDA_REASON})" in output  # the header says it once
+    skips = [line for line in result.stdout.lines if line.startswith("SKIPPED")]
+    assert skips and all(CUDA_REASON in line for line in skips)
+    assert "passed" not in result.stdout.lines[-1] and "failed" not in result.stdout.lines[-1]
+
+
+class StandInCupy(types.ModuleType):
+    """NumPy under CuPy's name, with the few CUDA calls the backend makes answered by an
+    imaginary machine of two H200s: the backend's glue runs, only cuBLAS does not."""
+
+    def __init__(self) -> None:
+        super().__init__("cupy")
+        properties = {
+            "name": b"NVIDIA H200",
+            "multiProcessorCount": 132,
+            "clockRate": 1_980_000,  # kHz
+            "major": 9,
+            "minor": 0,
+        }
+        self.synchronized = 0
+        self.used: list[int] = []
+        self.cuda = types.SimpleNamespace(
+            runtime=types.SimpleNamespace(
+                CUDARuntimeError=RuntimeError,
+                getDeviceCount=lambda: 2,
+                getDeviceProperties=lambda index: dict(properties),
+                driverGetVersion=lambda: 12040,
+                runtimeGetVersion=lambda: 12020,
+            ),
+            Device=lambda index: types.SimpleNamespace(use=lambda: self.used.append(index)),
+            get_current_stream=lambda: types.SimpleNamespace(synchronize=self._synchronize),
+        )
+        self.asnumpy = np.asarray
+
+    def _synchronize(self) -> None:
+        self.synchronized += 1
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+@pytest.fixture
+def stand_in_cupy(monkeypatch):
+    cupy = StandInCupy()
+    monkeypatch.setattr(cupy_gpu, "cupy", cupy)
+    monkeypatch.setattr(CupyBackend, "xp", cupy)
+    monkeypatch.setattr(CupyBackend, "make_gemm", lambda self: None)  # xp.matmul, not cuBLAS
+    return cupy
+
+
+def test_cupy_backend_glue_on_a_stand_in_cupy(stand_in_cupy):
+    backend = CupyBackend("float16", cell=3)
+
+    assert stand_in_cupy.used == [1]  # cell 3 on two GPUs
+    assert backend.device() == "GPU 1: NVIDIA H200 (132 SMs)"
+    assert backend.peak().macs_per_second == pytest.approx(989.4e12 / 2, rel=2e-3)
+    system = backend.system()
+    assert (system["gpu"], system["sm_count"], system["compute_capability"]) == (
+        "NVIDIA H200",
+        132,
+        "9.0",
+    )
+    assert (system["cuda_driver_api"], system["cuda_runtime"]) == ("12.4", "12.2")
+    case = next(c for c in CASES if c.layer.type.name == "conv")
+    [result] = verify_steps(backend, case, steps=("forward",))
+    assert result.verdict in PASSED, result.first_failure
+    assert stand_in_cupy.synchronized == 0  # forward-only verification never waits
+    backend.synchronize()
+    assert stand_in_cupy.synchronized == 1
+
+
+# The cuBLAS call, checked against a column-major emulation of cublasGemmEx. ---------------
+
+
+def emulated_gemm_ex(args) -> np.ndarray:
+    """What cublasGemmEx computes from these arguments, on the operands' memory."""
+
+    def read(x, op, rows, cols, ld):
+        # The op(X) it needs is rows x cols; X itself, column-major, is stored with ld.
+        stored = (rows, cols) if op == OP_N else (cols, rows)
+        memory = x.ravel(order="K")
+        matrix = np.lib.stride_tricks.as_strided(
+            memory, shape=stored, strides=(memory.itemsize, ld * memory.itemsize)
+        )
+        return matrix if op == OP_N else matrix.T
+
+    first = read(args.first, args.transa, args.m, args.k, args.lda)
+    second = read(args.second, args.transb, args.k, args.n, args.ldb)
+    column_major = first @ second  # m x n, stored with ldc = m: the row-major n x m result
+    return column_major.T
+
+
+@pytest.mark.parametrize("a_layout", ["C", "transposed", "strided"])
+@pytest.mark.parametrize("b_layout", ["C", "transposed", "strided"])
+def test_gemm_ex_arguments_compute_the_row_major_product(a_layout, b_layout):
+    rng = np.random.default_rng(2)
+
+    def operand(rows, cols, layout):
+        if layout == "transposed":  # an F-contiguous view, e.g. cols.T in the gradient
+            return rng.standard_normal((cols, rows)).T
+        if layout == "strided":  # neither C nor F contiguous: copied first
+            return rng.standard_normal((rows, 2 * cols))[:, ::2]
+        return rng.standard_normal((rows, cols))
+
+    a, b = operand(5, 3, a_layout), operand(3, 4, b_layout)
+    args = gemm_ex_arguments(np, a, b)
+    assert (args.m, args.n, args.k, args.ldc) == (4, 5, 3, 4)
+    assert args.transa == (OP_T if b_layout == "transposed" else OP_N)
+    np.testing.assert_allclose(emulated_gemm_ex(args), a @ b, rtol=1e-12)
+
+
+def test_the_driver_version_is_read_from_the_kernel_module_line():
+    text = (
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"
+        "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n"
+    )
+    assert nvidia_driver_version(text) == "550.54.15"
+    assert nvidia_driver_version("no driver here") is None
+
+
+# On a GPU only. ----------------------------------------------------------------------------
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", ["float32", "tf32", "float16", "bfloat16"])
+def test_cupy_backend_passes_the_forward_and_backward_layer_steps(dtype):
+    backend = CupyBackend(dtype)
+    for case in CASES:
+        for result in verify_steps(backend, case, steps=("forward", "backward")):
+            assert result.verdict in PASSED, (case_id(case), result.first_failure)
+
+
+@requires_cuda
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_cupy_backend_passes_a_network_in_float32(shipped_networks, mode):
+    result = verify_network(CupyBackend("float32"), shipped_networks["R"], mode, 2, seed=11)
+    assert result.verdict in PASSED, result.first_failure
+    assert result.worst.ratio <= HALF, result.worst.describe()
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", ["float32", "tf32", "float16", "bfloat16"])
+def test_cublas_gemm_matches_matmul_for_transposed_operands(dtype):
+    import cupy
+
+    gemm = cupy_gpu.CublasGemm(dtype)
+    rng = np.random.default_rng(3)
+    a_host = rng.uniform(-1, 1, (70, 40)).astype(np.float32)
+    b_host = rng.uniform(-1, 1, (50, 70)).astype(np.float32)
+    storage = cupy.float16 if dtype == "float16" else cupy.float32
+    a = cupy.asarray(a_host).astype(storage).T  # F-contiguous, as cols.T in a gradient
+    b = cupy.asarray(b_host).astype(storage).T
+    expected = a_host.T @ b_host.T
+    for left in (a, cupy.ascontiguousarray(a)):
+        got = cupy.asnumpy(gemm(left, b))
+        np.testing.assert_allclose(got, expected, rtol=0, atol=70 * 2**-7)
+
+
+@requires_cuda
+def test_cupy_backend_reports_its_gpu_and_peak():
+    backend = CupyBackend("float16", cell=7)
+    assert backend.device().startswith(f"GPU {backend.device_index}: ")
+    assert backend.system()["gpu"] in backend.device()
+    backend.synchronize()
