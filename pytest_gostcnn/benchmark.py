@@ -75,25 +75,31 @@ def plan(profile: str, batch: int) -> Plan:
 
 @dataclass(frozen=True)
 class CellTiming:
-    """One computing cell's measurement of one test."""
+    """One computing cell's measurement of one test: every timed round's seconds."""
 
     cell: int
     device: str
     images: int
-    seconds: float
-    round_min: float
-    round_mean: float
-    round_max: float
+    round_seconds: tuple[float, ...]
     peak: Peak | None
     first_image: str  # a checksum of the cell's first timed image: cells must differ
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.round_seconds)
+
+
+def system_seconds(cells: tuple[CellTiming, ...]) -> float:
+    """The system's time: every round starts on all cells together (a barrier) and ends
+    when the slowest cell ends it, so the rounds' maxima add up."""
+    return sum(max(times) for times in zip(*(c.round_seconds for c in cells), strict=True))
 
 
 @dataclass(frozen=True)
 class Timing:
     """One performance test over every cell (section 9.3), and its ОРП.
 
-    The system's time is the slowest cell's (timed regions start together); its ОРП is
-    all cells' MACs / (that time x the sum of the cells' peaks).
+    The system's ОРП is all cells' MACs / (the system's time x the sum of the cells' peaks).
     """
 
     latin: str
@@ -111,7 +117,7 @@ class Timing:
 
     @property
     def seconds(self) -> float:
-        return max(c.seconds for c in self.cells)
+        return system_seconds(self.cells)
 
     @property
     def peak_macs_per_second(self) -> float | None:
@@ -122,6 +128,9 @@ class Timing:
     @property
     def macs_per_second(self) -> float:
         return self.macs_per_image * self.images / self.seconds
+
+    def cell_macs_per_second(self, cell: CellTiming) -> float:
+        return self.macs_per_image * cell.images / cell.seconds
 
     @property
     def orp(self) -> float | None:
@@ -183,6 +192,7 @@ class Rounds:
         self.residual_rng = np.random.default_rng([seed, cell, 1])
         self.progress = progress
         self.before_round = before_round
+        self.error: str | None = None  # the backend's first failure; later rounds idle
         self.first_image = ""
         self.next_image = 0
         self.started = time.monotonic()
@@ -190,27 +200,40 @@ class Rounds:
 
     def setup(self) -> tuple[tuple, dict]:
         batch = self.plan.batch
-        host = self.images.batch(self.next_image, batch)
-        if self.next_image == self.plan.warmup_rounds * batch:
-            self.first_image = f"{zlib.crc32(host[0].tobytes()):08x}"
-        image = self.backend.to_device(host)
+        arguments: tuple = (None,)
+        try:
+            if self.error is None:
+                arguments = self._arguments(batch)
+        except Exception as exc:  # noted; this cell still meets the others at the barrier
+            self.error = _failure(exc, "preparing a batch")
         self.next_image += batch
         self._report()
-        arguments: tuple = (image,)
-        if self.mode == "training":
-            shape = (batch, *self.network.output_shape)
-            residual = self.residual_rng.uniform(-1.0, 1.0, size=shape) * RESIDUAL_SCALE
-            arguments = (image, self.backend.to_device(residual))
         if self.before_round is not None:
             self.before_round()  # e.g. a barrier: every cell's round starts together
         return arguments, {}
 
+    def _arguments(self, batch: int) -> tuple:
+        host = self.images.batch(self.next_image, batch)
+        if self.next_image == self.plan.warmup_rounds * batch:
+            self.first_image = f"{zlib.crc32(host[0].tobytes()):08x}"
+        image = self.backend.to_device(host)
+        if self.mode == "inference":
+            return (image,)
+        shape = (batch, *self.network.output_shape)
+        residual = self.residual_rng.uniform(-1.0, 1.0, size=shape) * RESIDUAL_SCALE
+        return (image, self.backend.to_device(residual))
+
     def target(self, image, residual=None) -> None:
-        if residual is None:
-            self.backend.infer(self.network, self.weights, image)
-        else:
-            self.backend.train(self.network, self.weights, image, residual)
-        self.backend.synchronize()
+        if self.error is not None:
+            return
+        try:
+            if residual is None:
+                self.backend.infer(self.network, self.weights, image)
+            else:
+                self.backend.train(self.network, self.weights, image, residual)
+            self.backend.synchronize()
+        except Exception as exc:  # noted and reported for every cell after the rounds
+            self.error = _failure(exc, f"{self.mode} round")
 
     def _report(self, every: float = 10.0) -> None:
         now = time.monotonic()
@@ -225,6 +248,10 @@ class Rounds:
             f"{self.network.letter} ({self.network.latin}) {self.mode}: {done}/{total} images "
             f"({100 * done / total:.1f}%), {rate:.3g} images/s, about {_duration(left)} left"
         )
+
+
+def _failure(exc: Exception, during: str) -> str:
+    return f"the backend raised {type(exc).__name__}: {exc} ({during})"
 
 
 def _duration(seconds: float) -> str:

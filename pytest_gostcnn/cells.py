@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 # Variables the common launchers set in every rank's environment: Open MPI, MPICH/Hydra
@@ -30,7 +30,7 @@ class Cells:
     rank: int = 0
     size: int = 1
     local_rank: int = 0
-    host: str = socket.gethostname()
+    host: str = field(default_factory=socket.gethostname)
     comm: Any = None  # an mpi4py communicator when size > 1
 
     @property

@@ -19,8 +19,6 @@ import numpy as np
 from .data import INPUT_RANGE
 from .layers import Layer, make_layer
 
-DRAWS = ("uniform", "ties", "negative")
-
 
 @dataclass(frozen=True)
 class LayerCase:

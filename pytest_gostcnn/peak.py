@@ -97,7 +97,7 @@ def cpu_peak(dtype: str, cpuinfo: str | None = None, cores: int | None = None) -
     clock = _max_clock_hz(cpuinfo)
     if clock is None:
         return None
-    cores = cores or len(os.sched_getaffinity(0))
+    cores = cores or physical_cores(cpuinfo, os.sched_getaffinity(0))
     for vendor_match, flag, macs, why in _CPU_FP32_MACS:
         if flag in flags and vendor.startswith(vendor_match):
             return Peak(
@@ -109,6 +109,22 @@ def cpu_peak(dtype: str, cpuinfo: str | None = None, cores: int | None = None) -
                 macs_per_cycle_per_unit=macs,
             )
     return None
+
+
+def physical_cores(cpuinfo: str, allowed: set[int]) -> int:
+    """The physical cores among the logical CPUs ``allowed``: SMT siblings share FMA units.
+
+    Counts distinct (physical id, core id) pairs; without them, every allowed CPU counts.
+    """
+    cores = set()
+    for block in cpuinfo.split("\n\n"):
+        fields = _first_processor(block)
+        if "processor" not in fields or int(fields["processor"]) not in allowed:
+            continue
+        if "core id" not in fields:
+            return len(allowed)
+        cores.add((fields.get("physical id", "0"), fields["core id"]))
+    return len(cores) or len(allowed)
 
 
 def _first_processor(cpuinfo: str) -> dict[str, str]:

@@ -27,10 +27,12 @@ from .backend import (
 )
 from .benchmark import PROFILES, QUICK_IMAGES, CellTiming, Rounds, Timing, macs_per_image, plan
 from .cells import Cells, CellsError, detect
+from .evaluation import designate_test
 from .layer_cases import LayerCase, layer_cases
 from .network import CYRILLIC, LATIN, Network, TableError, load_networks, network_key
 from .peak import Peak, parse_peak
 from .report import build_report, write_report
+from .system import cpu_model
 from .verification import NOT_CORRECT, Verification, layer_steps, verify_layer, verify_network
 
 # The suite's file name does not match pytest's test-file patterns: the plugin collects it
@@ -86,16 +88,14 @@ class GostSession:
     cells: Cells = field(default_factory=Cells)
     failures: list[tuple[str, str]] = field(default_factory=list)  # this cell's (item, reason)
     cell_reports: list[dict] = field(default_factory=list)  # every cell's, on cell 0
+    exitstatus: int | None = None
+    progress: Callable[[str], None] | None = None
 
     @property
     def system_peak(self) -> float | None:
-        """The system's peak: the sum of its cells' peaks (every cell alike, 9.3)."""
-        timing = next(iter(self.timings.values()), None)
-        if timing is not None:
-            return timing.peak_macs_per_second
-        return self.peak.macs_per_second * self.cells.size if self.peak else None
-
-    progress: Callable[[str], None] | None = None
+        """The system's peak: the sum of its cells' peaks (known on cell 0 at the end)."""
+        peaks = [report["peak"] for report in self.cell_reports]
+        return sum(peaks) if peaks and None not in peaks else None
 
     def options(self, networks: str | None = None, mode: str | None = None) -> list[str]:
         """The ``--gost-*`` options that reproduce this session (optionally narrowed)."""
@@ -206,15 +206,55 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def session_of(config: pytest.Config) -> GostSession:
-    """The session the options describe, built (and checked) on first use."""
-    if _SESSION not in config.stash:
-        try:
-            config.stash[_SESSION] = _session(config)
-        except BackendError as exc:
-            raise pytest.UsageError(f"--gost-backend: {exc}") from None
-        except (TableError, ValueError, CellsError) as exc:
-            raise pytest.UsageError(str(exc)) from None
-    return config.stash[_SESSION]
+    """The session the options describe, built (and checked) on first use.
+
+    With several cells every rank must reach the same verdict on the options, or the
+    ranks would part ways and wait for each other forever: a problem on any cell is a
+    usage error on every cell, and a device missing on any cell skips the suite on all.
+    """
+    if _SESSION in config.stash:
+        return config.stash[_SESSION]
+    try:
+        cells = detect()
+    except CellsError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    session, error = None, None
+    try:
+        session = _session(config, cells)
+        if cells.size > 1:
+            _check_same_items(config)
+    except BackendError as exc:
+        error = f"--gost-backend: {exc}"
+    except (TableError, ValueError) as exc:
+        error = str(exc)
+    errors = [(cell, why) for cell, why in enumerate(cells.allgather(error)) if why]
+    if errors:
+        cell, why = errors[0]
+        raise pytest.UsageError(why if cells.size == 1 else f"cell {cell}: {why}")
+    missing = [(c, why) for c, why in enumerate(cells.allgather(session.unavailable)) if why]
+    if missing and session.unavailable is None:
+        session.backend, session.unavailable = None, f"cell {missing[0][0]}: {missing[0][1]}"
+    config.stash[_SESSION] = session
+    return session
+
+
+def _check_same_items(config: pytest.Config) -> None:
+    """Options that let one rank run other items than the others are refused under MPI."""
+    diverging = [
+        flag
+        for flag, given in (
+            ("-x/--maxfail", config.getoption("maxfail", 0)),
+            ("--lf", config.getoption("lf", False)),
+            ("--ff", config.getoption("failedfirst", False)),
+            ("--sw", config.getoption("stepwise", False)),
+        )
+        if given
+    ]
+    if diverging:
+        raise ValueError(
+            f"{', '.join(diverging)}: with several computing cells every rank must run the "
+            "same items (they meet at the same collective calls); drop these options"
+        )
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
@@ -228,7 +268,7 @@ def _option(config: pytest.Config, name: str) -> str | None:
     return DEFAULTS.get(name) if value is None else value
 
 
-def _session(config: pytest.Config) -> GostSession:
+def _session(config: pytest.Config, cells: Cells) -> GostSession:
     mode = _option(config, "mode")
     if mode not in MODES:
         raise ValueError(f"--gost-mode={mode}: choose one of {', '.join(MODES)}")
@@ -252,7 +292,6 @@ def _session(config: pytest.Config) -> GostSession:
         unavailable = cls.unavailable_reason()
     except Exception as exc:  # a device probe that fails means no usable device
         unavailable = f"its availability check raised {type(exc).__name__}: {exc}"
-    cells = detect()
     backend = None
     if unavailable is None:
         try:
@@ -504,22 +543,28 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
         )
     network = session.networks[latin]
     run_plan = plan(session.profile, session.batch)
-    rounds = Rounds(
-        session.backend,
-        network,
-        mode,
-        run_plan,
-        session.seed,
-        cells.rank,
-        session.progress,
-        before_round=cells.barrier if cells.size > 1 else None,
-    )
+    rounds, error = None, None
+    try:
+        rounds = Rounds(
+            session.backend,
+            network,
+            mode,
+            run_plan,
+            session.seed,
+            cells.rank,
+            session.progress,
+            before_round=cells.barrier if cells.size > 1 else None,
+        )
+    except Exception as exc:  # the backend's failure fails the item on every cell
+        error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
+    _fail_if_any_cell(cells, error, "preparing")
     benchmark.pedantic(
         rounds.target,
         setup=rounds.setup,
         rounds=run_plan.rounds,
         warmup_rounds=run_plan.warmup_rounds,
     )
+    _fail_if_any_cell(cells, rounds.error, "timing")
     if benchmark.stats is None:
         pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
     stats = benchmark.stats.stats
@@ -527,10 +572,7 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
         cell=cells.rank,
         device=f"{cells.host}: {session.backend.device()}",
         images=run_plan.images,
-        seconds=stats.total,
-        round_min=stats.min,
-        round_mean=stats.mean,
-        round_max=stats.max,
+        round_seconds=tuple(stats.data),
         peak=session.peak,
         first_image=rounds.first_image,
     )
@@ -546,8 +588,26 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
     )
     session.timings[(latin, mode)] = timing
     benchmark.extra_info.update(
-        {"images": timing.images, "MAC/s": timing.macs_per_second, "ОРП %": timing.orp}
+        {
+            "images": timing.images,
+            "MAC/s": timing.macs_per_second,
+            "ОРП %": timing.orp,
+            "compliant": timing.compliant,
+            "designation": designate_test(
+                latin, mode, timing.dtype, timing.batch, timing.compliant
+            ),
+        }
     )
+
+
+def _fail_if_any_cell(cells: Cells, error: str | None, stage: str) -> None:
+    """Fail the item on every cell when one cell's backend failed (all stay in step)."""
+    failed = [(cell, why) for cell, why in enumerate(cells.allgather(error)) if why]
+    if failed:
+        pytest.fail(
+            "; ".join(f"cell {cell} failed while {stage}: {why}" for cell, why in failed),
+            pytrace=False,
+        )
 
 
 def _fail(session: GostSession, result: Verification, command: str) -> None:
@@ -591,13 +651,16 @@ def _first_line(report: pytest.TestReport) -> str:
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     gost = session.config.stash.get(_SESSION, None)
-    if gost is None or gost.backend is None:
+    if gost is None:
         return
+    gost.exitstatus = int(exitstatus)
     gathered = gost.cells.gather(
         {
             "cell": gost.cells.rank,
             "host": gost.cells.host,
-            "device": gost.backend.device(),
+            "cpu_model": cpu_model(),
+            "device": gost.backend.device() if gost.backend else None,
+            "system": gost.backend.system() if gost.backend else {},
             "peak": gost.peak.macs_per_second if gost.peak else None,
             "failures": gost.failures,
         }
@@ -606,4 +669,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     gost.cell_reports = gathered
     if gost.report is not None:
-        write_report(gost.report, build_report(gost))
+        try:
+            write_report(gost.report, build_report(gost))
+        except OSError as exc:
+            reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+            message = f"gostcnn: could not write --gost-report={gost.report}: {exc}"
+            if reporter is not None:
+                reporter.write_line(message, red=True)
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR

@@ -14,26 +14,24 @@ import os
 import platform
 import tempfile
 from datetime import UTC, datetime
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .evaluation import designate_evaluation, designate_test
 from .network import CYRILLIC
-from .summary import comment, evaluations
-from .system import cpu_model
+from .summary import comment, compliant, evaluations, full_profile
+from .system import cpu_model, libraries
 from .verification import Verification
 
 if TYPE_CHECKING:
     from .plugin import GostSession
 
 FORMAT = "pytest-gostcnn report 1"
-LIBRARIES = ("numpy", "pytest", "pytest-benchmark", "pyyaml", "pytest-gostcnn", "cupy")
 
 
 def build_report(session: GostSession) -> dict:
     backend = session.backend
-    compliant = bool(session.timings) and all(t.compliant for t in session.timings.values())
+    evaluated = evaluations(session) if backend is not None else []
     return {
         "format": FORMAT,
         "standard": "GOST R 57700.36-2021",
@@ -43,7 +41,7 @@ def build_report(session: GostSession) -> dict:
             "cpu_cores": len(os.sched_getaffinity(0)),
             "platform": platform.platform(),
             "python": platform.python_version(),
-            "libraries": _libraries(),
+            "libraries": libraries(),
             "backend": {
                 "name": session.backend_name,
                 "version": type(backend).version if backend else None,
@@ -64,11 +62,9 @@ def build_report(session: GostSession) -> dict:
             "rmse_threshold": session.threshold,
             "profile": session.profile,
         },
-        "compliant": compliant,
-        "cells": [
-            {k: r[k] for k in ("cell", "host", "device", "peak")} | {"failures": r["failures"]}
-            for r in session.cell_reports
-        ],
+        "exit_status": session.exitstatus,
+        "compliant": compliant(session, evaluated),
+        "cells": session.cell_reports,
         "peak": session.peak.as_dict() if session.peak else None,
         "verification": {
             "layers": [_verification(v) for v in session.layer_results],
@@ -99,9 +95,9 @@ def build_report(session: GostSession) -> dict:
                         "images": c.images,
                         "seconds": c.seconds,
                         "round_seconds": {
-                            "min": c.round_min,
-                            "mean": c.round_mean,
-                            "max": c.round_max,
+                            "min": min(c.round_seconds),
+                            "mean": c.seconds / len(c.round_seconds),
+                            "max": max(c.round_seconds),
                         },
                         "first_image_crc32": c.first_image,
                         "orp_percent": t.cell_orp(c),
@@ -115,7 +111,7 @@ def build_report(session: GostSession) -> dict:
             {
                 "mode": e.mode,
                 "designation": designate_evaluation(
-                    e.mode, session.dtype, session.batch, session.cells.size, compliant
+                    e.mode, session.dtype, session.batch, session.cells.size, full_profile(session)
                 ),
                 "cells": session.cells.size,
                 "results_percent": dict(e.results),
@@ -126,7 +122,7 @@ def build_report(session: GostSession) -> dict:
                 "second_result_macs_per_second": e.second,
                 "comment": comment(session, e),
             }
-            for e in evaluations(session)
+            for e in evaluated
         ],
     }
 
@@ -147,16 +143,6 @@ def _verification(result: Verification) -> dict:
             for c in result.checks
         ],
     }
-
-
-def _libraries() -> dict[str, str]:
-    found = {}
-    for package in LIBRARIES:
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            continue
-    return found
 
 
 def write_report(path: str | Path, report: dict) -> None:

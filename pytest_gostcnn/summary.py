@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 import platform
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 from .evaluation import Evaluation, describe, designate_evaluation, designate_test, evaluate
 from .network import CYRILLIC
 from .peak import si
+from .system import libraries
 from .verification import NOT_CORRECT
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def verification_lines(session: GostSession) -> list[str]:
 
 
 def evaluations(session: GostSession) -> list[Evaluation]:
-    """Section 9.8 for each mode benchmarked in this session (one computing cell)."""
+    """Section 9.8 for each mode benchmarked in this session, over the system's peak."""
     out = []
     for mode in session.modes:
         if not any(m == mode for _, m in session.benchmarked):
@@ -74,8 +74,8 @@ def evaluations(session: GostSession) -> list[Evaluation]:
 
 def performance_lines(session: GostSession) -> list[str]:
     peak = session.peak
-    compliant = all(t.compliant for t in session.timings.values()) and bool(session.timings)
-    lines = [] if compliant else [NON_COMPLIANT]
+    full = full_profile(session)
+    lines = [] if full else [NON_COMPLIANT]
     if peak is None:
         lines.append("no peak: ОРП needs --gost-peak=MAC/s (no estimate for this device)")
     else:
@@ -96,12 +96,12 @@ def performance_lines(session: GostSession) -> list[str]:
                 lines.append(
                     f"{'  cell ' + str(cell.cell):<40} {cell.images:>8} {cell.seconds:>9.3g} "
                     f"{cell.images / cell.seconds:>9.3g} "
-                    f"{si(t.macs_per_image * cell.images / cell.seconds):>9}  "
+                    f"{si(t.cell_macs_per_second(cell)):>9}  "
                     f"{'-' if cell_orp is None else f'{cell_orp:.3g}':>6}"
                 )
     for evaluation in evaluations(session):
         designation = designate_evaluation(
-            evaluation.mode, session.dtype, session.batch, session.cells.size, compliant
+            evaluation.mode, session.dtype, session.batch, session.cells.size, full
         )
         lines.append(f"evaluation {designation}:")
         lines += [f"  {line}" for line in describe(evaluation)]
@@ -140,11 +140,18 @@ def comment(session: GostSession, evaluation: Evaluation) -> list[str]:
 
 def software(session: GostSession) -> str:
     parts = [f"Python {platform.python_version()}"]
-    for package in ("numpy", "pytest", "pytest-benchmark", "pytest-gostcnn"):
-        try:
-            parts.append(f"{package} {version(package)}")
-        except PackageNotFoundError:
-            continue
-    backend = type(session.backend)
-    parts.append(f"backend {session.backend_name} {backend.version}")
+    parts += [f"{package} {number}" for package, number in libraries().items()]
+    parts.append(f"backend {session.backend_name} {type(session.backend).version}")
     return ", ".join(parts)
+
+
+def full_profile(session: GostSession) -> bool:
+    """Every timing ran the 1,000,000 images per cell of section 9.3."""
+    return bool(session.timings) and all(t.compliant for t in session.timings.values())
+
+
+def compliant(session: GostSession, evaluated: list[Evaluation]) -> bool:
+    """A result a certifying body may take: full profile, complete evaluations, no failure."""
+    no_failures = all(not report["failures"] for report in session.cell_reports)
+    complete = bool(evaluated) and all(e.complete for e in evaluated)
+    return full_profile(session) and complete and no_failures

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import platform
+from importlib.metadata import PackageNotFoundError, version
+
+LIBRARIES = ("numpy", "pytest", "pytest-benchmark", "pyyaml", "pytest-gostcnn", "cupy", "mpi4py")
 
 
 def cpu_model() -> str:
@@ -15,3 +18,14 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def libraries() -> dict[str, str]:
+    """The installed versions of the libraries a run depends on (absent ones left out)."""
+    found = {}
+    for package in LIBRARIES:
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            continue
+    return found

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from pytest_gostcnn.benchmark import CellTiming, Timing
@@ -16,22 +17,22 @@ from pytest_gostcnn.peak import Peak
 PEAK = Peak(1e10, "given (--gost-peak)")
 
 
-def cell(index: int, images: int, seconds: float) -> CellTiming:
-    return CellTiming(index, "cpu", images, seconds, 0.1, 0.2, 0.3, PEAK, f"{index:08x}")
+def cell(index: int, images: int, rounds: tuple[float, ...]) -> CellTiming:
+    return CellTiming(index, "cpu", images, rounds, PEAK, f"{index:08x}")
 
 
-def test_system_time_is_the_slowest_cells_and_orp_uses_every_cells_peak():
-    timing = Timing(
-        "R", "training", "float32", 2, 8, 10**9, False, (cell(0, 16, 2.0), cell(1, 16, 4.0))
-    )
+def test_system_time_adds_each_rounds_slowest_cell_and_orp_uses_every_cells_peak():
+    # Rounds start together (a barrier) and end with the slowest cell.
+    cells = (cell(0, 16, (1.0, 1.0)), cell(1, 16, (0.5, 2.5)))
+    timing = Timing("R", "training", "float32", 2, 2, 10**9, False, cells)
     assert timing.images == 32
-    assert timing.seconds == 4.0
+    assert timing.seconds == 1.0 + 2.5
     assert timing.peak_macs_per_second == 2e10
-    # All cells' MACs over (the slowest time x the sum of the peaks).
-    assert timing.orp == pytest.approx(100 * 10**9 * 32 / 4.0 / 2e10)
+    # All cells' MACs over (the system's time x the sum of the peaks).
+    assert timing.orp == pytest.approx(100 * 10**9 * 32 / 3.5 / 2e10)
     # Each cell's own ОРП shows a straggler.
-    assert timing.cell_orp(timing.cells[0]) == pytest.approx(100 * 10**9 * 16 / 2.0 / 1e10)
-    assert timing.cell_orp(timing.cells[1]) == pytest.approx(100 * 10**9 * 16 / 4.0 / 1e10)
+    assert timing.cell_orp(cells[0]) == pytest.approx(100 * 10**9 * 16 / 2.0 / 1e10)
+    assert timing.cell_orp(cells[1]) == pytest.approx(100 * 10**9 * 16 / 3.0 / 1e10)
 
 
 def test_without_an_mpi_launcher_there_is_one_cell(monkeypatch):
@@ -62,6 +63,9 @@ try:
     HAVE_MPI4PY = True
 except ImportError:
     HAVE_MPI4PY = False
+# CI sets GOST_REQUIRE_MPI=1 (.ci/run installs Open MPI): there a missing MPI is a failure.
+if os.environ.get("GOST_REQUIRE_MPI") == "1" and not (MPIRUN and HAVE_MPI4PY):
+    raise RuntimeError("GOST_REQUIRE_MPI=1 but mpirun or mpi4py is missing")
 needs_mpi = pytest.mark.skipif(
     not (MPIRUN and HAVE_MPI4PY), reason="needs mpirun (Open MPI) and mpi4py: see .ci/run"
 )
@@ -70,6 +74,22 @@ FAILS_ON_CELL_1 = '''
 import os
 
 from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+
+
+class RaisesOnCell1(NumpyBackend):
+    """Verifies on both cells; on cell 1 its whole-network inference raises when timed."""
+
+    def infer(self, network, weights, image):
+        if os.environ.get("OMPI_COMM_WORLD_RANK") == "1" and image.shape[0] == 1 and self.timing:
+            raise RuntimeError("device lost")
+        return super().infer(network, weights, image)
+
+    timing = False
+
+    def to_device(self, host):
+        # Benchmark images arrive as float32 from the image set; verification's as float64.
+        RaisesOnCell1.timing = host.dtype == "float32"
+        return super().to_device(host)
 
 
 class FailsOnCell1(NumpyBackend):
@@ -110,6 +130,8 @@ def test_two_ranks_print_one_evaluation_with_two_cells_and_report_both(tmp_path)
     assert run.stdout.count("section 8: verification") == 1
     assert run.stdout.count("evaluation ОП-П-float32-B1-N2") == 1
     data = json.loads(report.read_text(encoding="utf-8"))
+    schema = Path(__file__).parent.parent / "docs" / "report.schema.json"
+    jsonschema.validate(data, json.loads(schema.read_text(encoding="utf-8")))
     assert [c["cell"] for c in data["cells"]] == [0, 1]
     (benchmark,) = data["benchmarks"]
     cells = benchmark["cells"]
@@ -118,7 +140,8 @@ def test_two_ranks_print_one_evaluation_with_two_cells_and_report_both(tmp_path)
     assert cells[0]["first_image_crc32"] != cells[1]["first_image_crc32"]
     # System figures follow from the cells'.
     assert benchmark["images"] == sum(c["images"] for c in cells)
-    assert benchmark["seconds"] == max(c["seconds"] for c in cells)
+    # The system's time is at least the slowest cell's (rounds start together).
+    assert benchmark["seconds"] >= max(c["seconds"] for c in cells)
     peaks = sum(c["peak"] for c in data["cells"])
     assert benchmark["peak_macs_per_second"] == pytest.approx(peaks)
     assert benchmark["orp_percent"] == pytest.approx(
@@ -145,3 +168,27 @@ def test_a_cell_that_fails_verification_is_listed_and_leaves_the_evaluation_inco
     data = json.loads(report.read_text(encoding="utf-8"))
     assert data["benchmarks"] == []
     assert data["cells"][1]["failures"] and not data["cells"][0]["failures"]
+
+
+@needs_mpi
+def test_a_cell_whose_backend_raises_while_timed_fails_the_item_on_every_cell(tmp_path):
+    (tmp_path / "cellmod.py").write_text(FAILS_ON_CELL_1, encoding="utf-8")
+    run = mpirun(
+        tmp_path,
+        "--gost-backend=cellmod:RaisesOnCell1",
+        *SMALL,
+        "-k",
+        "test_network or test_benchmark",
+    )
+    # No rank waits forever for another: the run ends, failed, naming the cell.
+    assert run.returncode != 0
+    assert "cell 1 failed while timing: the backend raised RuntimeError: device lost" in (
+        run.stdout
+    )
+
+
+@needs_mpi
+def test_options_that_let_ranks_diverge_are_refused(tmp_path):
+    run = mpirun(tmp_path, "--gost-backend=numpy", *SMALL, "-x")
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "-x/--maxfail" in run.stderr and "same items" in run.stderr

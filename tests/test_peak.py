@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gostcnn.peak import cpu_peak, gpu_peak, parse_peak, si
+from pytest_gostcnn.peak import cpu_peak, gpu_peak, parse_peak, physical_cores, si
 
 CPUINFO = """processor\t: 0
 vendor_id\t: {vendor}
@@ -119,3 +119,12 @@ def test_another_gpu_of_a_known_architecture_uses_its_own_clock():
 )
 def test_gpu_peak_is_unknown_rather_than_guessed(dtype, name, capability):
     assert gpu_peak(dtype, name, 40, 1.5e9, capability=capability) is None
+
+
+def test_smt_siblings_count_as_one_core():
+    blocks = [f"processor\t: {cpu}\nphysical id\t: 0\ncore id\t\t: {cpu % 2}\n" for cpu in range(4)]
+    cpuinfo = "\n".join(blocks)
+    # CPUs 0 and 2 are siblings on core 0; 1 and 3 on core 1.
+    assert physical_cores(cpuinfo, {0, 1, 2, 3}) == 2
+    assert physical_cores(cpuinfo, {0, 2}) == 1
+    assert physical_cores("processor\t: 0\n\nprocessor\t: 1\n", {0, 1}) == 2

@@ -241,7 +241,7 @@ def test_inference_mode_verifies_forward_steps_only(pytester):
 
 # The arguments, and what the one error line must say.
 BAD_OPTIONS = [
-    (["--gost-backend=nope"], ["unknown backend 'nope'", "available backends: numpy"]),
+    (["--gost-backend=nope"], ["unknown backend 'nope'", "available backends:", "numpy"]),
     (["--gost-batch=0"], ["--gost-batch=0", "from 1 to 1024"]),
     (["--gost-batch=2000"], ["--gost-batch=2000", "from 1 to 1024"]),
     (["--gost-batch=two"], ["--gost-batch=two", "not an integer"]),
@@ -367,7 +367,7 @@ def test_backend_module_without_the_class_is_a_usage_error_saying_so(pytester, b
 def test_every_discovery_error_lists_the_available_backends(pytester, backends, name):
     line = usage_error(pytester.runpytest(f"--gost-backend={name}"))
 
-    assert "available backends: numpy" in line
+    assert re.search(r"available backends: [a-z, ]*\bnumpy\b", line)
 
 
 def test_unavailable_backend_has_every_item_skipped_with_its_reason(pytester, backends):

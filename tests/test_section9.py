@@ -117,12 +117,57 @@ def test_bad_section_9_option_is_one_usage_error(pytester, option, says):
     assert any(says in line for line in result.stderr.lines)
 
 
-def test_report_write_is_atomic_and_leaves_no_partial_file(tmp_path):
+def test_report_write_is_atomic_and_leaves_no_partial_file(tmp_path, monkeypatch):
     path = tmp_path / "report.json"
     write_report(path, {"a": 1})
     assert json.loads(path.read_text()) == {"a": 1}
     # A report that cannot be serialised (NaN) leaves the previous file whole.
     with pytest.raises(ValueError):
         write_report(path, {"a": float("nan")})
+
+    # So does a failure after the temporary file was written (here: the rename).
+    def refuse(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("pytest_gostcnn.report.os.replace", refuse)
+    with pytest.raises(OSError):
+        write_report(path, {"a": 2})
     assert json.loads(path.read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_an_unwritable_report_is_one_clear_line_not_a_crash(pytester, monkeypatch):
+    def refuse(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("pytest_gostcnn.report.os.replace", refuse)
+    report = pytester.path / "r.json"
+    result = pytester.runpytest(*SMALL, "-k", "concat-forward", f"--gost-report={report}")
+    assert "gostcnn: could not write --gost-report=" in result.stdout.str()
+    assert "disk full" in result.stdout.str()
+    assert "INTERNALERROR" not in result.stdout.str()
+    assert result.ret != 0 and not report.exists()
+
+
+def test_an_unavailable_backend_still_gets_its_report(pytester, monkeypatch):
+    pytester.makepyfile(
+        nodevice="""
+from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+
+
+class NoDevice(NumpyBackend):
+    @classmethod
+    def unavailable_reason(cls):
+        return "no CUDA device"
+"""
+    )
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    report = pytester.path / "r.json"
+    result = run(
+        pytester, "--gost-backend=nodevice:NoDevice", *SMALL[1:], f"--gost-report={report}"
+    )
+    assert result.ret == 0
+    data = json.loads(report.read_text(encoding="utf-8"))
+    jsonschema.validate(data, SCHEMA)
+    assert data["system"]["backend"]["unavailable"] == "no CUDA device"
+    assert data["compliant"] is False and data["benchmarks"] == []
