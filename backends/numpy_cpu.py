@@ -1,21 +1,24 @@
-"""The NumPy CPU backend, correct first: Appendix A's vectorised arithmetic in float32.
+"""The NumPy CPU backend: float32, channels last, GEMMs in BLAS, the rest over threads.
 
-It runs the reference's kernels (``pytest_gostcnn.reference``) on float32 arrays; they keep
-their arguments' dtype. Speed (GEMM layouts, threads) is the business of a later change.
+Arrays keep the standard's layouts at the boundary (maps [B][X][Y][L], which is channels
+last; FILTERS [Rx][Ry][L][F]; FC WEIGHTS [F][L][X][Y]). The kernels
+(``backends/_numpy_kernels.py``) run convolution and fully connected layers as single
+GEMMs (im2col in a bounded, reused workspace for windows larger than 1x1) and every
+element-wise pass over a pool of worker threads, one per core of the cell
+(``backends/_numpy_workspace.py``). The reference's kernels (``reference/``) are the
+float64 specification this backend is verified against (section 8).
 """
 
 from __future__ import annotations
-
-import os
-import platform
 
 import numpy as np
 
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.layers import Layer
-from pytest_gostcnn.reference import ReferenceKernels
+from pytest_gostcnn.system import cpu_model
 
-_KERNELS = ReferenceKernels()
+from . import _numpy_kernels as kernels
+from ._numpy_workspace import Workspace, cell_cores, worker_threads
 
 
 class NumpyBackend(Backend):
@@ -24,8 +27,14 @@ class NumpyBackend(Backend):
     inference_dtypes = ("float32",)
     training_dtypes = ("float32",)
 
+    def __init__(self, dtype: str = "float32", cell: int = 0, threads: int | None = None) -> None:
+        """``threads``: worker threads for the element-wise passes (default: the cell's cores,
+        capped by ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``)."""
+        super().__init__(dtype, cell)
+        self.workspace = Workspace(threads or worker_threads())
+
     def device(self) -> str:
-        return f"CPU: {_cpu_model()} ({os.cpu_count()} cores)"
+        return f"CPU: {cpu_model()} ({cell_cores()} cores)"
 
     def to_device(self, host: np.ndarray) -> np.ndarray:
         return np.array(host, dtype=np.float32)
@@ -34,26 +43,19 @@ class NumpyBackend(Backend):
         return np.asarray(array)
 
     def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
-        return _KERNELS.forward(layer, inputs, weights)
+        return kernels.FORWARD[layer.type.name](self.workspace, layer, inputs, weights)
 
     def backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        return _KERNELS.backward(layer, inputs, outputs, out_residuals, weights)
+        return kernels.BACKWARD[layer.type.name](
+            self.workspace, layer, inputs, outputs, out_residuals, weights
+        )
 
     def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict:
-        return _KERNELS.gradient(layer, inputs, out_residuals)
+        return kernels.GRADIENT[layer.type.name](self.workspace, layer, inputs, out_residuals)
 
     def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
-        _KERNELS.update(layer, weights, grads, batch)
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+        # Section 3.35, literally: W += W_D / B (SPEC §3).
+        for name, grad in grads.items():
+            weights[name] += grad / batch

@@ -61,3 +61,36 @@ def test_layers_that_only_select_values_are_reference_grade(type_name):
             draw_input=case.draw_input,
         )
         assert result.verdict == REFERENCE_GRADE, (case.tag, result.checks)
+
+
+def _threaded_backend() -> NumpyBackend:
+    """Two worker threads on every pass however small, and im2col one image at a time."""
+    backend = NumpyBackend("float32", threads=2)
+    backend.workspace.parallel_min = 0
+    backend.workspace.workspace_bytes = 1
+    return backend
+
+
+@pytest.mark.parametrize("latin", list(LATIN.values()))
+def test_threads_and_workspace_chunks_keep_the_backend_correct(shipped_networks, latin):
+    # Threads and chunks change only the order of the work (and of float32 sums), so the
+    # verdict and the margin are those of the plain run, on whatever shape each pass meets.
+    result = verify_network(_threaded_backend(), shipped_networks[latin], "training", 2, seed=11)
+    assert result.verdict in (CORRECT, REFERENCE_GRADE), result.first_failure
+    assert result.worst.ratio <= HALF, result.worst.describe()
+
+
+@pytest.mark.parametrize("case", layer_cases(), ids=lambda c: f"{c.layer.type.name}-{c.tag}")
+def test_threads_and_workspace_chunks_pass_every_layer_step(case):
+    for step in layer_steps(case.layer):
+        result = verify_layer(
+            _threaded_backend(),
+            case.layer,
+            step,
+            3,
+            seed=11,
+            subject=step,
+            draw_input=case.draw_input,
+        )
+        assert result.verdict in (CORRECT, REFERENCE_GRADE), (step, result.first_failure)
+        assert result.worst.ratio <= HALF, (step, result.worst.describe())
