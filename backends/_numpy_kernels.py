@@ -602,7 +602,11 @@ def depthwise_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals:
 
 
 def maxpool_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
-    x = inputs[0]
+    return [_reduce_windows(ws, layer, inputs[0], np.maximum)]
+
+
+def _reduce_windows(ws: Workspace, layer: Layer, x: np.ndarray, combine, scale=None):
+    """Combine (max or add) the Rx*Ry window offsets of ``x``, then divide by ``scale``."""
     geometry = Geometry.of(layer)
     out = ws.result((x.shape[0], *layer.out_shapes[0]), x.dtype)
 
@@ -615,10 +619,12 @@ def maxpool_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) ->
             (rx, ry), *rest = _offsets(geometry)
             np.copyto(target, phases.window(rx, ry, n, rows))
             for rx, ry in rest:
-                np.maximum(target, phases.window(rx, ry, n, rows), out=target)
+                combine(target, phases.window(rx, ry, n, rows), out=target)
+            if scale is not None:
+                np.divide(target, scale, out=target)
 
     _window_pass(ws, x.shape[0], geometry, x.shape[3], work)
-    return [out]
+    return out
 
 
 def maxpool_backward(
@@ -668,22 +674,7 @@ def avgpool_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) ->
     window = geometry.window[0] * geometry.window[1]
     if _is_global(geometry):
         return [np.sum(x, axis=(1, 2), keepdims=True) / window]
-    out = ws.result((x.shape[0], *layer.out_shapes[0]), x.dtype)
-
-    def work(part: int, b0: int, b1: int, blocks: list[slice]) -> None:
-        n = b1 - b0
-        phases = Phases(ws, f"phases{part}", geometry, n, x)
-        phases.split(x[b0:b1])
-        for rows in blocks:
-            target = out[b0:b1, rows]
-            (rx, ry), *rest = _offsets(geometry)
-            np.copyto(target, phases.window(rx, ry, n, rows))
-            for rx, ry in rest:
-                np.add(target, phases.window(rx, ry, n, rows), out=target)
-            np.divide(target, window, out=target)
-
-    _window_pass(ws, x.shape[0], geometry, x.shape[3], work)
-    return [out]
+    return [_reduce_windows(ws, layer, x, np.add, scale=window)]
 
 
 def avgpool_backward(
