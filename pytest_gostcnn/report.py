@@ -24,7 +24,7 @@ from .system import cpu_model, libraries
 from .verification import Verification
 
 if TYPE_CHECKING:
-    from .plugin import GostSession
+    from .session import GostSession
 
 FORMAT = "pytest-gostcnn report 1"
 

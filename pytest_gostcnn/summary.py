@@ -13,7 +13,7 @@ from .system import libraries
 from .verification import NOT_CORRECT
 
 if TYPE_CHECKING:
-    from .plugin import GostSession
+    from .session import GostSession
 
 NON_COMPLIANT = (
     "QUICK PROFILE: NOT COMPLIANT (section 9.3 requires 1,000,000 images per cell; "

@@ -171,6 +171,19 @@ def _model(dtype: str) -> tuple[ErrorModelKernels, Callable[[np.ndarray], np.nda
     return ErrorModelKernels(precision), precision.round
 
 
+def _comparer(
+    result: Verification, backend: Backend, threshold: float | None
+) -> Callable[[str, object, Bounded], None]:
+    """A function that checks one array the backend returned and records the check."""
+
+    def compare(name: str, got: object, reference: Bounded) -> None:
+        result.checks.append(
+            check_array(name, backend.to_host(got), reference, backend.dtype, threshold)
+        )
+
+    return compare
+
+
 def _guarded(subject: str, run: Callable[[Verification], None]) -> Verification:
     """Run a verification; a backend that raises fails it with the exception as reason."""
     result = Verification(subject)
@@ -208,10 +221,7 @@ def verify_network(
         }
         weights = backend.load_weights(network, host_weights)
 
-        def compare(name: str, got, reference: Bounded) -> None:
-            result.checks.append(
-                check_array(name, backend.to_host(got), reference, backend.dtype, threshold)
-            )
+        compare = _comparer(result, backend, threshold)
 
         if mode == "inference":
             reference = executor.infer(network, model, ref_weights, model.bound(image))
@@ -286,10 +296,7 @@ def verify_layer(
         dev_in = [backend.to_device(a) for a in host_inputs]
         dev_w = {k: backend.to_device(a) for k, a in host_weights.items()}
 
-        def compare(name: str, got, reference: Bounded) -> None:
-            result.checks.append(
-                check_array(name, backend.to_host(got), reference, backend.dtype, threshold)
-            )
+        compare = _comparer(result, backend, threshold)
 
         ref_out = model.forward(layer, ref_in, ref_w)
         dev_out = backend.forward(layer, dev_in, dev_w)

@@ -1,0 +1,160 @@
+"""What each suite item does: verify a layer step or a network, or time a network.
+
+The suite (``suite/conformance.py``) calls these with the session the options built; the
+arithmetic lives in ``verification.py`` and ``benchmark.py``.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from .benchmark import CellTiming, Rounds, Timing, macs_per_image, plan
+from .cells import Cells
+from .evaluation import designate_test
+from .layer_cases import LayerCase
+from .session import GostSession
+from .verification import NOT_CORRECT, Verification, verify_layer, verify_network
+
+
+def network_id(session: GostSession, latin: str, mode: str) -> str:
+    return f"{latin}-{mode}-B{session.batch}"
+
+
+def case_seed(seed: int, test_id: str) -> int:
+    """The seed of one test's data: the session seed and the test's id, nothing else."""
+    return int(np.random.SeedSequence([seed, zlib.crc32(test_id.encode())]).generate_state(1)[0])
+
+
+def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pytest.Item) -> None:
+    layer_case, step = case
+    test_id = node.callspec.id
+    result = verify_layer(
+        session.backend,
+        layer_case.layer,
+        step,
+        session.batch,
+        case_seed(session.seed, test_id),
+        subject=test_id,
+        threshold=session.threshold,
+        draw_input=layer_case.draw_input,
+    )
+    session.layer_results.append(result)
+    if result.verdict == NOT_CORRECT:
+        _fail(session, result, session.rerun(f"test_layer and {test_id}"))
+
+
+def run_network_case(session: GostSession, case: tuple[str, str], node: pytest.Item) -> None:
+    latin, mode = case
+    result = _verified(session, latin, mode)
+    if result.verdict == NOT_CORRECT:
+        _fail(session, result, session.rerun("test_network", networks=latin, mode=mode))
+
+
+def _verified(session: GostSession, latin: str, mode: str) -> Verification:
+    """This session's verification of a network in a mode, run now if it has not been."""
+    if (latin, mode) not in session.results:
+        session.results[(latin, mode)] = verify_network(
+            session.backend,
+            session.networks[latin],
+            mode,
+            session.batch,
+            case_seed(session.seed, network_id(session, latin, mode)),
+            session.threshold,
+        )
+    return session.results[(latin, mode)]
+
+
+def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -> None:
+    """Section 9: time one network in one mode, after it verified correct (section 8)."""
+    latin, mode = case
+    session.benchmarked.append(case)
+    cells = session.cells
+    verification = _verified(session, latin, mode)
+    own = None if verification.verdict != NOT_CORRECT else verification.first_failure
+    failed = [(cell, why) for cell, why in enumerate(cells.allgather(own)) if why is not None]
+    if failed:
+        reasons = "; ".join(f"cell {cell}: {why}" for cell, why in failed)
+        pytest.skip(
+            f"{verification.subject} is not verified correct in this session ({reasons}); "
+            "section 9 times verified implementations only"
+        )
+    network = session.networks[latin]
+    run_plan = plan(session.profile, session.batch)
+    rounds, error = None, None
+    try:
+        rounds = Rounds(
+            session.backend,
+            network,
+            mode,
+            run_plan,
+            session.seed,
+            cells.rank,
+            session.progress,
+            before_round=cells.barrier if cells.size > 1 else None,
+        )
+    except Exception as exc:  # the backend's failure fails the item on every cell
+        error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
+    _fail_if_any_cell(cells, error, "preparing")
+    benchmark.pedantic(
+        rounds.target,
+        setup=rounds.setup,
+        rounds=run_plan.rounds,
+        warmup_rounds=run_plan.warmup_rounds,
+    )
+    _fail_if_any_cell(cells, rounds.error, "timing")
+    if benchmark.stats is None:
+        pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
+    stats = benchmark.stats.stats
+    own_timing = CellTiming(
+        cell=cells.rank,
+        device=f"{cells.host}: {session.backend.device()}",
+        images=run_plan.images,
+        round_seconds=tuple(stats.data),
+        peak=session.peak,
+        first_image=rounds.first_image,
+    )
+    timing = Timing(
+        latin=latin,
+        mode=mode,
+        dtype=session.dtype,
+        batch=session.batch,
+        rounds=run_plan.rounds,
+        macs_per_image=macs_per_image(network, mode),
+        compliant=run_plan.compliant,
+        cells=tuple(cells.allgather(own_timing)),
+    )
+    session.timings[(latin, mode)] = timing
+    benchmark.extra_info.update(
+        {
+            "images": timing.images,
+            "MAC/s": timing.macs_per_second,
+            "ОРП %": timing.orp,
+            "compliant": timing.compliant,
+            "designation": designate_test(
+                latin, mode, timing.dtype, timing.batch, timing.compliant
+            ),
+        }
+    )
+
+
+def _fail_if_any_cell(cells: Cells, error: str | None, stage: str) -> None:
+    """Fail the item on every cell when one cell's backend failed (all stay in step)."""
+    failed = [(cell, why) for cell, why in enumerate(cells.allgather(error)) if why]
+    if failed:
+        pytest.fail(
+            "; ".join(f"cell {cell} failed while {stage}: {why}" for cell, why in failed),
+            pytrace=False,
+        )
+
+
+def _fail(session: GostSession, result: Verification, command: str) -> None:
+    lines = [f"{result.subject}: {result.verdict}", f"first failure: {result.first_failure}"]
+    failing = [c for c in result.checks if not c.passed]
+    if len(failing) > 1:
+        lines.append(f"{len(failing)} of {len(result.checks)} arrays failed; the worst:")
+        lines += [f"  {c.describe()}" for c in sorted(failing, key=lambda c: -c.ratio)[:5]]
+    lines += [f"seed: --gost-seed={session.seed}", f"rerun: {command}"]
+    pytest.fail("\n".join(lines), pytrace=False)

@@ -1,0 +1,273 @@
+"""A conformance session: what the ``--gost-*`` options chose, checked, and what it ran.
+
+Every option is validated here, at the boundary where it entered, with a message naming it.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from .backend import INFERENCE_DTYPES, TRAINING_DTYPES, Backend, BackendError, load_backend_class
+from .benchmark import PROFILES, Timing
+from .cells import Cells
+from .network import CYRILLIC, LATIN, Network, TableError, load_networks, network_key
+from .peak import Peak, parse_peak
+from .verification import Verification
+
+MODES = ("training", "inference", "both")
+MAX_BATCH = 1024  # SPEC §7: B is an integer from 1 to 1024
+DEFAULTS = {
+    "backend": "numpy",
+    "dtype": "float32",
+    "batch": "2",
+    "mode": "both",
+    "seed": "0",
+    "profile": "quick",
+}
+OPTIONS = (
+    "backend",
+    "dtype",
+    "batch",
+    "mode",
+    "networks",
+    "seed",
+    "tables",
+    "rmse_threshold",
+    "profile",
+    "peak",
+    "report",
+)
+
+
+@dataclass
+class GostSession:
+    """What the options chose, and every verification this session ran."""
+
+    backend_name: str
+    backend: Backend | None
+    unavailable: str | None
+    dtype: str
+    batch: int
+    modes: tuple[str, ...]
+    networks: dict[str, Network]
+    seed: int
+    tables: str | None
+    threshold: float | None
+    networks_option: str | None
+    profile: str = "quick"
+    peak: Peak | None = None
+    report: str | None = None
+    results: dict[tuple[str, str], Verification] = field(default_factory=dict)
+    layer_results: list[Verification] = field(default_factory=list)
+    timings: dict[tuple[str, str], Timing] = field(default_factory=dict)
+    benchmarked: list[tuple[str, str]] = field(default_factory=list)
+    cells: Cells = field(default_factory=Cells)
+    failures: list[tuple[str, str]] = field(default_factory=list)  # this cell's (item, reason)
+    cell_reports: list[dict] = field(default_factory=list)  # every cell's, on cell 0
+    exitstatus: int | None = None
+    progress: Callable[[str], None] | None = None
+
+    @property
+    def system_peak(self) -> float | None:
+        """The system's peak: the sum of its cells' peaks (known on cell 0 at the end)."""
+        peaks = [report["peak"] for report in self.cell_reports]
+        return sum(peaks) if peaks and None not in peaks else None
+
+    def options(self, networks: str | None = None, mode: str | None = None) -> list[str]:
+        """The ``--gost-*`` options that reproduce this session (optionally narrowed)."""
+        args = [
+            f"--gost-backend={self.backend_name}",
+            f"--gost-dtype={self.dtype}",
+            f"--gost-batch={self.batch}",
+            f"--gost-seed={self.seed}",
+        ]
+        if self.tables:
+            args.append(f"--gost-tables={self.tables}")
+        if self.threshold is not None:
+            args.append(f"--gost-rmse-threshold={self.threshold}")
+        if self.profile != DEFAULTS["profile"]:
+            args.append(f"--gost-profile={self.profile}")
+        networks = networks or self.networks_option
+        if networks:
+            args.append(f"--gost-networks={networks}")
+        mode = mode or (self.modes[0] if len(self.modes) == 1 else None)
+        if mode:
+            args.append(f"--gost-mode={mode}")
+        return args
+
+    def rerun(self, keyword: str, networks: str | None = None, mode: str | None = None) -> str:
+        return shlex.join(["pytest", *self.options(networks, mode), "-k", keyword])
+
+
+def _option(config: pytest.Config, name: str) -> str | None:
+    value = config.getoption(f"gost_{name}")
+    return DEFAULTS.get(name) if value is None else value
+
+
+def build_session(config: pytest.Config, cells: Cells) -> GostSession:
+    """The session the ``--gost-*`` options describe; raises ValueError, BackendError or
+    TableError naming the option that is wrong."""
+    mode = _option(config, "mode")
+    if mode not in MODES:
+        raise ValueError(f"--gost-mode={mode}: choose one of {', '.join(MODES)}")
+    modes = ("training", "inference") if mode == "both" else (mode,)
+    batch = _integer("--gost-batch", _option(config, "batch"), 1, MAX_BATCH)
+    seed = _integer("--gost-seed", _option(config, "seed"), 0, 2**63 - 1)
+    threshold = _threshold(config.getoption("gost_rmse_threshold"))
+    tables = config.getoption("gost_tables")
+    try:
+        all_networks = load_networks(tables)
+    except TableError as exc:
+        raise TableError(f"--gost-tables: {exc}") from None
+    networks_option = config.getoption("gost_networks")
+    networks = _select(all_networks, networks_option)
+
+    name = _option(config, "backend")
+    cls = load_backend_class(name)
+    dtype = _option(config, "dtype")
+    _check_dtype(cls, name, dtype, modes)
+    try:
+        unavailable = cls.unavailable_reason()
+    except Exception as exc:  # a device probe that fails means no usable device
+        unavailable = f"its availability check raised {type(exc).__name__}: {exc}"
+    backend = None
+    if unavailable is None:
+        try:
+            backend = cls(dtype, cell=cells.local_rank)
+        except Exception as exc:
+            raise BackendError(
+                f"backend {name!r} failed to start: {type(exc).__name__}: {exc}"
+            ) from exc
+    profile = _option(config, "profile")
+    if profile not in PROFILES:
+        raise ValueError(f"--gost-profile={profile}: choose one of {', '.join(PROFILES)}")
+    peak_option = config.getoption("gost_peak")
+    peak = parse_peak(peak_option) if peak_option is not None else None
+    if peak is None and backend is not None:
+        peak = backend.peak()
+    report = config.getoption("gost_report")
+    if report is not None:
+        _check_report_path(report)
+    return GostSession(
+        cells=cells,
+        profile=profile,
+        peak=peak,
+        report=report,
+        progress=_progress_writer(config),
+        backend_name=name,
+        backend=backend,
+        unavailable=unavailable,
+        dtype=dtype,
+        batch=batch,
+        modes=modes,
+        networks=networks,
+        seed=seed,
+        tables=tables,
+        threshold=threshold,
+        networks_option=networks_option,
+    )
+
+
+def _check_report_path(path: str) -> None:
+    folder = Path(path).expanduser().resolve().parent
+    if not folder.is_dir():
+        raise ValueError(f"--gost-report={path}: the folder {folder} does not exist")
+    if Path(path).is_dir():
+        raise ValueError(f"--gost-report={path}: is a directory; give a file name")
+
+
+def _progress_writer(config: pytest.Config) -> Callable[[str], None]:
+    """Progress lines for long benchmarks, shown even while pytest captures output."""
+
+    def write(line: str) -> None:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None:
+            return
+        if capture is None:
+            reporter.write_line(f"gostcnn: {line}")
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"gostcnn: {line}")
+
+    return write
+
+
+def _integer(option: str, text: str, low: int, high: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{option}={text}: not an integer") from None
+    if not low <= value <= high:
+        raise ValueError(f"{option}={value}: must be an integer from {low} to {high}")
+    return value
+
+
+def _threshold(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"--gost-rmse-threshold={text}: not a number") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"--gost-rmse-threshold={text}: must be a finite number >= 0")
+    return value
+
+
+def _check_dtype(cls: type[Backend], name: str, dtype: str, modes: tuple[str, ...]) -> None:
+    if dtype not in INFERENCE_DTYPES:
+        raise ValueError(
+            f"--gost-dtype={dtype}: not a data type of the standard "
+            f"(section 11: {', '.join(INFERENCE_DTYPES)})"
+        )
+    for mode, declared, allowed in (
+        ("inference", cls.inference_dtypes, INFERENCE_DTYPES),
+        ("training", cls.training_dtypes, TRAINING_DTYPES),
+    ):
+        if mode not in modes:
+            continue
+        if dtype not in allowed:
+            raise ValueError(
+                f"--gost-dtype={dtype}: the standard allows only {', '.join(allowed)} for "
+                f"{mode}; add --gost-mode=inference"
+            )
+        if dtype not in declared:
+            raise ValueError(
+                f"--gost-dtype={dtype}: backend {name!r} does not declare it for {mode} "
+                f"(it declares {', '.join(declared) or 'none'})"
+            )
+
+
+def _select(networks: dict[str, Network], spec: str | None) -> dict[str, Network]:
+    if not spec:
+        return networks
+    chosen: dict[str, Network] = {}
+    for token in (t.strip() for t in spec.split(",")):
+        if not token:
+            continue
+        try:
+            latin = network_key(token)
+        except KeyError:
+            by_name = [n for n in networks.values() if n.name.lower().startswith(token.lower())]
+            if len(by_name) != 1:
+                known = ", ".join(f"{n.latin} ({n.letter}, {n.name})" for n in networks.values())
+                raise ValueError(
+                    f"--gost-networks: unknown network {token!r}; known: {known}"
+                ) from None
+            latin = by_name[0].latin
+        if latin not in networks:
+            raise ValueError(
+                f"--gost-networks: network {latin} ({CYRILLIC[latin]}) has no table in "
+                "--gost-tables"
+            )
+        chosen[latin] = networks[latin]
+    if not chosen:
+        raise ValueError("--gost-networks: no network named")
+    return {latin: chosen[latin] for latin in LATIN.values() if latin in chosen}
