@@ -81,6 +81,11 @@ def performance_lines(session: GostSession) -> list[str]:
     else:
         label = "ESTIMATED " if peak.estimated else ""
         lines.append(f"cell peak ({session.dtype}): {label}{peak.describe()}")
+    if not session.timings:
+        lines.append(
+            "nothing was timed: every benchmark was skipped (see the skip reasons: -rs), "
+            "e.g. under --benchmark-disable or after a failed verification"
+        )
     lines.append(
         f"{'test':<40} {'images':>8} {'time s':>9} {'images/s':>9} {'MAC/s':>10} {'ОРП %':>7}"
     )

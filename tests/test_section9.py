@@ -171,3 +171,10 @@ class NoDevice(NumpyBackend):
     jsonschema.validate(data, SCHEMA)
     assert data["system"]["backend"]["unavailable"] == "no CUDA device"
     assert data["compliant"] is False and data["benchmarks"] == []
+
+
+def test_disabled_benchmarks_say_nothing_was_timed(pytester):
+    result = run(pytester, *SMALL, "--benchmark-disable", "-rs")
+    assert result.ret == 0
+    assert "pytest-benchmark is disabled" in result.stdout.str()
+    assert "nothing was timed" in result.stdout.str()
