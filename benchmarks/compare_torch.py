@@ -155,13 +155,27 @@ def numpy_step(backend, network: Network, mode: str, batch: int, seed: int) -> C
 def torch_step(network: Network, mode: str, batch: int, seed: int) -> Callable[[], None]:
     host, image, residual = draw(network, batch, seed)
     params = torch_parameters(network, host)
-    flat = [t for arrays in params.values() for t in arrays.values()]
     image_t = to_torch_map(image)
     residual_t = torch.from_numpy(residual).permute(0, 3, 1, 2)
+    return torch_iteration(network, params, image_t, residual_t, mode)
+
+
+def torch_iteration(
+    network: Network,
+    params: dict,
+    image_t: torch.Tensor,
+    residual_t: torch.Tensor,
+    mode: str,
+    finish: Callable[[], None] = lambda: None,
+) -> Callable[[], None]:
+    """One inference or training iteration in torch; ``finish`` ends it (a GPU's sync)."""
+    flat = [t for arrays in params.values() for t in arrays.values()]
+    batch = image_t.shape[0]
 
     def infer() -> None:
         with torch.no_grad():
             torch_forward(network, params, image_t)
+        finish()
 
     def train() -> None:
         # The standard's backward step gives the first layer's IN_D too.
@@ -171,6 +185,7 @@ def torch_step(network: Network, mode: str, batch: int, seed: int) -> Callable[[
             for t in flat:
                 t += t.grad / batch  # section 3.35: W += W_D / B
                 t.grad = None
+        finish()
 
     return infer if mode == "inference" else train
 

@@ -38,7 +38,14 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_torch import best_times, draw, to_torch_map, torch_forward, torch_parameters  # noqa: E402
+from compare_torch import (  # noqa: E402
+    best_times,
+    draw,
+    to_torch_map,
+    torch_forward,
+    torch_iteration,
+    torch_parameters,
+)
 
 from pytest_gostcnn import executor  # noqa: E402
 from pytest_gostcnn.backends.cupy_gpu import CupyBackend  # noqa: E402
@@ -87,25 +94,9 @@ def theirs(network: Network, mode: str, dtype: str, batch: int, seed: int) -> Ca
         number: {k: t.detach().to("cuda", kind).requires_grad_() for k, t in arrays.items()}
         for number, arrays in torch_parameters(network, host).items()
     }
-    flat = [t for arrays in params.values() for t in arrays.values()]
     image_t = to_torch_map(image).to("cuda", kind)  # channels last, as on the CPU
     residual_t = torch.from_numpy(residual).permute(0, 3, 1, 2).to("cuda", kind)
-
-    def infer() -> None:
-        with torch.no_grad():
-            torch_forward(network, params, image_t)
-        torch.cuda.synchronize()
-
-    def train() -> None:
-        x = image_t.detach().requires_grad_()
-        torch_forward(network, params, x).backward(residual_t)
-        with torch.no_grad():
-            for t in flat:
-                t += t.grad / batch  # section 3.35: W += W_D / B
-                t.grad = None
-        torch.cuda.synchronize()
-
-    return infer if mode == "inference" else train
+    return torch_iteration(network, params, image_t, residual_t, mode, torch.cuda.synchronize)
 
 
 def agreement(network: Network, seed: int) -> float:

@@ -16,8 +16,7 @@ from . import executor
 from .complexity import inference_macs, training_macs
 from .data import draw_input, draw_out_residual, draw_weights
 from .network import CYRILLIC, Network, TableError, load_networks, network_key
-
-MAX_BATCH = 1024  # SPEC §7: B is an integer from 1 to 1024
+from .session import MAX_BATCH
 
 
 def main(argv: list[str] | None = None) -> int:

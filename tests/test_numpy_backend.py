@@ -29,22 +29,6 @@ def test_numpy_backend_is_correct_within_half_the_threshold(shipped_networks, la
     assert result.worst.ratio <= HALF, result.worst.describe()
 
 
-@pytest.mark.parametrize("case", layer_cases(), ids=lambda c: f"{c.layer.type.name}-{c.tag}")
-def test_numpy_backend_passes_every_layer_step(case):
-    for step in layer_steps(case.layer):
-        result = verify_layer(
-            NumpyBackend("float32"),
-            case.layer,
-            step,
-            3,
-            seed=11,
-            subject=step,
-            draw_input=case.draw_input,
-        )
-        assert result.verdict in (CORRECT, REFERENCE_GRADE), (step, result.first_failure)
-        assert result.worst.ratio <= HALF, (step, result.worst.describe())
-
-
 @pytest.mark.parametrize("type_name", ["relu", "maxpool", "concat", "split", "shuffle"])
 def test_layers_that_only_select_values_are_reference_grade(type_name):
     # The draws are rounded to float32 before both implementations see them (SPEC §6: the
@@ -80,11 +64,16 @@ def test_threads_and_workspace_chunks_keep_the_backend_correct(shipped_networks,
     assert result.worst.ratio <= HALF, result.worst.describe()
 
 
+@pytest.mark.parametrize(
+    "make_backend",
+    [lambda: NumpyBackend("float32"), _threaded_backend],
+    ids=["default", "threads-and-chunks"],
+)
 @pytest.mark.parametrize("case", layer_cases(), ids=lambda c: f"{c.layer.type.name}-{c.tag}")
-def test_threads_and_workspace_chunks_pass_every_layer_step(case):
+def test_numpy_backend_passes_every_layer_step(case, make_backend):
     for step in layer_steps(case.layer):
         result = verify_layer(
-            _threaded_backend(),
+            make_backend(),
             case.layer,
             step,
             3,
