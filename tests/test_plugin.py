@@ -140,6 +140,14 @@ def lines_with(result: pytest.RunResult, text: str) -> list[str]:
     return [line for line in result.stdout.lines if text in line]
 
 
+def reported(result: pytest.RunResult, text: str) -> list[str]:
+    """Lines with `text` in the failure reports, before pytest's short test summary
+    (which, from pytest 9.1 on, repeats a multi-line failure message in full)."""
+    lines = result.stdout.lines
+    end = next((i for i, line in enumerate(lines) if "short test summary info" in line), len(lines))
+    return [line for line in lines[:end] if text in line]
+
+
 def summary(result: pytest.RunResult) -> list[str]:
     """The lines of the verification summary, from its section header on."""
     lines = result.stdout.lines
@@ -408,7 +416,7 @@ def test_backend_that_raises_fails_those_items_and_the_session_goes_on(pytester,
 
     # Two relu cases (uniform, ties) raise; concat, verified after them, still passes.
     result.assert_outcomes(failed=2, passed=1)
-    failures = lines_with(result, "first failure:")
+    failures = reported(result, "first failure:")
     assert len(failures) == 2
     assert all("the backend raised RuntimeError: relu kernel missing" in line for line in failures)
 
@@ -419,7 +427,7 @@ def test_backend_returning_nan_fails_the_verification_saying_nan(pytester, backe
     )
 
     result.assert_outcomes(failed=1)
-    (failure,) = lines_with(result, "first failure:")
+    (failure,) = reported(result, "first failure:")
     assert "NaN" in failure
 
 
@@ -427,7 +435,7 @@ def test_backend_returning_the_wrong_dtype_fails_the_verification_saying_dtype(p
     result = as_user(pytester, "--gost-backend=mymod:Float64", *SMALL, "-k", "relu-forward-uniform")
 
     result.assert_outcomes(failed=1)
-    (failure,) = lines_with(result, "first failure:")
+    (failure,) = reported(result, "first failure:")
     assert "dtype float64, expected float32" in failure
 
 
@@ -444,7 +452,7 @@ def test_failure_prints_seed_and_a_rerun_command_that_reproduces_it(pytester, ba
     )
     result.assert_outcomes(failed=1, passed=1)
     (failed,) = lines_with(result, "FAILED")
-    (failure,) = lines_with(result, "first failure:")
+    (failure,) = reported(result, "first failure:")
     assert lines_with(result, "seed: --gost-seed=7")
     (rerun,) = [line for line in result.stdout.lines if line.startswith("rerun: ")]
     argv = shlex.split(rerun.removeprefix("rerun: "))
@@ -455,7 +463,7 @@ def test_failure_prints_seed_and_a_rerun_command_that_reproduces_it(pytester, ba
     again.assert_outcomes(failed=1)
     assert lines_with(again, "FAILED") == [failed]
     # The same СКО to the last digit: the same seed drew the same data.
-    assert lines_with(again, "first failure:") == [failure]
+    assert reported(again, "first failure:") == [failure]
 
 
 def test_summary_gives_a_failed_networks_first_failed_array_and_rerun_command(pytester, backends):
@@ -483,7 +491,7 @@ def test_zero_threshold_fails_a_float32_layer_with_rounding(pytester):
 
     # A float32 convolution rounds its sums, so its СКО > 0 = СКОП: not reference-grade.
     result.assert_outcomes(failed=1)
-    (failure,) = lines_with(result, "first failure:")
+    (failure,) = reported(result, "first failure:")
     assert "СКОП 0.000e+00" in failure
 
 
