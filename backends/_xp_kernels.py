@@ -479,11 +479,17 @@ class XpBackend(Backend):
 
     def __init__(self, dtype: str = "float32", cell: int = 0) -> None:
         super().__init__(dtype, cell)
-        self.kernels = XpKernels(self.xp, dtype, gemm=self.make_gemm())
+        self.kernels = XpKernels(
+            self.xp, dtype, gemm=self.make_gemm(), workspace_bytes=self.workspace_bytes()
+        )
 
     def make_gemm(self) -> Gemm | None:
         """The GEMM hook; None: ``xp.matmul`` in float32."""
         return None
+
+    def workspace_bytes(self) -> int:
+        """The bound on one chunk's im2col / col2im buffers."""
+        return WORKSPACE_BYTES
 
     def to_device(self, host: np.ndarray):
         return self.xp.asarray(host_to_storage(host, self.dtype))

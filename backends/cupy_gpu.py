@@ -19,7 +19,7 @@ import numpy as np
 
 from pytest_gostcnn.peak import Peak, gpu_peak
 
-from ._xp_kernels import XpBackend, bfloat16_halves, device_for_cell
+from ._xp_kernels import WORKSPACE_BYTES, XpBackend, bfloat16_halves, device_for_cell
 
 INSTALL_HINT = "CuPy is not installed: pip install 'pytest-gostcnn[cupy]'"
 NO_DEVICE = "no CUDA device"
@@ -42,6 +42,10 @@ OPERAND_TYPES = {"float32": CUDA_R_32F, "tf32": CUDA_R_32F, "float16": CUDA_R_16
 OPERAND_TYPES["bfloat16"] = CUDA_R_16BF
 # cublasOperation_t.
 OP_N, OP_T = 0, 1
+# cublasComputeType_t and cublasGemmAlgo_t (cublas_api.h), where CuPy lacks the names.
+COMPUTE_32F, COMPUTE_32F_FAST_TF32, GEMM_DEFAULT = 68, 77, -1
+# The im2col / col2im chunk bound on a GPU: this share of its memory, at most MAX_WORKSPACE.
+WORKSPACE_SHARE, MAX_WORKSPACE = 32, 4 << 30
 
 
 class GemmExArguments(NamedTuple):
@@ -102,8 +106,11 @@ class CublasGemm:
         self.dtype = dtype
         self.operand_type = OPERAND_TYPES[dtype]
         self.compute_type = (
-            cublas.CUBLAS_COMPUTE_32F_FAST_TF32 if dtype == "tf32" else cublas.CUBLAS_COMPUTE_32F
+            getattr(cublas, "CUBLAS_COMPUTE_32F_FAST_TF32", COMPUTE_32F_FAST_TF32)
+            if dtype == "tf32"
+            else getattr(cublas, "CUBLAS_COMPUTE_32F", COMPUTE_32F)
         )
+        self.algorithm = getattr(cublas, "CUBLAS_GEMM_DEFAULT", GEMM_DEFAULT)
         # alpha and beta in host memory, in the compute type (float32).
         self.one = np.ones((), dtype=np.float32)
         self.zero = np.zeros((), dtype=np.float32)
@@ -135,7 +142,7 @@ class CublasGemm:
             CUDA_R_32F,
             g.ldc,
             self.compute_type,
-            self.cublas.CUBLAS_GEMM_DEFAULT,
+            self.algorithm,
         )
         return c
 
@@ -185,6 +192,13 @@ class CupyBackend(XpBackend):
 
     def make_gemm(self) -> CublasGemm:
         return CublasGemm(self.dtype)
+
+    def workspace_bytes(self) -> int:
+        # Larger chunks than the CPU default: fewer, larger GEMMs on a device with the memory.
+        return max(
+            WORKSPACE_BYTES,
+            min(MAX_WORKSPACE, self.properties["totalGlobalMem"] // WORKSPACE_SHARE),
+        )
 
     def _gpu_name(self) -> str:
         name = self.properties["name"]

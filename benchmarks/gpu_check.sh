@@ -6,7 +6,7 @@
 #   3. the same-process comparison with PyTorch + cuDNN (benchmarks/compare_torch_gpu.py).
 # Needs, already installed: this checkout (pip install -e .), CuPy with the CUDA libraries
 # (pip install 'cupy-cuda12x[ctk]'), PyTorch with CUDA for step 3. Every step has its own
-# timeout (470 s in all, under 8 minutes on one H200) and a failed step does not stop the
+# timeout (445 s in all, under 8 minutes on one H200) and a failed step does not stop the
 # others; the comparison writes its rows as they finish, smallest networks first.
 # Logs, the pytest JSON reports and summary.json go to $OUT (default ./gpu_check_out).
 set -u
@@ -41,7 +41,7 @@ if reason is None:
         print(dtype, peak.describe() if peak else 'peak unknown')
 PY"
 
-step unit-tests 60 "$PYTHON" -m pytest tests/test_cupy_backend.py tests/test_peak.py -q -rs
+step unit-tests 45 "$PYTHON" -m pytest tests/test_cupy_backend.py tests/test_peak.py -q -rs
 
 # float32 and float16 in both modes; tf32 and bfloat16 are inference types (SPEC §8).
 # float16 networks are expected to fail: section 8's values exceed float16 (docs/gpu.md).
@@ -52,7 +52,7 @@ for dtype in float32 float16 tf32 bfloat16; do
         --gost-dtype="$dtype" --gost-mode="$mode" --gost-report="$OUT/report-$dtype.json" -q -rfs
 done
 
-step compare-torch 170 "$PYTHON" benchmarks/compare_torch_gpu.py --json "$OUT/compare_torch_gpu.json"
+step compare-torch 150 "$PYTHON" benchmarks/compare_torch_gpu.py --json "$OUT/compare_torch_gpu.json"
 
 "$PYTHON" - "$OUT" <<PY
 import json, sys

@@ -356,6 +356,7 @@ class StandInCupy(types.ModuleType):
             "clockRate": 1_980_000,  # kHz
             "major": 9,
             "minor": 0,
+            "totalGlobalMem": 150_754_820_096,
         }
         self.synchronized = 0
         self.used: list[int] = []
@@ -392,6 +393,7 @@ def test_cupy_backend_glue_on_a_stand_in_cupy(stand_in_cupy):
     backend = CupyBackend("float16", cell=3)
 
     assert stand_in_cupy.used == [1]  # cell 3 on two GPUs
+    assert backend.kernels.workspace_bytes == cupy_gpu.MAX_WORKSPACE  # 1/32 of 140 GiB, capped
     assert backend.device() == "GPU 1: NVIDIA H200 (132 SMs)"
     assert backend.peak().macs_per_second == pytest.approx(989.4e12 / 2, rel=2e-3)
     system = backend.system()
