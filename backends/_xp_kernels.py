@@ -156,11 +156,22 @@ class XpKernels:
         """An operand in the accumulation type, float32 (a view when it already is)."""
         return a.astype(self.xp.float32, copy=False)
 
+    def round_tf32(self, a):
+        """``a`` with its float32 values rounded to TF32 (``round_tf32``)."""
+        return round_tf32(self.xp, a)
+
     def _gemm(self, a, b):
         """``a @ b`` in float32 through the hook; tf32 factors rounded first (``round_tf32``)."""
         if self.dtype == "tf32":
-            a, b = round_tf32(self.xp, a), round_tf32(self.xp, b)
+            a, b = self.round_tf32(a), self.round_tf32(b)
         return self.gemm(a, b)
+
+    def _channel_sums(self, residual):
+        """BIASES_D: OUT_D summed over B, X and Y, in float32: a row of ones times the
+        [B*X*Y][L] matrix, through the GEMM hook (a GPU sums a matrix's columns fastest as
+        a product; training types only, so no TF32 rounding applies)."""
+        rows = residual.reshape(-1, residual.shape[-1])
+        return self.gemm(self.xp.ones((1, rows.shape[0]), dtype=rows.dtype), rows)[0]
 
     def _pad(self, a, layer: Layer):
         """``a`` with Px / Py zero rows and columns on each side (SPEC §4: padding is 0)."""
@@ -276,7 +287,7 @@ class XpKernels:
             total += self._gemm(cols.T, out_residual[first : first + n].reshape(-1, features))
         return {
             "filters": self.store(total).reshape(shape),
-            "biases": self.store(_channel_sums(self.xp, out_residual)),
+            "biases": self.store(self._channel_sums(out_residual)),
         }
 
     # Depthwise convolution (section 6.6): window offsets, float32 sums. -------------------
@@ -305,7 +316,7 @@ class XpKernels:
             filters_grad[rx, ry] = (self._acc(padded[index]) * residual).sum(axis=(0, 1, 2))
         return {
             "filters": self.store(filters_grad),
-            "biases": self.store(_channel_sums(self.xp, out_residual)),
+            "biases": self.store(self._channel_sums(out_residual)),
         }
 
     # Pooling (section 6.2): SPEC §4, padding is the value 0, the divisor is Rx*Ry. --------
@@ -368,7 +379,9 @@ class XpKernels:
         return [self.xp.where(inputs[0] > 0, residual, zero)]
 
     def _eltwise_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
-        return [self.store(self._acc(inputs[0]) + self._acc(inputs[1]))]
+        # A sum of two float16 (or float32) values is exact in float32 and rounded once by
+        # the storage type's own addition; bfloat16-in-float32 is rounded by ``store``.
+        return [self.store(inputs[0] + inputs[1])]
 
     def _eltwise_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
@@ -462,11 +475,6 @@ def _is_global(layer: Layer) -> bool:
     return (p["Rx"], p["Ry"], p["Px"], p["Py"]) == (x, y, 0, 0)
 
 
-def _channel_sums(xp: Any, residual):
-    """BIASES_D: OUT_D summed over B, X and Y, in float32."""
-    return residual.reshape(-1, residual.shape[-1]).sum(axis=0, dtype=xp.float32)
-
-
 class XpBackend(Backend):
     """A backend whose kernels are ``XpKernels`` over the array module ``xp``.
 
@@ -479,8 +487,11 @@ class XpBackend(Backend):
 
     def __init__(self, dtype: str = "float32", cell: int = 0) -> None:
         super().__init__(dtype, cell)
-        self.kernels = XpKernels(
-            self.xp, dtype, gemm=self.make_gemm(), workspace_bytes=self.workspace_bytes()
+        self.kernels = self.make_kernels()
+
+    def make_kernels(self) -> XpKernels:
+        return XpKernels(
+            self.xp, self.dtype, gemm=self.make_gemm(), workspace_bytes=self.workspace_bytes()
         )
 
     def make_gemm(self) -> Gemm | None:

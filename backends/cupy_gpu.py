@@ -19,7 +19,8 @@ import numpy as np
 
 from pytest_gostcnn.peak import Peak, gpu_peak
 
-from ._xp_kernels import WORKSPACE_BYTES, XpBackend, bfloat16_halves, device_for_cell
+from ._cuda_kernels import CudaKernels, bfloat16_halves_kernel
+from ._xp_kernels import WORKSPACE_BYTES, XpBackend, device_for_cell
 
 INSTALL_HINT = "CuPy is not installed: pip install 'pytest-gostcnn[cupy]'"
 NO_DEVICE = "no CUDA device"
@@ -114,10 +115,11 @@ class CublasGemm:
         # alpha and beta in host memory, in the compute type (float32).
         self.one = np.ones((), dtype=np.float32)
         self.zero = np.zeros((), dtype=np.float32)
+        self.halves = bfloat16_halves_kernel(cupy) if dtype == "bfloat16" else None
 
     def __call__(self, a, b):
         if self.dtype == "bfloat16":
-            a, b = bfloat16_halves(cupy, a), bfloat16_halves(cupy, b)
+            a, b = self.halves(a), self.halves(b)
         c = cupy.empty((a.shape[0], b.shape[1]), dtype=cupy.float32)
         if c.size == 0 or a.shape[1] == 0:
             c.fill(0)
@@ -192,6 +194,9 @@ class CupyBackend(XpBackend):
 
     def make_gemm(self) -> CublasGemm:
         return CublasGemm(self.dtype)
+
+    def make_kernels(self) -> CudaKernels:
+        return CudaKernels(cupy, self.dtype, self.make_gemm(), self.workspace_bytes())
 
     def workspace_bytes(self) -> int:
         # Larger chunks than the CPU default: fewer, larger GEMMs on a device with the memory.

@@ -3,10 +3,11 @@
 #   1. the backend's own tests (tests/test_cupy_backend.py: the GPU-only ones run here);
 #   2. section 8 conformance of every layer step and network, in every declared dtype,
 #      with the quick section 9 benchmark and the evaluation (one pytest session per dtype);
-#   3. the same-process comparison with PyTorch + cuDNN (benchmarks/compare_torch_gpu.py).
+#   3. where the time goes, per layer type and step (benchmarks/profile_gpu.py);
+#   4. the same-process comparison with PyTorch + cuDNN (benchmarks/compare_torch_gpu.py).
 # Needs, already installed: this checkout (pip install -e .), CuPy with the CUDA libraries
-# (pip install 'cupy-cuda12x[ctk]'), PyTorch with CUDA for step 3. Every step has its own
-# timeout (445 s in all, under 8 minutes on one H200) and a failed step does not stop the
+# (pip install 'cupy-cuda12x[ctk]'), PyTorch with CUDA for steps 3 and 4. Every step has its own
+# timeout (530 s in all, under 8 minutes on one H200) and a failed step does not stop the
 # others; the comparison writes its rows as they finish, smallest networks first.
 # Logs, the pytest JSON reports and summary.json go to $OUT (default ./gpu_check_out).
 set -u
@@ -52,7 +53,9 @@ for dtype in float32 float16 tf32 bfloat16; do
         --gost-dtype="$dtype" --gost-mode="$mode" --gost-report="$OUT/report-$dtype.json" -q -rfs
 done
 
-step compare-torch 150 "$PYTHON" benchmarks/compare_torch_gpu.py --json "$OUT/compare_torch_gpu.json"
+step profile 45 "$PYTHON" benchmarks/profile_gpu.py --networks M,Sh,S,R --batch 64 --json "$OUT/profile_gpu.json"
+
+step compare-torch 200 "$PYTHON" benchmarks/compare_torch_gpu.py --json "$OUT/compare_torch_gpu.json"
 
 "$PYTHON" - "$OUT" <<PY
 import json, sys

@@ -385,7 +385,9 @@ def stand_in_cupy(monkeypatch):
     cupy = StandInCupy()
     monkeypatch.setattr(cupy_gpu, "cupy", cupy)
     monkeypatch.setattr(CupyBackend, "xp", cupy)
-    monkeypatch.setattr(CupyBackend, "make_gemm", lambda self: None)  # xp.matmul, not cuBLAS
+    # The shared kernels with xp.matmul: no cuBLAS, no CUDA kernels.
+    monkeypatch.setattr(CupyBackend, "make_kernels", XpBackend.make_kernels)
+    monkeypatch.setattr(CupyBackend, "make_gemm", lambda self: None)
     return cupy
 
 
@@ -504,3 +506,52 @@ def test_cupy_backend_reports_its_gpu_and_peak():
     assert backend.device().startswith(f"GPU {backend.device_index}: ")
     assert backend.system()["gpu"] in backend.device()
     backend.synchronize()
+
+
+def relative_rms(a: np.ndarray, b: np.ndarray) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.sqrt(np.mean((a - b) ** 2) / max(np.mean(b**2), 1e-300)))
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_fused_cuda_kernels_compute_what_the_shared_kernels_compute(dtype):
+    # backends/_cuda_kernels.py replaces im2col, col2im, depthwise and max pooling steps;
+    # each must give the shared xp code's numbers, up to float32 summation order.
+    import cupy
+
+    backend = CupyBackend(dtype)
+    fused = backend.kernels
+    shared = XpKernels(cupy, dtype, gemm=fused.gemm, workspace_bytes=1)  # chunked too
+    rng = np.random.default_rng(5)
+    tolerance = {"float32": 1e-6, "float16": 2e-3, "bfloat16": 2e-2}[dtype]
+    for case in CASES:
+        layer = case.layer
+        if layer.type.name not in ("conv", "depthwise", "maxpool"):
+            continue
+        inputs = [backend.to_device(case.draw_input(rng, (3, *s))) for s in layer.in_shapes]
+        weights = {
+            name: backend.to_device(rng.uniform(-1, 1, shape))
+            for name, shape in layer.weight_shapes.items()
+        }
+        out_residual = backend.to_device(rng.uniform(-1, 1, (3, *layer.out_shapes[0])))
+        outputs = shared.forward(layer, inputs, weights)
+        pairs = [(fused.forward(layer, inputs, weights), outputs, "forward")]
+        pairs.append(
+            (
+                fused.backward(layer, inputs, outputs, [out_residual], weights),
+                shared.backward(layer, inputs, outputs, [out_residual], weights),
+                "backward",
+            )
+        )
+        if weights:
+            mine = fused.gradient(layer, inputs, [out_residual])
+            theirs = shared.gradient(layer, inputs, [out_residual])
+            pairs.append(
+                ([mine[k] for k in sorted(mine)], [theirs[k] for k in sorted(theirs)], "gradient")
+            )
+        for got, expected, step in pairs:
+            for g, e in zip(got, expected, strict=True):
+                assert g.dtype == e.dtype and g.shape == e.shape, (case_id(case), step)
+                difference = relative_rms(cupy.asnumpy(g), cupy.asnumpy(e))
+                assert difference <= tolerance, (case_id(case), step, difference)

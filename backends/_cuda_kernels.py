@@ -1,0 +1,451 @@
+"""The CuPy backend's fused CUDA kernels: what a GPU does in one pass that ``XpKernels``
+does in many array operations.
+
+``CudaKernels`` is ``XpKernels`` (``backends/_xp_kernels.py``) with these steps replaced:
+
+* im2col: one kernel writes a chunk's columns (zeros where the window lies on padding);
+* col2im: one kernel per chunk gathers, for every input position, the columns of the windows
+  that read it, in window-offset order, and writes the input residual in the storage type:
+  no float32 padded buffer, no crop;
+* depthwise convolution forward, input residual (gathered) and FILTERS_D (per-block
+  partial sums over image positions, then summed: deterministic, no atomics);
+* max pooling forward and input residual, with SPEC §4's readings: padding counts as the
+  value 0, the residual goes to every tied maximum;
+* TF32 and bfloat16 rounding, and the bfloat16 GEMM operands, as one elementwise kernel
+  each.
+
+Every sum is in float32, in the order of the ``XpKernels`` step it replaces, and every
+result is rounded once to the storage type: float32, float16, or bfloat16 held in float32.
+The arithmetic is the same as the shared code's, so the CPU tests of the shared code
+speak for the algorithm; these kernels are checked on a GPU against it and against the
+float64 reference (``tests/test_cupy_backend.py``, ``benchmarks/gpu_check.sh``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from pytest_gostcnn.layers import Layer
+
+from ._xp_kernels import XpKernels, _is_pointwise
+
+# Storage kinds, the kernels' template argument K.
+FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
+THREADS = 256
+MAX_BLOCKS = 65536
+# depthwise FILTERS_D: threads per block over channels x over positions, and blocks.
+GRADIENT_CHANNELS, GRADIENT_ROWS, GRADIENT_BLOCKS = 32, 8, 512
+
+SOURCE = r"""
+typedef long long i64;
+
+template <int K> struct Storage { typedef float type; };
+template <> struct Storage<1> { typedef unsigned short type; };
+
+__device__ __forceinline__ float ld(float x) { return x; }
+__device__ __forceinline__ float ld(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// Round to nearest, ties to even, clearing the low DROPPED bits; a NaN stays a quiet NaN.
+template <int DROPPED> __device__ __forceinline__ float round_bits(float v) {
+    unsigned int b = __float_as_uint(v);
+    const unsigned int keep = 0xffffffffu << DROPPED;
+    if ((b & 0x7fffffffu) > 0x7f800000u) return __uint_as_float((b | 0x400000u) & keep);
+    b += ((1u << (DROPPED - 1)) - 1u) + ((b >> DROPPED) & 1u);
+    return __uint_as_float(b & keep);
+}
+
+template <int K> __device__ __forceinline__ typename Storage<K>::type st(float v);
+template <> __device__ __forceinline__ float st<0>(float v) { return v; }
+template <> __device__ __forceinline__ unsigned short st<1>(float v) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
+template <> __device__ __forceinline__ float st<2>(float v) { return round_bits<16>(v); }
+
+struct Geometry {  // one layer: input X x Y x L, output XO x YO, window RX x RY
+    int X, Y, L, XO, YO, RX, RY, S, PX, PY;
+};
+// The kernels take the geometry as ten ints (after the element count) and rebuild it.
+#define GEOMETRY int X, int Y, int L, int XO, int YO, int RX_, int RY_, int S, int PX, int PY
+#define GEOMETRY_STRUCT const Geometry g = {X, Y, L, XO, YO, RX_, RY_, S, PX, PY}
+
+#define GRID_STRIDE(i, total) \
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < (total); \
+         i += (i64)gridDim.x * blockDim.x)
+
+// cols[b][ox][oy][rx][ry][l] = IN[b][ox*S+rx-PX][oy*S+ry-PY][l], 0 on padding.
+template <typename T>
+__global__ void im2col(const T* in, T* cols, i64 total, GEOMETRY) {
+    GEOMETRY_STRUCT;
+    const int per_image = g.XO * g.YO * g.RX * g.RY * g.L;
+    GRID_STRIDE(i, total) {
+        const i64 b = i / per_image;
+        int r = (int)(i - b * per_image);
+        const int l = r % g.L; r /= g.L;
+        const int ry = r % g.RY; r /= g.RY;
+        const int rx = r % g.RX; r /= g.RX;
+        const int oy = r % g.YO;
+        const int ox = r / g.YO;
+        const int x = ox * g.S + rx - g.PX, y = oy * g.S + ry - g.PY;
+        T v = 0;
+        if (x >= 0 && x < g.X && y >= 0 && y < g.Y) v = in[((b * g.X + x) * g.Y + y) * g.L + l];
+        cols[i] = v;
+    }
+}
+
+// Visit the outputs (ox, oy) whose window reads input (x, y), in window-offset order.
+#define FOR_WINDOWS_READING(x, y, BODY) \
+    for (int rx = 0; rx < g.RX; ++rx) { \
+        const int px = (x) + g.PX - rx; \
+        if (px < 0 || px % g.S) continue; \
+        const int ox = px / g.S; \
+        if (ox >= g.XO) continue; \
+        for (int ry = 0; ry < g.RY; ++ry) { \
+            const int py = (y) + g.PY - ry; \
+            if (py < 0 || py % g.S) continue; \
+            const int oy = py / g.S; \
+            if (oy >= g.YO) continue; \
+            BODY \
+        } \
+    }
+
+// IN_D[b][x][y][l] = sum of cols[b][ox][oy][rx][ry][l] over the windows reading (x, y).
+template <int K>
+__global__ void col2im(const float* cols, typename Storage<K>::type* in_d, i64 total, GEOMETRY) {
+    GEOMETRY_STRUCT;
+    const int per_image = g.X * g.Y * g.L;
+    GRID_STRIDE(i, total) {
+        const i64 b = i / per_image;
+        int r = (int)(i - b * per_image);
+        const int l = r % g.L; r /= g.L;
+        const int y = r % g.Y;
+        const int x = r / g.Y;
+        float sum = 0.0f;
+        FOR_WINDOWS_READING(x, y, {
+            sum += cols[((((b * g.XO + ox) * g.YO + oy) * g.RX + rx) * g.RY + ry) * g.L + l];
+        })
+        in_d[i] = st<K>(sum);
+    }
+}
+
+// OUT = BIASES + sum over the window of IN * FILTERS[rx][ry], per channel.
+template <int K>
+__global__ void depthwise_forward(const typename Storage<K>::type* in,
+                                  const typename Storage<K>::type* filters,
+                                  const typename Storage<K>::type* biases,
+                                  typename Storage<K>::type* out, i64 total, GEOMETRY) {
+    GEOMETRY_STRUCT;
+    const int per_image = g.XO * g.YO * g.L;
+    GRID_STRIDE(i, total) {
+        const i64 b = i / per_image;
+        int r = (int)(i - b * per_image);
+        const int l = r % g.L; r /= g.L;
+        const int oy = r % g.YO;
+        const int ox = r / g.YO;
+        float acc = ld(biases[l]);
+        for (int rx = 0; rx < g.RX; ++rx) {
+            const int x = ox * g.S + rx - g.PX;
+            if (x < 0 || x >= g.X) continue;
+            for (int ry = 0; ry < g.RY; ++ry) {
+                const int y = oy * g.S + ry - g.PY;
+                if (y < 0 || y >= g.Y) continue;
+                acc += ld(in[((b * g.X + x) * g.Y + y) * g.L + l]) *
+                       ld(filters[(rx * g.RY + ry) * g.L + l]);
+            }
+        }
+        out[i] = st<K>(acc);
+    }
+}
+
+// IN_D = sum over the windows reading (x, y) of OUT_D * FILTERS[rx][ry].
+template <int K>
+__global__ void depthwise_backward(const typename Storage<K>::type* out_d,
+                                   const typename Storage<K>::type* filters,
+                                   typename Storage<K>::type* in_d, i64 total, GEOMETRY) {
+    GEOMETRY_STRUCT;
+    const int per_image = g.X * g.Y * g.L;
+    GRID_STRIDE(i, total) {
+        const i64 b = i / per_image;
+        int r = (int)(i - b * per_image);
+        const int l = r % g.L; r /= g.L;
+        const int y = r % g.Y;
+        const int x = r / g.Y;
+        float acc = 0.0f;
+        FOR_WINDOWS_READING(x, y, {
+            acc += ld(out_d[((b * g.XO + ox) * g.YO + oy) * g.L + l]) *
+                   ld(filters[(rx * g.RY + ry) * g.L + l]);
+        })
+        in_d[i] = st<K>(acc);
+    }
+}
+
+// partial[block][rx][ry][l] = sum over this block's output positions of IN * OUT_D.
+// Threads: x over channels, y over positions; the host sums the blocks' partials.
+template <typename T, int RX, int RY>
+__global__ void depthwise_gradient(const T* in, const T* out_d, float* partial,
+                                   i64 positions, GEOMETRY) {
+    GEOMETRY_STRUCT;
+    const int l = blockIdx.y * blockDim.x + threadIdx.x;
+    float acc[RX * RY];
+#pragma unroll
+    for (int k = 0; k < RX * RY; ++k) acc[k] = 0.0f;
+    if (l < g.L) {
+        for (i64 p = blockIdx.x * (i64)blockDim.y + threadIdx.y; p < positions;
+             p += (i64)gridDim.x * blockDim.y) {
+            const int oy = (int)(p % g.YO);
+            const i64 t = p / g.YO;
+            const int ox = (int)(t % g.XO);
+            const i64 b = t / g.XO;
+            const float residual = ld(out_d[p * g.L + l]);
+#pragma unroll
+            for (int rx = 0; rx < RX; ++rx) {
+                const int x = ox * g.S + rx - g.PX;
+                if (x < 0 || x >= g.X) continue;
+#pragma unroll
+                for (int ry = 0; ry < RY; ++ry) {
+                    const int y = oy * g.S + ry - g.PY;
+                    if (y < 0 || y >= g.Y) continue;
+                    acc[rx * RY + ry] += ld(in[((b * g.X + x) * g.Y + y) * g.L + l]) * residual;
+                }
+            }
+        }
+    }
+    // Reduce over threadIdx.y in shared memory: one row of partials per block.
+    __shared__ float rows[8][32];
+#pragma unroll
+    for (int k = 0; k < RX * RY; ++k) {
+        rows[threadIdx.y][threadIdx.x] = acc[k];
+        __syncthreads();
+        if (threadIdx.y == 0 && l < g.L) {
+            float sum = 0.0f;
+            for (int j = 0; j < blockDim.y; ++j) sum += rows[j][threadIdx.x];
+            partial[((i64)blockIdx.x * RX * RY + k) * g.L + l] = sum;
+        }
+        __syncthreads();
+    }
+}
+
+// OUT = the window's maximum; a window position on padding is the value 0 (SPEC §4).
+template <typename T>
+__global__ void maxpool_forward(const T* in, T* out, i64 total, GEOMETRY) {
+    GEOMETRY_STRUCT;
+    const int per_image = g.XO * g.YO * g.L;
+    GRID_STRIDE(i, total) {
+        const i64 b = i / per_image;
+        int r = (int)(i - b * per_image);
+        const int l = r % g.L; r /= g.L;
+        const int oy = r % g.YO;
+        const int ox = r / g.YO;
+        T best = 0;
+        bool first = true;
+        float best_value = 0.0f;
+        for (int rx = 0; rx < g.RX; ++rx) {
+            const int x = ox * g.S + rx - g.PX;
+            for (int ry = 0; ry < g.RY; ++ry) {
+                const int y = oy * g.S + ry - g.PY;
+                T raw = 0;
+                if (x >= 0 && x < g.X && y >= 0 && y < g.Y)
+                    raw = in[((b * g.X + x) * g.Y + y) * g.L + l];
+                const float v = ld(raw);
+                // the first value, a larger one, or a NaN (which then stays)
+                if (first || v > best_value || (v != v && best_value == best_value)) {
+                    best = raw;
+                    best_value = v;
+                }
+                first = false;
+            }
+        }
+        out[i] = best;
+    }
+}
+
+// IN_D = sum of OUT_D over the windows reading (x, y) whose maximum equals IN (all ties).
+template <int K>
+__global__ void maxpool_backward(const typename Storage<K>::type* in,
+                                 const typename Storage<K>::type* out,
+                                 const typename Storage<K>::type* out_d,
+                                 typename Storage<K>::type* in_d, i64 total, GEOMETRY) {
+    GEOMETRY_STRUCT;
+    const int per_image = g.X * g.Y * g.L;
+    GRID_STRIDE(i, total) {
+        const i64 b = i / per_image;
+        int r = (int)(i - b * per_image);
+        const int l = r % g.L; r /= g.L;
+        const int y = r % g.Y;
+        const int x = r / g.Y;
+        const float v = ld(in[i]);
+        float acc = 0.0f;
+        FOR_WINDOWS_READING(x, y, {
+            const i64 o = ((b * g.XO + ox) * g.YO + oy) * g.L + l;
+            if (ld(out[o]) == v) acc += ld(out_d[o]);
+        })
+        in_d[i] = st<K>(acc);
+    }
+}
+"""
+
+# Round to nearest, ties to even, clearing the low {bits} bits; a NaN stays a quiet NaN
+# (``_xp_kernels._rounded_bits`` in one pass).
+ROUNDED = """
+unsigned int b = __float_as_uint(x);
+const unsigned int keep = 0xffffffffu << {bits};
+if ((b & 0x7fffffffu) > 0x7f800000u) b = (b | 0x400000u) & keep;
+else b = (b + ((1u << ({bits} - 1)) - 1u) + ((b >> {bits}) & 1u)) & keep;
+"""
+
+
+def geometry(layer: Layer) -> tuple[np.int32, ...]:
+    """The ten ints of a kernel's ``GEOMETRY``: X Y L XO YO RX RY S PX PY."""
+    (x, y, channels), (x_out, y_out, _) = layer.in_shapes[0], layer.out_shapes[0]
+    p = layer.params
+    values = (x, y, channels, x_out, y_out, p["Rx"], p["Ry"], p["S"], p["Px"], p["Py"])
+    return tuple(np.int32(v) for v in values)
+
+
+class CudaKernels(XpKernels):
+    """``XpKernels`` on CuPy, with the fused kernels of this module's ``SOURCE``."""
+
+    def __init__(self, cupy: Any, dtype: str, gemm, workspace_bytes: int) -> None:
+        super().__init__(cupy, dtype, gemm=gemm, workspace_bytes=workspace_bytes)
+        self.kind = {"float16": FLOAT16, "bfloat16": BFLOAT16}.get(dtype, FLOAT32)
+        self.raw = "unsigned short" if dtype == "float16" else "float"
+        self._functions: dict[str, Any] = {}
+        self._tf32 = rounding_kernel(cupy, 13)
+        self._bfloat16 = rounding_kernel(cupy, 16)
+
+    def _function(self, name: str):
+        """The kernel ``name`` (a template instance), compiled on first use."""
+        if name not in self._functions:
+            module = self.xp.RawModule(
+                code=SOURCE, options=("-std=c++17",), name_expressions=(name,)
+            )
+            self._functions[name] = module.get_function(name)
+        return self._functions[name]
+
+    def _each(self, name: str, layer: Layer, out, *inputs) -> None:
+        """Run a kernel with one thread per element of ``out``: ``name(inputs.., out, count,
+        geometry)``."""
+        if out.size == 0:
+            return
+        blocks = min(MAX_BLOCKS, -(-out.size // THREADS))
+        args = (*[self.xp.ascontiguousarray(a) for a in inputs], out, np.int64(out.size))
+        self._function(name)((blocks,), (THREADS,), (*args, *geometry(layer)))
+
+    # Rounding. ----------------------------------------------------------------------------
+
+    def round_tf32(self, a):
+        return self._tf32(a.astype(self.xp.float32, copy=False))
+
+    def store(self, a):
+        if self.dtype == "bfloat16":
+            return self._bfloat16(a.astype(self.xp.float32, copy=False))
+        return a.astype(self.storage, copy=False)
+
+    # Convolution: im2col and col2im kernels around the shared GEMMs. ----------------------
+
+    def _im2col(self, layer: Layer, x):
+        if _is_pointwise(layer):
+            yield from super()._im2col(layer, x)
+            return
+        p = layer.params
+        x_out, y_out, _ = layer.out_shapes[0]
+        depth = p["Rx"] * p["Ry"] * x.shape[3]
+        x = self.xp.ascontiguousarray(x)
+        for first, n in self._chunks(x.shape[0], x_out * y_out * depth * x.itemsize):
+            cols = self.xp.empty((n * x_out * y_out, depth), dtype=x.dtype)
+            self._each(f"im2col<{self.raw}>", layer, cols, x[first : first + n])
+            yield first, n, cols
+
+    def _conv_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        if _is_pointwise(layer):
+            return super()._conv_backward(layer, inputs, outputs, out_residuals, weights)
+        out_residual, filters = self.xp.ascontiguousarray(out_residuals[0]), weights["filters"]
+        features = filters.shape[3]
+        matrix_t = filters.reshape(-1, features).T
+        x_out, y_out, _ = layer.out_shapes[0]
+        in_residual = self.xp.empty((out_residual.shape[0], *layer.in_shapes[0]), self.storage)
+        per_image = x_out * y_out * filters.size // features * 4
+        for first, n in self._chunks(out_residual.shape[0], per_image):
+            cols = self._gemm(out_residual[first : first + n].reshape(-1, features), matrix_t)
+            self._each(f"col2im<{self.kind}>", layer, in_residual[first : first + n], cols)
+        return [in_residual]
+
+    # Depthwise convolution. ---------------------------------------------------------------
+
+    def _depthwise_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        out = self.xp.empty((inputs[0].shape[0], *layer.out_shapes[0]), dtype=self.storage)
+        self._each(
+            f"depthwise_forward<{self.kind}>",
+            layer,
+            out,
+            inputs[0],
+            weights["filters"],
+            weights["biases"],
+        )
+        return [out]
+
+    def _depthwise_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        in_residual = self.xp.empty((inputs[0].shape[0], *layer.in_shapes[0]), self.storage)
+        name = f"depthwise_backward<{self.kind}>"
+        self._each(name, layer, in_residual, out_residuals[0], weights["filters"])
+        return [in_residual]
+
+    def _depthwise_gradient(self, layer: Layer, x, out_residual) -> dict:
+        rx, ry = layer.params["Rx"], layer.params["Ry"]
+        channels = x.shape[3]
+        positions = out_residual.shape[0] * out_residual.shape[1] * out_residual.shape[2]
+        blocks = max(1, min(GRADIENT_BLOCKS, -(-positions // GRADIENT_ROWS)))
+        partial = self.xp.empty((blocks, rx * ry, channels), dtype=self.xp.float32)
+        grid = (blocks, -(-channels // GRADIENT_CHANNELS))
+        args = (
+            self.xp.ascontiguousarray(x),
+            self.xp.ascontiguousarray(out_residual),
+            partial,
+            np.int64(positions),
+            *geometry(layer),
+        )
+        kernel = self._function(f"depthwise_gradient<{self.raw}, {rx}, {ry}>")
+        kernel(grid, (GRADIENT_CHANNELS, GRADIENT_ROWS), args)
+        return {
+            "filters": self.store(partial.sum(axis=0).reshape(rx, ry, channels)),
+            "biases": self.store(self._channel_sums(out_residual)),
+        }
+
+    # Max pooling. -------------------------------------------------------------------------
+
+    def _maxpool_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        x = inputs[0]
+        out = self.xp.empty((x.shape[0], *layer.out_shapes[0]), dtype=x.dtype)
+        self._each(f"maxpool_forward<{self.raw}>", layer, out, x)
+        return [out]
+
+    def _maxpool_backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        in_residual = self.xp.empty((inputs[0].shape[0], *layer.in_shapes[0]), self.storage)
+        name = f"maxpool_backward<{self.kind}>"
+        self._each(name, layer, in_residual, inputs[0], outputs[0], out_residuals[0])
+        return [in_residual]
+
+
+def rounding_kernel(cupy: Any, bits: int):
+    """float32 -> float32 with the low ``bits`` bits rounded off (13: TF32, 16: bfloat16)."""
+    code = ROUNDED.format(bits=bits) + "y = __uint_as_float(b);"
+    return cupy.ElementwiseKernel("float32 x", "float32 y", code, f"gost_round_{bits}")
+
+
+def bfloat16_halves_kernel(cupy: Any):
+    """float32 -> uint16: the bfloat16 nearest each value, as the bits a bfloat16 GEMM reads."""
+    code = ROUNDED.format(bits=16) + "y = (unsigned short)(b >> 16);"
+    return cupy.ElementwiseKernel("float32 x", "uint16 y", code, "gost_bfloat16_halves")
