@@ -7,7 +7,7 @@
 #   4. the same-process comparison with PyTorch + cuDNN (benchmarks/compare_torch_gpu.py).
 # Needs, already installed: this checkout (pip install -e .), CuPy with the CUDA libraries
 # (pip install 'cupy-cuda12x[ctk]'), PyTorch with CUDA for steps 3 and 4. Every step has its own
-# timeout (530 s in all, under 8 minutes on one H200) and a failed step does not stop the
+# timeout (480 s in all, under 8 minutes on one H200) and a failed step does not stop the
 # others; the comparison writes its rows as they finish, smallest networks first.
 # Logs, the pytest JSON reports and summary.json go to $OUT (default ./gpu_check_out).
 set -u
@@ -55,7 +55,7 @@ done
 
 step profile 45 "$PYTHON" benchmarks/profile_gpu.py --networks M,Sh,S,R --batch 64 --json "$OUT/profile_gpu.json"
 
-step compare-torch 200 "$PYTHON" benchmarks/compare_torch_gpu.py --json "$OUT/compare_torch_gpu.json"
+step compare-torch "${COMPARE_SECONDS:-150}" "$PYTHON" benchmarks/compare_torch_gpu.py --json "$OUT/compare_torch_gpu.json"
 
 "$PYTHON" - "$OUT" <<PY
 import json, sys
