@@ -20,7 +20,9 @@ Every measurement is ``--repeats`` timed iterations per side after ``--warmup`` 
 ones, each ending with a device synchronisation, the sides alternating; the table gives the
 best iteration of each. The target of the issue is a ratio (CuPy / PyTorch images per
 second) of at least 0.7 at batch 256 (training) and 1024 (inference). Rows are written to
-``--json`` as they finish, so a run stopped by a timeout keeps what it measured.
+``--json`` as they finish, so a run stopped by a timeout keeps what it measured; the report
+holds the device's estimated peak per data type (``CupyBackend.peak()``), from which
+``benchmarks/gpu_table.py`` gives each row's ОРП (section 9.5).
 """
 
 from __future__ import annotations
@@ -151,7 +153,11 @@ def main() -> None:
         "warmup": args.warmup,
         "rows": [],
         "agreement": {},
+        "peak_macs_per_second": {},
     }
+    for dtype in (d.strip() for d in args.dtypes.split(",")):
+        peak = CupyBackend(dtype).peak()
+        report["peak_macs_per_second"][dtype] = peak.macs_per_second if peak else None
 
     def save() -> None:
         if args.json is not None:
