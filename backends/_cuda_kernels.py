@@ -34,6 +34,7 @@ from ._xp_kernels import XpKernels, _is_pointwise
 # Storage kinds, the kernels' template argument K.
 FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
 THREADS = 256
+OPTIONS = ("-std=c++17",)  # NVRTC's, through cupy.RawModule
 MAX_BLOCKS = 65536
 # depthwise FILTERS_D: threads per block over channels x over positions, and blocks.
 GRADIENT_CHANNELS, GRADIENT_ROWS, GRADIENT_BLOCKS = 32, 8, 512
@@ -323,9 +324,7 @@ class CudaKernels(XpKernels):
     def _function(self, name: str):
         """The kernel ``name`` (a template instance), compiled on first use."""
         if name not in self._functions:
-            module = self.xp.RawModule(
-                code=SOURCE, options=("-std=c++17",), name_expressions=(name,)
-            )
+            module = self.xp.RawModule(code=SOURCE, options=OPTIONS, name_expressions=(name,))
             self._functions[name] = module.get_function(name)
         return self._functions[name]
 

@@ -8,15 +8,18 @@ argument mapping against a column-major emulation, the device choice, the unavai
 path. The tests marked ``requires_cuda`` run only where CuPy finds a CUDA device.
 """
 
+import re
 import types
 from pathlib import Path
 
 import numpy as np
+import nvrtc
 import pytest
 
 from pytest_gostcnn import executor, load_network
 from pytest_gostcnn.admissible import PRECISIONS
 from pytest_gostcnn.backend import BackendError
+from pytest_gostcnn.backends import _cuda_kernels as cuda_kernels
 from pytest_gostcnn.backends import cupy_gpu
 from pytest_gostcnn.backends._xp_kernels import (
     XpBackend,
@@ -555,3 +558,93 @@ def test_fused_cuda_kernels_compute_what_the_shared_kernels_compute(dtype):
                 assert g.dtype == e.dtype and g.shape == e.shape, (case_id(case), step)
                 difference = relative_rms(cupy.asnumpy(g), cupy.asnumpy(e))
                 assert difference <= tolerance, (case_id(case), step, difference)
+
+
+# The fused CUDA kernels' glue, without a GPU. ----------------------------------------------
+
+
+class KernelRecorder(types.ModuleType):
+    """NumPy under CuPy's name, whose compiled kernels only record how they are launched
+    (name, grid, block, arguments); elementwise kernels copy their input."""
+
+    def __init__(self) -> None:
+        super().__init__("cupy")
+        self.launches: list[tuple[str, tuple, tuple, tuple]] = []
+
+    def RawModule(self, code, options, name_expressions):  # noqa: N802 (CuPy's name)
+        assert code == cuda_kernels.SOURCE and options == cuda_kernels.OPTIONS
+        recorder = self
+
+        class Module:
+            def get_function(self, name):
+                assert name in name_expressions
+                return lambda grid, block, args: recorder.launches.append((name, grid, block, args))
+
+        return Module()
+
+    def ElementwiseKernel(self, in_params, out_params, operation, name):  # noqa: N802
+        return lambda x: np.array(x, copy=True)
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+def kernel_parameters() -> dict[str, int]:
+    """Each __global__ function of the CUDA source and its parameter count (the GEOMETRY
+    macro is ten ints)."""
+    found = {}
+    for match in re.finditer(r"__global__ void (\w+)\(([^)]*)\)", cuda_kernels.SOURCE):
+        params = [p for p in match.group(2).split(",") if p.strip()]
+        found[match.group(1)] = len(params) + 9 * sum("GEOMETRY" in p for p in params)
+    return found
+
+
+def launches_of_training(dtype: str, network) -> list[tuple[str, tuple, tuple, tuple]]:
+    """The kernel launches of one training iteration (batch 2) of ``network`` through
+    ``CudaKernels``, and the kernel instances it compiled."""
+    recorder = KernelRecorder()
+    kernels = cuda_kernels.CudaKernels(recorder, dtype, gemm=None, workspace_bytes=1 << 20)
+    loader = NumpyXp(dtype)
+    weights = loader.load_weights(network, draw_weights(network, np.random.default_rng(0)))
+    image = loader.to_device(draw_input(network, 2, np.random.default_rng(1)))
+    residual = loader.to_device(np.zeros((2, *network.output_shape)))
+    with np.errstate(all="ignore"):  # the recorder's outputs are uninitialised memory
+        executor.train(network, kernels, weights, image, residual)
+    return recorder.launches
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_every_fused_kernel_launch_matches_its_cuda_signature(shipped_networks, dtype):
+    parameters = kernel_parameters()
+    launched = set()
+    for latin in ("M", "Sh", "S"):  # depthwise, max pooling, k x k convolutions
+        for name, grid, block, args in launches_of_training(dtype, shipped_networks[latin]):
+            base = name.split("<")[0]
+            launched.add(base)
+            assert len(args) == parameters[base], (name, len(args))
+            for arg in args:
+                assert isinstance(arg, (np.ndarray, np.int32, np.int64)), (name, type(arg))
+                if isinstance(arg, np.ndarray):  # kernels index memory as C-ordered
+                    assert arg.flags.c_contiguous, name
+            assert all(0 < n < 2**31 for n in (*grid, *block)), (name, grid, block)
+    assert launched == set(parameters)  # every kernel of the source is used and checked
+
+
+NVRTC = nvrtc.find_library()
+
+
+@pytest.mark.skipif(NVRTC is None, reason="NVRTC not installed: pip install -e '.[test]'")
+@pytest.mark.parametrize("architecture", ["compute_80", "compute_90"])
+def test_the_cuda_source_compiles_for_every_instance_the_backend_launches(
+    shipped_networks, architecture
+):
+    names = {
+        name
+        for dtype in ("float32", "float16", "bfloat16")
+        for latin in ("M", "Sh", "S")
+        for name, *_ in launches_of_training(dtype, shipped_networks[latin])
+    }
+    names |= {f"depthwise_gradient<float, {rx}, {ry}>" for rx, ry in ((1, 1), (5, 5), (7, 7))}
+    options = [*cuda_kernels.OPTIONS, f"--gpu-architecture={architecture}"]
+    lowered = nvrtc.compile_to_ptx(cuda_kernels.SOURCE, sorted(names), options)
+    assert set(lowered) == names
