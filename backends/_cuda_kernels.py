@@ -302,6 +302,17 @@ else b = (b + ((1u << ({bits} - 1)) - 1u) + ((b >> {bits}) & 1u)) & keep;
 """
 
 
+def fits_int32(layer: Layer) -> bool:
+    """Whether the kernels' 32-bit index arithmetic holds for ``layer``: one image's map,
+    output map and im2col columns each have fewer than 2**31 elements. (Indices across the
+    batch are 64-bit.)"""
+    (x, y, channels), (x_out, y_out, features) = layer.in_shapes[0], layer.out_shapes[0]
+    columns = 0
+    if layer.type.name == "conv":
+        columns = x_out * y_out * layer.params["Rx"] * layer.params["Ry"] * channels
+    return max(x * y * channels, x_out * y_out * features, columns) < 2**31
+
+
 def geometry(layer: Layer) -> tuple[np.int32, ...]:
     """The ten ints of a kernel's ``GEOMETRY``: X Y L XO YO RX RY S PX PY."""
     (x, y, channels), (x_out, y_out, _) = layer.in_shapes[0], layer.out_shapes[0]
@@ -350,7 +361,7 @@ class CudaKernels(XpKernels):
     # Convolution: im2col and col2im kernels around the shared GEMMs. ----------------------
 
     def _im2col(self, layer: Layer, x):
-        if _is_pointwise(layer):
+        if _is_pointwise(layer) or not fits_int32(layer):
             yield from super()._im2col(layer, x)
             return
         p = layer.params
@@ -365,7 +376,7 @@ class CudaKernels(XpKernels):
     def _conv_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        if _is_pointwise(layer):
+        if _is_pointwise(layer) or not fits_int32(layer):
             return super()._conv_backward(layer, inputs, outputs, out_residuals, weights)
         out_residual, filters = self.xp.ascontiguousarray(out_residuals[0]), weights["filters"]
         features = filters.shape[3]
@@ -381,6 +392,8 @@ class CudaKernels(XpKernels):
     # Depthwise convolution. ---------------------------------------------------------------
 
     def _depthwise_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        if not fits_int32(layer):
+            return super()._depthwise_forward(layer, inputs, weights)
         out = self.xp.empty((inputs[0].shape[0], *layer.out_shapes[0]), dtype=self.storage)
         self._each(
             f"depthwise_forward<{self.kind}>",
@@ -395,12 +408,16 @@ class CudaKernels(XpKernels):
     def _depthwise_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
+        if not fits_int32(layer):
+            return super()._depthwise_backward(layer, inputs, outputs, out_residuals, weights)
         in_residual = self.xp.empty((inputs[0].shape[0], *layer.in_shapes[0]), self.storage)
         name = f"depthwise_backward<{self.kind}>"
         self._each(name, layer, in_residual, out_residuals[0], weights["filters"])
         return [in_residual]
 
     def _depthwise_gradient(self, layer: Layer, x, out_residual) -> dict:
+        if not fits_int32(layer):
+            return super()._depthwise_gradient(layer, x, out_residual)
         rx, ry = layer.params["Rx"], layer.params["Ry"]
         channels = x.shape[3]
         positions = out_residual.shape[0] * out_residual.shape[1] * out_residual.shape[2]
@@ -424,6 +441,8 @@ class CudaKernels(XpKernels):
     # Max pooling. -------------------------------------------------------------------------
 
     def _maxpool_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        if not fits_int32(layer):
+            return super()._maxpool_forward(layer, inputs, weights)
         x = inputs[0]
         out = self.xp.empty((x.shape[0], *layer.out_shapes[0]), dtype=x.dtype)
         self._each(f"maxpool_forward<{self.raw}>", layer, out, x)
@@ -432,6 +451,8 @@ class CudaKernels(XpKernels):
     def _maxpool_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
+        if not fits_int32(layer):
+            return super()._maxpool_backward(layer, inputs, outputs, out_residuals, weights)
         in_residual = self.xp.empty((inputs[0].shape[0], *layer.in_shapes[0]), self.storage)
         name = f"maxpool_backward<{self.kind}>"
         self._each(name, layer, in_residual, inputs[0], outputs[0], out_residuals[0])

@@ -39,6 +39,7 @@ from pytest_gostcnn.backends.cupy_gpu import (
 )
 from pytest_gostcnn.data import draw_input, draw_weights
 from pytest_gostcnn.layer_cases import layer_cases
+from pytest_gostcnn.layers import make_layer
 from pytest_gostcnn.reference import ReferenceKernels
 from pytest_gostcnn.verification import (
     CORRECT,
@@ -648,3 +649,20 @@ def test_the_cuda_source_compiles_for_every_instance_the_backend_launches(
     options = [*cuda_kernels.OPTIONS, f"--gpu-architecture={architecture}"]
     lowered = nvrtc.compile_to_ptx(cuda_kernels.SOURCE, sorted(names), options)
     assert set(lowered) == names
+
+
+@pytest.mark.parametrize(
+    ("type_name", "shape", "params", "fits"),
+    [
+        ("conv", (224, 224, 64), dict(F=64, Rx=3, Ry=3, S=1, Px=1, Py=1), True),
+        # 8192 x 8192 x 4 = 2**28 inputs, but 9 * 4 columns per position: 2.4e9 columns
+        ("conv", (8192, 8192, 4), dict(F=4, Rx=3, Ry=3, S=1, Px=1, Py=1), False),
+        ("depthwise", (8192, 8192, 4), dict(Rx=3, Ry=3, S=1, Px=1, Py=1), True),
+        ("maxpool", (16384, 16384, 8), dict(Rx=2, Ry=2, S=2, Px=0, Py=0), False),  # 2**31
+    ],
+)
+def test_fused_kernels_leave_layers_beyond_32_bit_image_indices_to_the_shared_code(
+    type_name, shape, params, fits
+):
+    layer = make_layer(type_name, [shape], **params)
+    assert cuda_kernels.fits_int32(layer) is fits
