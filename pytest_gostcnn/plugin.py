@@ -90,6 +90,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="write a JSON report (system, options, verdicts, timings, ОРП, evaluation)",
     )
+    group.addoption(
+        "--gost-local-cell",
+        metavar="K",
+        help="run one process as the K-th computing cell of a node, on the device that cell "
+        "uses (e.g. GPU K); a failure on cell K of an MPI run gives it in its rerun command "
+        "(default: the MPI local rank, 0 without MPI)",
+    )
 
 
 @pytest.hookimpl(trylast=True)
@@ -245,9 +252,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 def _first_line(report: pytest.TestReport) -> str:
-    text = str(report.longrepr)
-    failure = next((line for line in text.splitlines() if "first failure:" in line), None)
-    return (failure or text.strip().splitlines()[-1]).strip()
+    """The failure in one line for cell 0's summary: its first failure, and its rerun
+    command (which names the failing cell's device, ``--gost-local-cell``)."""
+    lines = str(report.longrepr).splitlines()
+    failure = next((line for line in lines if "first failure:" in line), None)
+    rerun = next((line for line in lines if line.startswith("rerun: ")), None)
+    text = (failure or str(report.longrepr).strip().splitlines()[-1]).strip()
+    return f"{text}; {rerun}" if failure and rerun else text
 
 
 @pytest.hookimpl(tryfirst=True)

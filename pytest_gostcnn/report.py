@@ -61,6 +61,7 @@ def build_report(session: GostSession) -> dict:
             "tables_provenance": sorted({n.provenance for n in session.networks.values()}),
             "rmse_threshold": session.threshold,
             "profile": session.profile,
+            "local_cell": session.local_cell,
         },
         "exit_status": session.exitstatus,
         "compliant": compliant(session, evaluated),

@@ -42,6 +42,7 @@ OPTIONS = (
     "profile",
     "peak",
     "report",
+    "local_cell",
 )
 
 
@@ -61,6 +62,7 @@ class GostSession:
     threshold: float | None
     networks_option: str | None
     profile: str = "quick"
+    local_cell: int = 0  # the cell index the backend was given: its device
     peak: Peak | None = None
     report: str | None = None
     results: dict[tuple[str, str], Verification] = field(default_factory=dict)
@@ -99,6 +101,8 @@ class GostSession:
         mode = mode or (self.modes[0] if len(self.modes) == 1 else None)
         if mode:
             args.append(f"--gost-mode={mode}")
+        if self.local_cell:  # a failure on cell k of a node reruns on that cell's device
+            args.append(f"--gost-local-cell={self.local_cell}")
         return args
 
     def rerun(self, keyword: str, networks: str | None = None, mode: str | None = None) -> str:
@@ -136,10 +140,11 @@ def build_session(config: pytest.Config, cells: Cells) -> GostSession:
         unavailable = cls.unavailable_reason()
     except Exception as exc:  # a device probe that fails means no usable device
         unavailable = f"its availability check raised {type(exc).__name__}: {exc}"
+    local_cell = _local_cell(config.getoption("gost_local_cell"), cells)
     backend = None
     if unavailable is None:
         try:
-            backend = cls(dtype, cell=cells.local_rank)
+            backend = cls(dtype, cell=local_cell)
         except Exception as exc:
             raise BackendError(
                 f"backend {name!r} failed to start: {type(exc).__name__}: {exc}"
@@ -156,6 +161,7 @@ def build_session(config: pytest.Config, cells: Cells) -> GostSession:
         _check_report_path(report)
     return GostSession(
         cells=cells,
+        local_cell=local_cell,
         profile=profile,
         peak=peak,
         report=report,
@@ -207,6 +213,19 @@ def _integer(option: str, text: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise ValueError(f"{option}={value}: must be an integer from {low} to {high}")
     return value
+
+
+def _local_cell(text: str | None, cells: Cells) -> int:
+    """The index among its node's cells that the backend is given (it picks the device):
+    the MPI local rank, or ``--gost-local-cell`` in a single-process run."""
+    if text is None:
+        return cells.local_rank
+    if cells.size > 1:
+        raise ValueError(
+            f"--gost-local-cell={text}: under an MPI launcher each rank is the cell of its "
+            "local rank; give this option only to a single-process run"
+        )
+    return _integer("--gost-local-cell", text, 0, 2**31 - 1)
 
 
 def _threshold(text: str | None) -> float | None:

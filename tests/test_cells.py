@@ -163,6 +163,10 @@ def test_a_cell_that_fails_verification_is_listed_and_leaves_the_evaluation_inco
     )
     assert run.returncode != 0
     assert "cell 1 failed test_network[Sh-inference-B1]" in run.stdout
+    # Its rerun command runs one process on cell 1's device.
+    (line,) = [line for line in run.stdout.splitlines() if "cell 1 failed" in line]
+    assert "rerun: pytest --gost-backend=cellmod:FailsOnCell1" in line
+    assert line.endswith("--gost-local-cell=1 -k test_network")
     # No cell times an implementation that one cell failed to verify.
     assert "incomplete: no result for" in run.stdout
     data = json.loads(report.read_text(encoding="utf-8"))

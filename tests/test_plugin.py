@@ -38,6 +38,7 @@ GOST_OPTIONS = {
     "--gost-profile",
     "--gost-peak",
     "--gost-report",
+    "--gost-local-cell",
 }
 
 # Third-party backends, named on the command line as mymod:Class.
@@ -99,6 +100,15 @@ class ScaledConv(NumpyBackend):
         if layer.type.name == "conv":
             outputs = [out * np.float32(1.001) for out in outputs]
         return outputs
+
+
+class ScaledConvOnCell3(ScaledConv):
+    """ScaledConv on the device of a node's cell 3 only (a faulty GPU 3, say)."""
+
+    def forward(self, layer, inputs, weights):
+        if self.cell == 3:
+            return super().forward(layer, inputs, weights)
+        return NumpyBackend.forward(self, layer, inputs, weights)
 '''
 
 
@@ -263,6 +273,8 @@ BAD_OPTIONS = [
     (["--gost-networks=Q"], ["--gost-networks", "unknown network 'Q'"]),
     (["--gost-rmse-threshold=-1"], ["--gost-rmse-threshold=-1", ">= 0"]),
     (["--gost-seed=-3"], ["--gost-seed=-3", "from 0 to"]),
+    (["--gost-local-cell=-1"], ["--gost-local-cell=-1", "from 0 to"]),
+    (["--gost-local-cell=gpu1"], ["--gost-local-cell=gpu1", "not an integer"]),
 ]
 
 
@@ -464,6 +476,21 @@ def test_failure_prints_seed_and_a_rerun_command_that_reproduces_it(pytester, ba
     assert lines_with(again, "FAILED") == [failed]
     # The same СКО to the last digit: the same seed drew the same data.
     assert reported(again, "first failure:") == [failure]
+
+
+def test_a_failure_on_a_nodes_cell_k_reruns_on_that_cells_device(pytester, backends):
+    # Under mpirun, local rank k builds its backend as cell k (its device); one process
+    # does the same with --gost-local-cell=k, and the rerun command of its failure keeps it.
+    selected = ("--gost-backend=mymod:ScaledConvOnCell3", *SMALL, "-k", "test_network")
+    as_user(pytester, *selected).assert_outcomes(passed=1)  # cell 0's device is fine
+
+    result = as_user(pytester, *selected, "--gost-local-cell=3")
+
+    result.assert_outcomes(failed=1)
+    (rerun,) = [line for line in reported(result, "rerun: ") if line.startswith("rerun: ")]
+    argv = shlex.split(rerun.removeprefix("rerun: "))
+    assert "--gost-local-cell=3" in argv
+    as_user(pytester, *argv[1:]).assert_outcomes(failed=1)
 
 
 def test_summary_gives_a_failed_networks_first_failed_array_and_rerun_command(pytester, backends):
