@@ -14,11 +14,15 @@ does in many array operations.
 * TF32 and bfloat16 rounding, and the bfloat16 GEMM operands, as one elementwise kernel
   each.
 
-Every sum is in float32, in the order of the ``XpKernels`` step it replaces, and every
-result is rounded once to the storage type: float32, float16, or bfloat16 held in float32.
-The arithmetic is the same as the shared code's, so the CPU tests of the shared code
-speak for the algorithm; these kernels are checked on a GPU against it and against the
-float64 reference (``tests/test_cupy_backend.py``, ``benchmarks/gpu_check.sh``).
+Every sum is in float32, over the window offsets in the order of the ``XpKernels`` step it
+replaces (FILTERS_D's sum over positions runs per thread, then per block, then over the
+blocks: a different but fixed order), and every result is rounded once to the storage
+type: float32, float16, or bfloat16 held in float32. NVRTC may fuse a product and its sum
+into one FMA (one rounding fewer than the shared code), so results can differ from the
+shared steps in the last bit. The CPU tests of the shared code speak for the algorithm;
+these kernels are checked on a GPU against it and against the float64 reference
+(``tests/test_cupy_backend.py``, ``benchmarks/gpu_check.sh``), and in CI compiled with
+NVRTC and their launches checked against their signatures.
 """
 
 from __future__ import annotations
@@ -29,14 +33,15 @@ import numpy as np
 
 from pytest_gostcnn.layers import Layer
 
-from ._xp_kernels import XpKernels, _is_pointwise
+from ._xp_kernels import Gemm, XpKernels, _is_pointwise
 
 # Storage kinds, the kernels' template argument K.
 FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
 THREADS = 256
 OPTIONS = ("-std=c++17",)  # NVRTC's, through cupy.RawModule
 MAX_BLOCKS = 65536
-# depthwise FILTERS_D: threads per block over channels x over positions, and blocks.
+# depthwise FILTERS_D: threads per block over channels x over positions (SOURCE's
+# ``rows[8][32]`` has this shape: a test holds the two together), and blocks.
 GRADIENT_CHANNELS, GRADIENT_ROWS, GRADIENT_BLOCKS = 32, 8, 512
 
 SOURCE = r"""
@@ -324,13 +329,13 @@ def geometry(layer: Layer) -> tuple[np.int32, ...]:
 class CudaKernels(XpKernels):
     """``XpKernels`` on CuPy, with the fused kernels of this module's ``SOURCE``."""
 
-    def __init__(self, cupy: Any, dtype: str, gemm, workspace_bytes: int) -> None:
+    def __init__(self, cupy: Any, dtype: str, gemm: Gemm | None, workspace_bytes: int) -> None:
         super().__init__(cupy, dtype, gemm=gemm, workspace_bytes=workspace_bytes)
         self.kind = {"float16": FLOAT16, "bfloat16": BFLOAT16}.get(dtype, FLOAT32)
         self.raw = "unsigned short" if dtype == "float16" else "float"
         self._functions: dict[str, Any] = {}
-        self._tf32 = rounding_kernel(cupy, 13)
-        self._bfloat16 = rounding_kernel(cupy, 16)
+        self._tf32 = elementwise_kernel(cupy, "tf32")
+        self._bfloat16 = elementwise_kernel(cupy, "bfloat16")
 
     def _function(self, name: str):
         """The kernel ``name`` (a template instance), compiled on first use."""
@@ -459,13 +464,21 @@ class CudaKernels(XpKernels):
         return [in_residual]
 
 
-def rounding_kernel(cupy: Any, bits: int):
-    """float32 -> float32 with the low ``bits`` bits rounded off (13: TF32, 16: bfloat16)."""
-    code = ROUNDED.format(bits=bits) + "y = __uint_as_float(b);"
-    return cupy.ElementwiseKernel("float32 x", "float32 y", code, f"gost_round_{bits}")
+# The elementwise kernels: (input, output, body) as cupy.ElementwiseKernel takes them.
+ROUNDING_KERNELS = {
+    # float32 -> float32 with the low bits rounded off: TF32 keeps 10 mantissa bits.
+    "tf32": ("float32 x", "float32 y", ROUNDED.format(bits=13) + "y = __uint_as_float(b);"),
+    "bfloat16": ("float32 x", "float32 y", ROUNDED.format(bits=16) + "y = __uint_as_float(b);"),
+    # float32 -> uint16: the bfloat16 nearest each value, as the bits a bfloat16 GEMM reads.
+    "bfloat16 halves": (
+        "float32 x",
+        "uint16 y",
+        ROUNDED.format(bits=16) + "y = (unsigned short)(b >> 16);",
+    ),
+}
 
 
-def bfloat16_halves_kernel(cupy: Any):
-    """float32 -> uint16: the bfloat16 nearest each value, as the bits a bfloat16 GEMM reads."""
-    code = ROUNDED.format(bits=16) + "y = (unsigned short)(b >> 16);"
-    return cupy.ElementwiseKernel("float32 x", "uint16 y", code, "gost_bfloat16_halves")
+def elementwise_kernel(cupy: Any, which: str):
+    """One of ``ROUNDING_KERNELS``, compiled by CuPy on first call."""
+    inputs, outputs, body = ROUNDING_KERNELS[which]
+    return cupy.ElementwiseKernel(inputs, outputs, body, f"gost_{which.replace(' ', '_')}")

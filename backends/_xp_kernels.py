@@ -1,10 +1,11 @@
 """The layer kernels of the CuPy backend, written once against an array module (``xp``).
 
-CuPy runs them on a GPU; the project's own tests run the very same code with NumPy on the
-CPU (``tests/test_cupy_backend.py``), so everything here is verified in CI without a GPU.
-Only the GEMM is device-specific: every convolution, 1x1 convolution and fully connected
-step (forward, input residual, weight gradient) is one 2-D product through the ``gemm``
-hook, ``xp.matmul`` unless the backend passes cuBLAS (``backends/cupy_gpu.py``).
+The project's own tests run this code with NumPy on the CPU (``tests/test_cupy_backend.py``),
+so everything here is verified in CI without a GPU. Every convolution, 1x1 convolution and
+fully connected step (forward, input residual, weight gradient) is one 2-D product through
+the ``gemm`` hook: ``xp.matmul``, or cuBLAS on a GPU (``backends/cupy_gpu.py``). On a GPU,
+``backends/_cuda_kernels.py`` replaces some of the steps here by fused CUDA kernels that
+compute the same sums; the rest run as written.
 
 Arrays are the standard's, channels last: maps [B][X][Y][L], FILTERS [Rx][Ry][L][F],
 depthwise FILTERS [Rx][Ry][L], FC WEIGHTS [F][L][X][Y] (SPEC §2). The arithmetic is
@@ -84,11 +85,6 @@ def round_tf32(xp: Any, a) -> Any:
     error per factor, beyond what the error model of ``admissible.py`` admits).
     """
     return _rounded_bits(xp, a, 13).view(xp.float32)
-
-
-def bfloat16_halves(xp: Any, a) -> Any:
-    """``a`` rounded to bfloat16, as the uint16 bit patterns a bfloat16 GEMM reads."""
-    return (bfloat16_bits(xp, a) >> 16).astype(xp.uint16)
 
 
 def round_bfloat16(xp: Any, a) -> Any:
@@ -379,8 +375,9 @@ class XpKernels:
         return [self.xp.where(inputs[0] > 0, residual, zero)]
 
     def _eltwise_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
-        # A sum of two float16 (or float32) values is exact in float32 and rounded once by
-        # the storage type's own addition; bfloat16-in-float32 is rounded by ``store``.
+        # The storage type's own addition rounds the exact sum once (float16 arithmetic is
+        # done in float32, which has the bits to round it correctly); bfloat16-in-float32 is
+        # rounded by ``store``.
         return [self.store(inputs[0] + inputs[1])]
 
     def _eltwise_backward(

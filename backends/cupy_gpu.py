@@ -19,7 +19,7 @@ import numpy as np
 
 from pytest_gostcnn.peak import Peak, gpu_peak
 
-from ._cuda_kernels import CudaKernels, bfloat16_halves_kernel
+from ._cuda_kernels import CudaKernels, elementwise_kernel
 from ._xp_kernels import WORKSPACE_BYTES, XpBackend, device_for_cell
 
 INSTALL_HINT = "CuPy is not installed: pip install 'pytest-gostcnn[cupy]'"
@@ -115,7 +115,7 @@ class CublasGemm:
         # alpha and beta in host memory, in the compute type (float32).
         self.one = np.ones((), dtype=np.float32)
         self.zero = np.zeros((), dtype=np.float32)
-        self.halves = bfloat16_halves_kernel(cupy) if dtype == "bfloat16" else None
+        self.halves = elementwise_kernel(cupy, "bfloat16 halves") if dtype == "bfloat16" else None
 
     def __call__(self, a, b):
         if self.dtype == "bfloat16":

@@ -2,9 +2,10 @@
 
 Every kernel call of the executor is wrapped to synchronise the device before and after
 it, so the table adds up to the iteration (plus the executor's own bookkeeping) but each
-step is timed alone, without overlap. Run on a GPU machine::
+step is timed alone, without overlap. One timed iteration after one warm-up: the shares
+are one sample. Run on a GPU machine::
 
-    python benchmarks/profile_gpu.py --networks M,Sh --dtype float16 --batch 64
+    python benchmarks/profile_gpu.py --networks M,Sh --dtypes float16 --batch 64
 """
 
 from __future__ import annotations

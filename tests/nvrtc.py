@@ -30,8 +30,9 @@ class CompileError(Exception):
     pass
 
 
-def compile_to_ptx(source: str, names: list[str], options: list[str]) -> dict[str, str]:
-    """Compile ``source`` and return each template instance's lowered (mangled) name.
+def compile_names(source: str, names: list[str], options: list[str]) -> dict[str, str]:
+    """Compile ``source`` to PTX and return each named template instance's lowered (mangled)
+    name, the name the compiled module exports it by.
 
     Raises CompileError with NVRTC's log when compilation fails.
     """

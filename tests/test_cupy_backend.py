@@ -10,6 +10,7 @@ path. The tests marked ``requires_cuda`` run only where CuPy finds a CUDA device
 
 import re
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +25,9 @@ from pytest_gostcnn.backends import cupy_gpu
 from pytest_gostcnn.backends._xp_kernels import (
     XpBackend,
     XpKernels,
-    bfloat16_halves,
     device_for_cell,
     round_bfloat16,
+    round_tf32,
 )
 from pytest_gostcnn.backends.cupy_gpu import (
     INSTALL_HINT,
@@ -38,8 +39,8 @@ from pytest_gostcnn.backends.cupy_gpu import (
     nvidia_driver_version,
 )
 from pytest_gostcnn.data import draw_input, draw_weights
-from pytest_gostcnn.layer_cases import layer_cases
-from pytest_gostcnn.layers import make_layer
+from pytest_gostcnn.layer_cases import LayerCase, layer_cases
+from pytest_gostcnn.layers import Layer, make_layer
 from pytest_gostcnn.reference import ReferenceKernels
 from pytest_gostcnn.verification import (
     CORRECT,
@@ -179,8 +180,6 @@ def test_bfloat16_rounding_matches_the_verification_rounding():
     ).astype(np.float32)
     expected = PRECISIONS["bfloat16"].round(values).astype(np.float32)
     np.testing.assert_array_equal(round_bfloat16(np, values), expected)
-    halves = bfloat16_halves(np, values).astype(np.uint32) << 16
-    np.testing.assert_array_equal(halves.view(np.float32), expected)
     assert np.isnan(round_bfloat16(np, np.array([np.nan], dtype=np.float32))).all()
 
 
@@ -517,26 +516,44 @@ def relative_rms(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.sqrt(np.mean((a - b) ** 2) / max(np.mean(b**2), 1e-300)))
 
 
+# Window shapes beyond the layer cases: Rx != Ry with Px != Py on 40 channels (more than
+# one 32-channel block of the depthwise FILTERS_D kernel).
+FUSED_EXTRA_LAYERS = [
+    make_layer("depthwise", [(9, 7, 40)], Rx=5, Ry=3, S=2, Px=2, Py=1),
+    make_layer("maxpool", [(9, 7, 40)], Rx=3, Ry=2, S=2, Px=1, Py=0),
+    make_layer("conv", [(9, 7, 40)], F=36, Rx=3, Ry=2, S=2, Px=1, Py=0),
+]
+
+
+def fused_layers() -> list[tuple[str, Layer, Callable]]:
+    """(id, layer, draw) of every layer with a fused CUDA kernel step."""
+    fused = [
+        (case_id(case), case.layer, case.draw_input)
+        for case in CASES
+        if case.layer.type.name in ("conv", "depthwise", "maxpool")
+    ]
+    uniform = LayerCase("extra", FUSED_EXTRA_LAYERS[0]).draw_input
+    return fused + [(f"extra-{layer.type.name}", layer, uniform) for layer in FUSED_EXTRA_LAYERS]
+
+
 @requires_cuda
-@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("dtype", ["float32", "tf32", "float16", "bfloat16"])
 def test_fused_cuda_kernels_compute_what_the_shared_kernels_compute(dtype):
     # backends/_cuda_kernels.py replaces im2col, col2im, depthwise and max pooling steps;
-    # each must give the shared xp code's numbers, up to float32 summation order.
+    # each must give the shared xp code's numbers, up to float32 summation order and FMA;
+    # max pooling, which only compares and adds in the same order, exactly.
     import cupy
 
     backend = CupyBackend(dtype)
     fused = backend.kernels
     shared = XpKernels(cupy, dtype, gemm=fused.gemm, workspace_bytes=1)  # chunked too
     rng = np.random.default_rng(5)
-    tolerance = {"float32": 1e-6, "float16": 2e-3, "bfloat16": 2e-2}[dtype]
-    for case in CASES:
-        layer = case.layer
-        if layer.type.name not in ("conv", "depthwise", "maxpool"):
-            continue
-        inputs = [backend.to_device(case.draw_input(rng, (3, *s))) for s in layer.in_shapes]
+    tolerance = {"float32": 1e-6, "tf32": 1e-6, "float16": 2e-3, "bfloat16": 2e-2}[dtype]
+    for name, layer, draw in fused_layers():
+        inputs = [backend.to_device(draw(rng, (3, *s))) for s in layer.in_shapes]
         weights = {
-            name: backend.to_device(rng.uniform(-1, 1, shape))
-            for name, shape in layer.weight_shapes.items()
+            key: backend.to_device(rng.uniform(-1, 1, shape))
+            for key, shape in layer.weight_shapes.items()
         }
         out_residual = backend.to_device(rng.uniform(-1, 1, (3, *layer.out_shapes[0])))
         outputs = shared.forward(layer, inputs, weights)
@@ -556,9 +573,46 @@ def test_fused_cuda_kernels_compute_what_the_shared_kernels_compute(dtype):
             )
         for got, expected, step in pairs:
             for g, e in zip(got, expected, strict=True):
-                assert g.dtype == e.dtype and g.shape == e.shape, (case_id(case), step)
+                assert g.dtype == e.dtype and g.shape == e.shape, (name, step)
+                if layer.type.name == "maxpool":
+                    np.testing.assert_array_equal(cupy.asnumpy(g), cupy.asnumpy(e), (name, step))
+                    continue
                 difference = relative_rms(cupy.asnumpy(g), cupy.asnumpy(e))
-                assert difference <= tolerance, (case_id(case), step, difference)
+                assert difference <= tolerance, (name, step, difference)
+
+
+@requires_cuda
+def test_the_rounding_kernels_round_as_the_shared_code_does_special_values_too():
+    import cupy
+
+    values = np.array(
+        [
+            0.0,
+            -0.0,
+            1.0 + 2**-8,
+            1.0 + 3 * 2**-8,
+            1.0 + 2**-11,
+            1.0 + 3 * 2**-11,
+            3.389e38,
+            -3.4e38,
+            np.finfo(np.float32).max,
+            np.finfo(np.float32).tiny / 3,
+            np.inf,
+            -np.inf,
+            np.nan,
+        ],
+        dtype=np.float32,
+    )
+    x = cupy.asarray(values)
+    bits = {
+        "tf32": round_tf32(np, values).view(np.uint32),
+        "bfloat16": round_bfloat16(np, values).view(np.uint32),
+        "bfloat16 halves": (round_bfloat16(np, values).view(np.uint32) >> 16).astype(np.uint16),
+    }
+    for which, expected in bits.items():
+        got = cupy.asnumpy(cuda_kernels.elementwise_kernel(cupy, which)(x))
+        got = got.view(np.uint32) if got.dtype == np.float32 else got
+        np.testing.assert_array_equal(got, expected, which)
 
 
 # The fused CUDA kernels' glue, without a GPU. ----------------------------------------------
@@ -590,14 +644,39 @@ class KernelRecorder(types.ModuleType):
         return getattr(np, name)
 
 
-def kernel_parameters() -> dict[str, int]:
-    """Each __global__ function of the CUDA source and its parameter count (the GEOMETRY
-    macro is ten ints)."""
+# What a CUDA parameter type takes from Python, given the instance's template arguments:
+# a scalar type, or the dtype of the array whose memory it points to.
+RAW_DTYPES = {"float": np.float32, "unsigned short": np.float16}
+KIND_DTYPES = {"0": np.float32, "1": np.float16, "2": np.float32}
+
+
+def kernel_signatures() -> dict[str, tuple[list[str], list[str]]]:
+    """Each __global__ function of the CUDA source: its template parameters' names and its
+    parameters' types (the GEOMETRY macro is ten ints)."""
     found = {}
-    for match in re.finditer(r"__global__ void (\w+)\(([^)]*)\)", cuda_kernels.SOURCE):
-        params = [p for p in match.group(2).split(",") if p.strip()]
-        found[match.group(1)] = len(params) + 9 * sum("GEOMETRY" in p for p in params)
+    pattern = r"template <([^>]*)>\s*__global__ void (\w+)\(([^)]*)\)"
+    for match in re.finditer(pattern, cuda_kernels.SOURCE):
+        template = [p.split()[-1] for p in match.group(1).split(",")]
+        types = []
+        for parameter in (p.strip() for p in match.group(3).split(",")):
+            types += ["int"] * 10 if parameter == "GEOMETRY" else [parameter.rsplit(" ", 1)[0]]
+        found[match.group(2)] = (template, types)
     return found
+
+
+def expected_argument(type_text: str, template: dict[str, str]):
+    """The NumPy scalar type or array dtype a parameter of ``type_text`` must be given."""
+    if type_text == "int":
+        return np.int32
+    if type_text == "i64":
+        return np.int64
+    assert type_text.endswith("*"), type_text
+    if "Storage<K>" in type_text:
+        return KIND_DTYPES[template["K"]]
+    if re.search(r"\bT\*$", type_text):
+        return RAW_DTYPES[template["T"]]
+    assert type_text.removeprefix("const ") == "float*", type_text
+    return np.float32
 
 
 def launches_of_training(dtype: str, network) -> list[tuple[str, tuple, tuple, tuple]]:
@@ -616,19 +695,31 @@ def launches_of_training(dtype: str, network) -> list[tuple[str, tuple, tuple, t
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_every_fused_kernel_launch_matches_its_cuda_signature(shipped_networks, dtype):
-    parameters = kernel_parameters()
+    signatures = kernel_signatures()
     launched = set()
     for latin in ("M", "Sh", "S"):  # depthwise, max pooling, k x k convolutions
         for name, grid, block, args in launches_of_training(dtype, shipped_networks[latin]):
-            base = name.split("<")[0]
+            base, _, rest = name.partition("<")
+            names, types = signatures[base]
+            values = [v.strip() for v in rest.removesuffix(">").split(",")]
+            template = dict(zip(names, values, strict=True))
             launched.add(base)
-            assert len(args) == parameters[base], (name, len(args))
-            for arg in args:
-                assert isinstance(arg, (np.ndarray, np.int32, np.int64)), (name, type(arg))
+            assert len(args) == len(types), (name, len(args))
+            for position, (arg, type_text) in enumerate(zip(args, types, strict=True)):
+                expected = expected_argument(type_text, template)
                 if isinstance(arg, np.ndarray):  # kernels index memory as C-ordered
-                    assert arg.flags.c_contiguous, name
+                    assert arg.dtype == expected, (name, position, arg.dtype, type_text)
+                    assert arg.flags.c_contiguous, (name, position)
+                else:
+                    assert type(arg) is expected, (name, position, type(arg), type_text)
             assert all(0 < n < 2**31 for n in (*grid, *block)), (name, grid, block)
-    assert launched == set(parameters)  # every kernel of the source is used and checked
+    assert launched == set(signatures)  # every kernel of the source is used and checked
+
+
+def test_the_depthwise_gradient_block_matches_its_shared_memory():
+    # The kernel reduces its block's rows in __shared__ float rows[ROWS][CHANNELS].
+    rows, channels = cuda_kernels.GRADIENT_ROWS, cuda_kernels.GRADIENT_CHANNELS
+    assert f"__shared__ float rows[{rows}][{channels}];" in cuda_kernels.SOURCE
 
 
 NVRTC = nvrtc.find_library()
@@ -647,8 +738,17 @@ def test_the_cuda_source_compiles_for_every_instance_the_backend_launches(
     }
     names |= {f"depthwise_gradient<float, {rx}, {ry}>" for rx, ry in ((1, 1), (5, 5), (7, 7))}
     options = [*cuda_kernels.OPTIONS, f"--gpu-architecture={architecture}"]
-    lowered = nvrtc.compile_to_ptx(cuda_kernels.SOURCE, sorted(names), options)
+    lowered = nvrtc.compile_names(cuda_kernels.SOURCE, sorted(names), options)
     assert set(lowered) == names
+    # The elementwise kernels' bodies, wrapped as CuPy wraps them: x in, y out.
+    c_types = {"float32": "float", "uint16": "unsigned short"}
+    for inputs, outputs, body in cuda_kernels.ROUNDING_KERNELS.values():
+        x_type, y_type = c_types[inputs.split()[0]], c_types[outputs.split()[0]]
+        source = (
+            f'extern "C" __global__ void rounded(const {x_type}* xs, {y_type}* ys) '
+            f"{{ const {x_type} x = xs[0]; {y_type} y; {body} ys[0] = y; }}"
+        )
+        assert nvrtc.compile_names(source, [], options) == {}
 
 
 @pytest.mark.parametrize(
