@@ -274,7 +274,9 @@ def _col2im_backward(
 
     Each window offset adds one slice of the GEMM's result into IN_D. NumPy's speed there is
     the length of the runs it adds: with few channels (the network's first layer, L = 3)
-    the result is laid out channels first, so runs are rows of the map, not L channels.
+    the result is laid out channels first, so runs are rows of the map, not L channels;
+    and the padded IN_D is held as S*S phase maps (padded position S*q + a in phase a,
+    index q), where every offset's slice is a unit-stride block, not a stride-S lattice.
     """
     batch = out_residual.shape[0]
     rx, ry, channels, features = filters.shape
@@ -289,6 +291,14 @@ def _col2im_backward(
         max(x + 2 * px, (geometry.out_xy[0] - 1) * s + rx),
         max(y + 2 * py, (geometry.out_xy[1] - 1) * s + ry),
     )
+    phase_xy = (-(-padded_xy[0] // s), -(-padded_xy[1] // s))
+    phase_spans = [
+        ((a, b), (span_x[0], span_y[0]), (span_x[1], span_y[1]))
+        for a in range(s)
+        if (span_x := _phase_span(x, px, s, a))
+        for b in range(s)
+        if (span_y := _phase_span(y, py, s, b))
+    ]
     in_residual = ws.result((batch, x, y, channels), out_residual.dtype)
     if not channels_first:
         in_residual[...] = 0  # the scatter accumulates
@@ -304,7 +314,7 @@ def _col2im_backward(
             cols = ws.scratch("cols", (depth, n * positions), out_residual.dtype)
             np.matmul(matrix, residual_rows.T, out=cols)
             cols6 = cols.reshape(rx, ry, channels, n, *geometry.out_xy)
-            padded = ws.scratch("padded", (channels, n, *padded_xy), out_residual.dtype)
+            padded = ws.scratch("padded", (s, s, channels, n, *phase_xy), out_residual.dtype)
         else:
             cols = ws.scratch("cols", (n * positions, depth), out_residual.dtype)
             np.matmul(residual_rows, matrix.T, out=cols)
@@ -313,21 +323,20 @@ def _col2im_backward(
 
         def scatter(part: int, start: int, stop: int, c0=c0, cols6=cols6, padded=padded) -> None:
             if channels_first:
-                target = padded[:, start:stop]
-                target[...] = 0
+                phases = padded[:, :, :, start:stop]
+                phases[...] = 0
+                x_out, y_out = geometry.out_xy
                 for ox in range(rx):
                     for oy in range(ry):
-                        view = target[
-                            :,
-                            :,
-                            ox : ox + s * geometry.out_xy[0] : s,
-                            oy : oy + s * geometry.out_xy[1] : s,
-                        ]
+                        qx, qy = ox // s, oy // s
+                        view = phases[ox % s, oy % s, :, :, qx : qx + x_out, qy : qy + y_out]
                         np.add(view, cols6[ox, oy, :, start:stop], out=view)
-                np.copyto(
-                    in_residual[c0 + start : c0 + stop],
-                    target[:, :, px : px + x, py : py + y].transpose(1, 2, 3, 0),
-                )
+                target = in_residual[c0 + start : c0 + stop]
+                for (a, b), (x_in, y_in), (q_x, q_y) in phase_spans:
+                    for channel in range(channels):
+                        np.copyto(
+                            target[:, x_in, y_in, channel], phases[a, b, channel, :, q_x, q_y]
+                        )
                 return
             target = in_residual[c0 + start : c0 + stop]
             source = cols6[start:stop]
@@ -340,6 +349,16 @@ def _col2im_backward(
 
         ws.parallel(scatter, n, n * positions * depth)
     return in_residual
+
+
+def _phase_span(n_in: int, pad: int, s: int, a: int) -> tuple[slice, slice] | None:
+    """Inputs x whose padded position x + pad is s*q + a: their slice, and the q's slice."""
+    first_q = -((a - pad) // s)  # the smallest q with s*q + a >= pad
+    stop_q = -((a - pad - n_in) // s)  # one past the largest q with s*q + a < pad + n_in
+    if stop_q <= first_q:
+        return None
+    first_x = s * first_q + a - pad
+    return slice(first_x, first_x + s * (stop_q - first_q - 1) + 1, s), slice(first_q, stop_q)
 
 
 def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list) -> dict:

@@ -8,6 +8,7 @@ import pytest
 
 from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
 from pytest_gostcnn.layer_cases import layer_cases
+from pytest_gostcnn.layers import make_layer
 from pytest_gostcnn.network import LATIN
 from pytest_gostcnn.verification import (
     CORRECT,
@@ -83,3 +84,22 @@ def test_numpy_backend_passes_every_layer_step(case, make_backend):
         )
         assert result.verdict in (CORRECT, REFERENCE_GRADE), (step, result.first_failure)
         assert result.worst.ratio <= HALF, (step, result.worst.describe())
+
+
+# Strided convolutions on few channels, whose IN_D goes through the channels-first
+# col2im over S*S phase maps: strides 2 and 3, Rx != Ry, Px != Py, a padding as wide as
+# the stride, and sizes that the stride does not divide.
+PHASE_LAYERS = [
+    make_layer("conv", [(16, 15, 3)], F=8, Rx=7, Ry=7, S=2, Px=3, Py=3),
+    make_layer("conv", [(17, 13, 2)], F=5, Rx=5, Ry=3, S=3, Px=2, Py=1),
+    make_layer("conv", [(11, 14, 1)], F=4, Rx=2, Ry=4, S=2, Px=0, Py=2),
+]
+
+
+@pytest.mark.parametrize("make_backend", [lambda: NumpyBackend("float32"), _threaded_backend])
+@pytest.mark.parametrize("layer", PHASE_LAYERS, ids=lambda layer: str(layer.in_shapes[0]))
+def test_strided_input_residual_over_phase_maps_passes(layer, make_backend):
+    assert layer.out_shapes[0][1] > layer.in_shapes[0][2]  # the channels-first path
+    result = verify_layer(make_backend(), layer, "backward", 3, seed=11, subject="backward")
+    assert result.verdict in (CORRECT, REFERENCE_GRADE), result.first_failure
+    assert result.worst.ratio <= HALF, result.worst.describe()
