@@ -681,7 +681,7 @@ def expected_argument(type_text: str, template: dict[str, str]):
 
 def launches_of_training(dtype: str, network) -> list[tuple[str, tuple, tuple, tuple]]:
     """The kernel launches of one training iteration (batch 2) of ``network`` through
-    ``CudaKernels``, and the kernel instances it compiled."""
+    ``CudaKernels``: (kernel instance, grid, block, arguments) of each."""
     recorder = KernelRecorder()
     kernels = cuda_kernels.CudaKernels(recorder, dtype, gemm=None, workspace_bytes=1 << 20)
     loader = NumpyXp(dtype)
