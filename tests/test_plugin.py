@@ -159,11 +159,14 @@ def reported(result: pytest.RunResult, text: str) -> list[str]:
 
 
 def summary(result: pytest.RunResult) -> list[str]:
-    """The lines of the verification summary, from its section header on."""
+    """The lines of the verification summary, from its section header to pytest's short
+    test summary (which, from pytest 9.1 on, repeats a multi-line failure message)."""
     lines = result.stdout.lines
     starts = [i for i, line in enumerate(lines) if SUMMARY_HEADER in line]
     assert len(starts) == 1, result.stdout.str()
-    return lines[starts[0] :]
+    ends = [i for i, line in enumerate(lines) if "short test summary info" in line]
+    end = next((i for i in ends if i > starts[0]), len(lines))
+    return lines[starts[0] : end]
 
 
 def summary_row(result: pytest.RunResult, label: str) -> list[str]:
@@ -466,7 +469,7 @@ def test_failure_prints_seed_and_a_rerun_command_that_reproduces_it(pytester, ba
     (failed,) = lines_with(result, "FAILED")
     (failure,) = reported(result, "first failure:")
     assert lines_with(result, "seed: --gost-seed=7")
-    (rerun,) = [line for line in result.stdout.lines if line.startswith("rerun: ")]
+    (rerun,) = [line for line in reported(result, "rerun: ") if line.startswith("rerun: ")]
     argv = shlex.split(rerun.removeprefix("rerun: "))
     assert argv[:2] == ["pytest", "--gost-backend=mymod:ScaledConv"]
 
