@@ -15,8 +15,8 @@ import numpy as np
 from . import executor
 from .complexity import inference_macs, training_macs
 from .data import draw_input, draw_out_residual, draw_weights
-from .network import CYRILLIC, Network, TableError, load_networks, network_key
-from .session import MAX_BATCH
+from .network import Network, TableError, load_networks
+from .session import MAX_BATCH, integer, select_networks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,15 +24,23 @@ def main(argv: list[str] | None = None) -> int:
     try:
         networks = load_networks(args.tables)
         if args.command == "reference":
-            networks = _select(networks, args.networks)
-    except TableError as exc:  # UnknownNetworkError included
+            networks = select_networks(networks, args.networks, "--networks", "--tables")
+    except (TableError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.command == "tables":
         print(table_1(list(networks.values())))
-    else:
-        for network in networks.values():
+        return 0
+    for network in networks.values():
+        try:
             print(_reference_run(network, args.batch, args.seed), flush=True)
+        except MemoryError:
+            print(
+                f"error: {network.letter} ({network.latin}) at B={args.batch} does not fit in "
+                "memory as float64; try a smaller --batch",
+                file=sys.stderr,
+            )
+            return 1
     return 0
 
 
@@ -68,26 +76,16 @@ def _reference_run(network: Network, batch: int, seed: int) -> str:
     )
 
 
-def _select(networks: dict[str, Network], spec: str | None) -> dict[str, Network]:
-    if not spec:
-        return networks
-    chosen = {}
-    for key in (part.strip() for part in spec.split(",") if part.strip()):
-        latin = network_key(key)
-        if latin not in networks:
-            raise TableError(f"network {latin} ({CYRILLIC[latin]}) has no table in this directory")
-        chosen[latin] = networks[latin]
-    return chosen
+def _checked(option: str, low: int, high: int):
+    """An argparse type: an integer from ``low`` to ``high``, checked as the plugin does."""
 
+    def check(text: str) -> int:
+        try:
+            return integer(option, text, low, high)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
-def _batch(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"batch {text!r} is not an integer") from None
-    if not 1 <= value <= MAX_BATCH:
-        raise argparse.ArgumentTypeError(f"batch {value} is outside 1..{MAX_BATCH} (SPEC §7)")
-    return value
+    return check
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -104,9 +102,18 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument(
             "--tables", metavar="DIR", help="directory of network tables (default: shipped ones)"
         )
-    reference.add_argument("--networks", help="comma-separated letters, Latin or Cyrillic")
-    reference.add_argument("--batch", type=_batch, default=2, help="batch size B (default 2)")
-    reference.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    reference.add_argument(
+        "--networks", help="comma-separated letters, Latin or Cyrillic, or names (default all)"
+    )
+    reference.add_argument(
+        "--batch",
+        type=_checked("--batch", 1, MAX_BATCH),
+        default=2,
+        help="batch size B (default 2)",
+    )
+    reference.add_argument(
+        "--seed", type=_checked("--seed", 0, 2**63 - 1), default=0, help="random seed (default 0)"
+    )
     return parser
 
 

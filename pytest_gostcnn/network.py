@@ -8,6 +8,7 @@ and provenance. See README, "Network tables", for the format.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -32,7 +33,8 @@ LATIN = {"М": "M", "Г": "G", "В": "V", "С": "S", "Р": "R", "Ш": "Sh"}
 CYRILLIC = {latin: cyrillic for cyrillic, latin in LATIN.items()}
 PROVENANCES = ("reconstruction", "official")
 TOP_KEYS = ("letter", "name", "provenance", "input", "layers")
-TABLE_SUFFIXES = (".yaml", ".yml")
+TABLE_SUFFIXES = (".yaml", ".yml")  # in any case: Sh.YAML is a table too
+MAX_VALUES = 2**31  # per image in any one map or weight array (32-bit indices, memory)
 ROW_KEYS = ("n", "type", "in1", "in2")
 _MAP_REF = re.compile(r"^(\d+)(?:\.([12]))?$")
 
@@ -89,11 +91,31 @@ def default_tables_dir() -> Path:
     return Path(str(resources.files("pytest_gostcnn") / "networks"))
 
 
+class _TableLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML would silently
+    keep the last: a second ``letter:`` would turn one network into another)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                twice = key in seen
+            except TypeError:  # an unhashable key: the base class says so
+                continue
+            if twice:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_table(path: str | Path) -> Network:
     """Load and check one table file; raise ``TableError`` naming the file and row."""
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_TableLoader)
     except OSError as exc:
         raise TableError(f"{path}: cannot read the table: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
@@ -103,6 +125,8 @@ def load_table(path: str | Path) -> Network:
         ) from exc
     except yaml.YAMLError as exc:
         raise TableError(f"{path}: not valid YAML: {exc}") from exc
+    except RecursionError:
+        raise TableError(f"{path}: nested too deeply to be a network table") from None
     return parse_table(data, str(path))
 
 
@@ -115,7 +139,7 @@ def load_networks(directory: str | Path | None = None) -> dict[str, Network]:
     if not directory.is_dir():
         raise TableError(f"{directory}: not a directory of network tables")
     found: dict[str, Network] = {}
-    paths = sorted(path for path in directory.iterdir() if path.suffix in TABLE_SUFFIXES)
+    paths = sorted(p for p in directory.iterdir() if p.suffix.lower() in TABLE_SUFFIXES)
     for path in paths:
         network = load_table(path)
         if network.latin in found:
@@ -146,7 +170,7 @@ def network_key(key: str) -> str:
 
 def load_network(key: str | Path, directory: str | Path | None = None) -> Network:
     """One network by letter (``"R"``, ``"Р"``, ``"Sh"``) or by the path of a table file."""
-    if isinstance(key, Path) or str(key).endswith(TABLE_SUFFIXES):
+    if isinstance(key, Path) or str(key).lower().endswith(TABLE_SUFFIXES):
         return load_table(key)
     networks = load_networks(directory)
     latin = network_key(str(key))
@@ -181,6 +205,8 @@ def parse_table(data: Any, source: str) -> Network:
         raise TableError(
             f"{source}: provenance {data['provenance']!r} must be one of {', '.join(PROVENANCES)}"
         )
+    if not isinstance(data["name"], str) or not data["name"].strip():
+        raise TableError(f"{source}: name {data['name']!r} must be the network's name as text")
     input_shape = _input_shape(data["input"], source)
     rows = data["layers"]
     if not isinstance(rows, list) or not rows:
@@ -188,7 +214,7 @@ def parse_table(data: Any, source: str) -> Network:
     layers = _layers(rows, input_shape, source)
     return Network(
         letter=letter,
-        name=str(data["name"]),
+        name=data["name"].strip(),
         provenance=data["provenance"],
         input_shape=input_shape,
         layers=layers,
@@ -203,7 +229,15 @@ def _input_shape(value: Any, source: str) -> Shape:
     for key in keys:
         if not _positive_int(value[key]):
             raise TableError(f"{source}: input {key}={value[key]!r} must be a positive integer")
-    return (value["X"], value["Y"], value["L"])
+    shape = (value["X"], value["Y"], value["L"])
+    if math.prod(shape) > MAX_VALUES:
+        raise TableError(f"{source}: input {_too_large(shape)}")
+    return shape
+
+
+def _too_large(shape: Iterable[int]) -> str:
+    size = "x".join(map(str, shape))
+    return f"{size} is more than 2**31 values per image, beyond what this suite supports"
 
 
 def _positive_int(value: Any) -> bool:
@@ -231,9 +265,16 @@ def _layers(rows: list, input_shape: Shape, source: str) -> tuple[Layer, ...]:
     for index, row in enumerate(ordered):
         where = f"{source}: row {row['n']}"
         try:
-            layers[row["n"]] = _layer(row, index == 0, input_shape, layers)
+            layer = _layer(row, index == 0, input_shape, layers)
         except (TableError, LayerShapeError) as exc:
             raise TableError(f"{where}: {exc}") from None
+        for what, shape in [
+            *((f"output {layer.output_name(i)}", out) for i, out in enumerate(layer.out_shapes)),
+            *layer.weight_shapes.items(),
+        ]:
+            if math.prod(shape) > MAX_VALUES:
+                raise TableError(f"{where}: {what} {_too_large(shape)}")
+        layers[row["n"]] = layer
     network = tuple(layers.values())
     _check_every_output_used(network, source)
     return network

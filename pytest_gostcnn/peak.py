@@ -55,17 +55,15 @@ def si(value: float) -> str:
 
 def parse_peak(text: str) -> Peak:
     """``--gost-peak``: MAC/s as a number, optionally with an SI prefix (``2.5T``, ``4e11``)."""
-    match = re.fullmatch(r"\s*([0-9.eE+-]+)\s*([kMGTPE]?)\s*(MAC/s)?\s*", text)
-    value = math.nan
-    if match:
-        try:
-            value = float(match.group(1)) * SI_PREFIXES[match.group(2)]
-        except ValueError:
-            pass
+    number = r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+    match = re.fullmatch(rf"\s*({number})\s*([kMGTPE]?)\s*(MAC/s)?\s*", text)
+    value = float(match.group(1)) * SI_PREFIXES[match.group(2)] if match else math.nan
     if not (math.isfinite(value) and value > 0):
         raise ValueError(
             f"--gost-peak={text}: the peak must be a positive number of MAC/s, e.g. 2.5e12 or 2.5T"
         )
+    if value < 1:  # no machine is that slow; and ОРП over such a peak overflows
+        raise ValueError(f"--gost-peak={text}: a peak below 1 MAC/s; give MAC/s, e.g. 2.5T")
     return Peak(value, "given (--gost-peak)")
 
 

@@ -187,7 +187,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         backend = f"{session.backend_name} (unavailable: {session.unavailable})"
     else:
         cls = type(session.backend)
-        backend = f"{session.backend_name} {cls.version} on {session.backend.device()}"
+        backend = f"{session.backend_name} {cls.version} on {session.device}"
     networks = ", ".join(
         f"{n.letter} ({n.latin}, {n.provenance})" for n in session.networks.values()
     )
@@ -229,9 +229,19 @@ def gost_session(request: pytest.FixtureRequest) -> GostSession:
     return session
 
 
+def pytest_itemcollected(item: pytest.Item) -> None:
+    session = item.config.stash.get(_SESSION, None)
+    if session is not None and item.get_closest_marker("gost_suite"):
+        session.suite_items += 1
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     session = config.stash.get(_SESSION, None)
-    if session is None or not (session.results or session.layer_results):
+    if session is None:
+        return
+    for line in summary.nothing_verified(session, config.getoption("gost_backend") is not None):
+        terminalreporter.write_line(f"gostcnn: {line}", yellow=True, bold=True)
+    if not (session.results or session.layer_results):
         return
     terminalreporter.write_sep("=", "GOST R 57700.36-2021, section 8: verification")
     for line in summary.verification_lines(session):
@@ -272,8 +282,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             "cell": gost.cells.rank,
             "host": gost.cells.host,
             "cpu_model": cpu_model(),
-            "device": gost.backend.device() if gost.backend else None,
-            "system": gost.backend.system() if gost.backend else {},
+            "device": gost.device,
+            "system": gost.system,
             "peak": gost.peak.macs_per_second if gost.peak else None,
             "failures": gost.failures,
         }
@@ -284,7 +294,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if gost.report is not None:
         try:
             write_report(gost.report, build_report(gost))
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: a number JSON cannot hold
             reporter = session.config.pluginmanager.get_plugin("terminalreporter")
             message = f"gostcnn: could not write --gost-report={gost.report}: {exc}"
             if reporter is not None:

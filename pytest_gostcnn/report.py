@@ -45,9 +45,9 @@ def build_report(session: GostSession) -> dict:
             "backend": {
                 "name": session.backend_name,
                 "version": type(backend).version if backend else None,
-                "device": backend.device() if backend else None,
+                "device": session.device,
                 "unavailable": session.unavailable,
-                **(backend.system() if backend else {}),
+                **session.system,
             },
         },
         "options": {
@@ -152,6 +152,10 @@ def write_report(path: str | Path, report: dict) -> None:
     text = json.dumps(report, ensure_ascii=False, indent=2, allow_nan=False)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        # mkstemp makes the file private (0600); the report gets a new file's usual mode.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             file.write(text + "\n")
             file.flush()

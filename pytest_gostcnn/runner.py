@@ -110,7 +110,7 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
     stats = benchmark.stats.stats
     own_timing = CellTiming(
         cell=cells.rank,
-        device=f"{cells.host}: {session.backend.device()}",
+        device=f"{cells.host}: {session.device}",
         images=run_plan.images,
         round_seconds=tuple(stats.data),
         peak=session.peak,

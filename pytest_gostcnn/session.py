@@ -6,7 +6,10 @@ Every option is validated here, at the boundary where it entered, with a message
 from __future__ import annotations
 
 import math
+import os
+import re
 import shlex
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +66,8 @@ class GostSession:
     networks_option: str | None
     profile: str = "quick"
     local_cell: int = 0  # the cell index the backend was given: its device
+    device: str | None = None  # the backend's device(), asked once
+    system: dict = field(default_factory=dict)  # the backend's system(), asked once
     peak: Peak | None = None
     report: str | None = None
     results: dict[tuple[str, str], Verification] = field(default_factory=dict)
@@ -73,6 +78,7 @@ class GostSession:
     failures: list[tuple[str, str]] = field(default_factory=list)  # this cell's (item, reason)
     cell_reports: list[dict] = field(default_factory=list)  # every cell's, on cell 0
     exitstatus: int | None = None
+    suite_items: int = 0  # items of the suite collected in this run
     progress: Callable[[str], None] | None = None
 
     @property
@@ -121,8 +127,8 @@ def build_session(config: pytest.Config, cells: Cells) -> GostSession:
     if mode not in MODES:
         raise ValueError(f"--gost-mode={mode}: choose one of {', '.join(MODES)}")
     modes = ("training", "inference") if mode == "both" else (mode,)
-    batch = _integer("--gost-batch", _option(config, "batch"), 1, MAX_BATCH)
-    seed = _integer("--gost-seed", _option(config, "seed"), 0, 2**63 - 1)
+    batch = integer("--gost-batch", _option(config, "batch"), 1, MAX_BATCH)
+    seed = integer("--gost-seed", _option(config, "seed"), 0, 2**63 - 1)
     threshold = _threshold(config.getoption("gost_rmse_threshold"))
     tables = config.getoption("gost_tables")
     try:
@@ -130,7 +136,7 @@ def build_session(config: pytest.Config, cells: Cells) -> GostSession:
     except TableError as exc:
         raise TableError(f"--gost-tables: {exc}") from None
     networks_option = config.getoption("gost_networks")
-    networks = _select(all_networks, networks_option)
+    networks = select_networks(all_networks, networks_option)
 
     name = _option(config, "backend")
     cls = load_backend_class(name)
@@ -154,14 +160,18 @@ def build_session(config: pytest.Config, cells: Cells) -> GostSession:
         raise ValueError(f"--gost-profile={profile}: choose one of {', '.join(PROFILES)}")
     peak_option = config.getoption("gost_peak")
     peak = parse_peak(peak_option) if peak_option is not None else None
-    if peak is None and backend is not None:
-        peak = backend.peak()
+    device, system = None, {}
+    if backend is not None:
+        device, system, estimate = _describe(backend, name, ask_peak=peak is None)
+        peak = peak or estimate
     report = config.getoption("gost_report")
     if report is not None:
-        _check_report_path(report)
+        report = _check_report_path(report)
     return GostSession(
         cells=cells,
         local_cell=local_cell,
+        device=device,
+        system=system,
         profile=profile,
         peak=peak,
         report=report,
@@ -180,12 +190,56 @@ def build_session(config: pytest.Config, cells: Cells) -> GostSession:
     )
 
 
-def _check_report_path(path: str) -> None:
-    folder = Path(path).expanduser().resolve().parent
+def _describe(backend: Backend, name: str, ask_peak: bool) -> tuple[str, dict, Peak | None]:
+    """The backend's ``device()``, ``system()`` and (if asked) ``peak()``, each asked once
+    here, so that a backend whose answer is broken fails at the start, saying which."""
+    answers = {}
+    for method, expected in (("device", str), ("system", dict), ("peak", (Peak, type(None)))):
+        if method == "peak" and not ask_peak:
+            answers[method] = None
+            continue
+        try:
+            answer = getattr(backend, method)()
+        except Exception as exc:
+            raise BackendError(
+                f"backend {name!r}: its {method}() raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(answer, expected):
+            wanted = "a Peak or None" if method == "peak" else f"a {expected.__name__}"
+            raise BackendError(
+                f"backend {name!r}: its {method}() returned {type(answer).__name__} "
+                f"{answer!r:.60}, expected {wanted}"
+            )
+        answers[method] = answer
+    peak = answers["peak"]
+    if peak is not None and not (math.isfinite(peak.macs_per_second) and peak.macs_per_second > 0):
+        raise BackendError(
+            f"backend {name!r}: its peak() is {peak.macs_per_second!r} MAC/s, not a positive "
+            "number; give --gost-peak=MAC/s"
+        )
+    return answers["device"], answers["system"], peak
+
+
+def _check_report_path(path: str) -> str:
+    """The report's path with ``~`` expanded, once it is clear a file can be written there
+    (checked now, not after a run of hours)."""
+    target = Path(path).expanduser()
+    if path.endswith(("/", os.sep)) or target.is_dir():
+        raise ValueError(f"--gost-report={path}: is a directory; give a file name")
+    folder = target.resolve().parent
     if not folder.is_dir():
         raise ValueError(f"--gost-report={path}: the folder {folder} does not exist")
-    if Path(path).is_dir():
-        raise ValueError(f"--gost-report={path}: is a directory; give a file name")
+    if target.exists() and not target.is_file():
+        raise ValueError(f"--gost-report={path}: exists and is not a regular file")
+    try:  # the report is written as a temporary file in that folder, then renamed
+        handle, probe = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ValueError(
+            f"--gost-report={path}: cannot write in {folder}: {exc.strerror or exc}"
+        ) from None
+    return str(target)
 
 
 def _progress_writer(config: pytest.Config) -> Callable[[str], None]:
@@ -205,11 +259,11 @@ def _progress_writer(config: pytest.Config) -> Callable[[str], None]:
     return write
 
 
-def _integer(option: str, text: str, low: int, high: int) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{option}={text}: not an integer") from None
+def integer(option: str, text: str, low: int, high: int) -> int:
+    """``text`` as an integer from ``low`` to ``high``; ValueError naming ``option``."""
+    if not re.fullmatch(r"[+-]?[0-9]+", text):  # int() would take "1_0", " 2" and "٣"
+        raise ValueError(f"{option}={text}: not an integer")
+    value = int(text)
     if not low <= value <= high:
         raise ValueError(f"{option}={value}: must be an integer from {low} to {high}")
     return value
@@ -225,7 +279,7 @@ def _local_cell(text: str | None, cells: Cells) -> int:
             f"--gost-local-cell={text}: under an MPI launcher each rank is the cell of its "
             "local rank; give this option only to a single-process run"
         )
-    return _integer("--gost-local-cell", text, 0, 2**31 - 1)
+    return integer("--gost-local-cell", text, 0, 2**31 - 1)
 
 
 def _threshold(text: str | None) -> float | None:
@@ -264,8 +318,15 @@ def _check_dtype(cls: type[Backend], name: str, dtype: str, modes: tuple[str, ..
             )
 
 
-def _select(networks: dict[str, Network], spec: str | None) -> dict[str, Network]:
-    if not spec:
+def select_networks(
+    networks: dict[str, Network],
+    spec: str | None,
+    option: str = "--gost-networks",
+    tables_option: str = "--gost-tables",
+) -> dict[str, Network]:
+    """The networks ``spec`` names (letters, Latin or Cyrillic, or a name's start), in the
+    standard's order; all of them when ``spec`` is None."""
+    if spec is None:
         return networks
     chosen: dict[str, Network] = {}
     for token in (t.strip() for t in spec.split(",")):
@@ -277,16 +338,13 @@ def _select(networks: dict[str, Network], spec: str | None) -> dict[str, Network
             by_name = [n for n in networks.values() if n.name.lower().startswith(token.lower())]
             if len(by_name) != 1:
                 known = ", ".join(f"{n.latin} ({n.letter}, {n.name})" for n in networks.values())
-                raise ValueError(
-                    f"--gost-networks: unknown network {token!r}; known: {known}"
-                ) from None
+                raise ValueError(f"{option}: unknown network {token!r}; known: {known}") from None
             latin = by_name[0].latin
         if latin not in networks:
             raise ValueError(
-                f"--gost-networks: network {latin} ({CYRILLIC[latin]}) has no table in "
-                "--gost-tables"
+                f"{option}: network {latin} ({CYRILLIC[latin]}) has no table in {tables_option}"
             )
         chosen[latin] = networks[latin]
     if not chosen:
-        raise ValueError("--gost-networks: no network named")
+        raise ValueError(f"{option}={spec}: no network named")
     return {latin: chosen[latin] for latin in LATIN.values() if latin in chosen}

@@ -21,10 +21,30 @@ NON_COMPLIANT = (
 )
 
 
+def nothing_verified(session: GostSession, backend_given: bool) -> list[str]:
+    """Why a run with ``--gost-*`` options verified nothing, when it did not: a run that
+    skipped or never collected the suite must not pass for a verified one."""
+    if session.results or session.layer_results:
+        return []
+    if not session.suite_items:
+        if not backend_given:
+            return [
+                "--gost-* options were given but the suite did not run: it runs when "
+                "--gost-backend=NAME is given without test paths"
+            ]
+        return ["the suite did not run: it runs when --gost-backend is given without test paths"]
+    if session.backend is None:
+        return [
+            f"NOTHING WAS VERIFIED: backend {session.backend_name} is unavailable "
+            f"({session.unavailable}); every item of the suite was skipped"
+        ]
+    return []
+
+
 def verification_lines(session: GostSession) -> list[str]:
     backend = session.backend
     lines = [
-        f"backend {session.backend_name} {type(backend).version} on {backend.device()}; "
+        f"backend {session.backend_name} {type(backend).version} on {session.device}; "
         f"dtype {session.dtype}; batch {session.batch}; seed {session.seed}"
     ]
     if session.layer_results:
@@ -81,6 +101,16 @@ def performance_lines(session: GostSession) -> list[str]:
     else:
         label = "ESTIMATED " if peak.estimated else ""
         lines.append(f"cell peak ({session.dtype}): {label}{peak.describe()}")
+    above = [
+        f"{CYRILLIC[latin]} ({latin}) {mode}"
+        for (latin, mode), t in session.timings.items()
+        if t.orp is not None and t.orp > 100
+    ]
+    if above:
+        lines.append(
+            f"ОРП ABOVE 100 % ({', '.join(above)}): a test ran faster than the cell peak, so "
+            "the peak is wrong (check --gost-peak) and so is every ОРП below"
+        )
     if not session.timings:
         lines.append(
             "nothing was timed: every benchmark was skipped (see the skip reasons: -rs), "
@@ -134,7 +164,7 @@ def comment(session: GostSession, evaluation: Evaluation) -> list[str]:
         cells = f"{session.cells.size} identical cells, one MPI rank each"
         unused = "everything outside these cells"
     else:
-        cells = f"1 ({session.backend.device()})"
+        cells = f"1 ({session.device})"
         unused = "everything outside this cell"
     return [
         f"comment: data type {session.dtype}; computing cells: {cells}; not used: {unused}",

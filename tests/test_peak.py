@@ -55,7 +55,15 @@ def test_no_cpu_estimate_for_half_precision():
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("2.5e12", 2.5e12), ("2.5T", 2.5e12), ("400 G", 4e11), ("1.5TMAC/s", 1.5e12)],
+    [
+        ("2.5e12", 2.5e12),
+        ("2.5T", 2.5e12),
+        ("400 G", 4e11),
+        ("1.5TMAC/s", 1.5e12),
+        ("5E", 5e18),  # exa, not an exponent without digits
+        ("2E3k", 2e6),
+        (".5P", 5e14),
+    ],
 )
 def test_given_peak_accepts_numbers_and_si_prefixes(text, value):
     peak = parse_peak(text)
@@ -63,10 +71,16 @@ def test_given_peak_accepts_numbers_and_si_prefixes(text, value):
     assert not peak.estimated
 
 
-@pytest.mark.parametrize("text", ["0", "-3e12", "abc", "inf", "nan", "2.5X"])
+@pytest.mark.parametrize("text", ["0", "-3e12", "abc", "inf", "nan", "2.5X", "1e400", "1e", "E"])
 def test_a_peak_that_is_not_a_positive_number_is_rejected(text):
     with pytest.raises(ValueError, match=r"--gost-peak=.*positive number of MAC/s"):
         parse_peak(text)
+
+
+def test_a_peak_below_one_mac_per_second_is_rejected():
+    # No cell is that slow, and ОРП over such a peak would overflow to infinity.
+    with pytest.raises(ValueError, match=r"--gost-peak=1e-300: a peak below 1 MAC/s"):
+        parse_peak("1e-300")
 
 
 def test_si_prefixes():

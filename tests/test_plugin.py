@@ -102,6 +102,21 @@ class ScaledConv(NumpyBackend):
         return outputs
 
 
+class PeakRaises(NumpyBackend):
+    def peak(self):
+        raise RuntimeError("peak boom")
+
+
+class PeakIsANumber(NumpyBackend):
+    def peak(self):
+        return 1e12
+
+
+class DeviceRaises(NumpyBackend):
+    def device(self):
+        raise RuntimeError("nvml gone")
+
+
 class ScaledConvOnCell3(ScaledConv):
     """ScaledConv on the device of a node's cell 3 only (a faulty GPU 3, say)."""
 
@@ -266,6 +281,8 @@ BAD_OPTIONS = [
     (["--gost-batch=0"], ["--gost-batch=0", "from 1 to 1024"]),
     (["--gost-batch=2000"], ["--gost-batch=2000", "from 1 to 1024"]),
     (["--gost-batch=two"], ["--gost-batch=two", "not an integer"]),
+    (["--gost-batch=1_0"], ["--gost-batch=1_0", "not an integer"]),  # int() would take it
+    (["--gost-networks=,"], ["--gost-networks=,", "no network named"]),
     (["--gost-dtype=float16"], ["--gost-dtype=float16", "backend 'numpy' does not declare"]),
     (["--gost-dtype=int4"], ["--gost-dtype=int4", "not a data type of the standard"]),
     (
@@ -401,6 +418,40 @@ def test_unavailable_backend_has_every_item_skipped_with_its_reason(pytester, ba
     result.assert_outcomes(skipped=len(layer_cases()) + 2)
     skips = lines_with(result, "SKIPPED")
     assert skips and all("no CUDA device" in line for line in skips)
+    # ... and the summary says loudly that nothing was verified, so it passes for nothing.
+    assert lines_with(
+        result,
+        "gostcnn: NOTHING WAS VERIFIED: backend mymod:NoDevice is unavailable (no CUDA device)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--gost-mode=inference"], "--gost-* options were given but the suite did not run"),
+        (["--gost-backend=numpy", "."], "the suite did not run: it runs when --gost-backend"),
+    ],
+    ids=["no-backend", "test-paths"],
+)
+def test_options_for_a_suite_that_did_not_run_say_so(pytester, args, says):
+    result = pytester.runpytest(*args)
+
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert lines_with(result, f"gostcnn: {says}")
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("PeakRaises", "its peak() raised RuntimeError: peak boom"),
+        ("PeakIsANumber", "its peak() returned float 1000000000000.0, expected a Peak or None"),
+        ("DeviceRaises", "its device() raised RuntimeError: nvml gone"),
+    ],
+)
+def test_backend_whose_device_or_peak_is_broken_is_one_usage_error(pytester, backends, name, says):
+    line = usage_error(pytester.runpytest(f"--gost-backend=mymod:{name}", *SMALL))
+
+    assert f"backend 'mymod:{name}': {says}" in line
 
 
 def test_report_header_says_why_a_backend_is_unavailable(pytester, backends):

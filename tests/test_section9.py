@@ -1,6 +1,8 @@
 """Section 9 as a user meets it: benchmark items, the evaluation, and the JSON report."""
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import jsonschema
@@ -109,6 +111,8 @@ def test_benchmark_of_a_network_that_failed_verification_is_skipped(pytester, mo
         ("--gost-peak=fast", "--gost-peak=fast: the peak must be a positive number"),
         ("--gost-profile=medium", "--gost-profile=medium: choose one of quick, full"),
         ("--gost-report=/nonexistent/dir/r.json", "--gost-report=/nonexistent/dir/r.json:"),
+        ("--gost-report=r.json/", "--gost-report=r.json/: is a directory; give a file name"),
+        ("--gost-peak=1e-3", "--gost-peak=1e-3: a peak below 1 MAC/s"),
     ],
 )
 def test_bad_section_9_option_is_one_usage_error(pytester, option, says):
@@ -134,6 +138,57 @@ def test_report_write_is_atomic_and_leaves_no_partial_file(tmp_path, monkeypatch
         write_report(path, {"a": 2})
     assert json.loads(path.read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_report_gets_a_new_files_usual_mode_not_a_private_temporary_files(tmp_path):
+    path = tmp_path / "report.json"
+    umask = os.umask(0o022)
+    try:
+        write_report(path, {"a": 1})
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_report_path_that_is_not_a_regular_file_is_refused_before_the_run(pytester):
+    fifo = pytester.path / "pipe"
+    os.mkfifo(fifo)  # as /dev/null would be: the rename would replace it
+
+    result = pytester.runpytest(*SMALL, f"--gost-report={fifo}")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--gost-report={fifo}: exists and is not a regular file" in result.stderr.str()
+
+
+def test_report_folder_that_cannot_be_written_is_refused_before_the_run(pytester, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("pytest_gostcnn.session.tempfile.mkstemp", refuse)
+    result = pytester.runpytest(*SMALL, f"--gost-report={pytester.path / 'r.json'}")
+
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"cannot write in {pytester.path}: Permission denied" in result.stderr.str()
+
+
+def test_report_path_with_a_tilde_is_written_in_the_home_directory(pytester, monkeypatch):
+    home = pytester.path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+
+    result = run(pytester, *SMALL, "-k", "concat-forward", "--gost-report=~/r.json")
+
+    assert result.ret == 0
+    jsonschema.validate(json.loads((home / "r.json").read_text(encoding="utf-8")), SCHEMA)
+
+
+def test_a_peak_below_the_measured_rate_is_called_wrong_in_the_summary(pytester):
+    result = run(pytester, *SMALL, "--gost-peak=1", "-k", "test_network or test_benchmark")
+
+    assert result.ret == 0
+    assert "ОРП ABOVE 100 % (Ш (Sh) inference): a test ran faster than the cell peak" in (
+        result.stdout.str()
+    )
 
 
 def test_an_unwritable_report_is_one_clear_line_not_a_crash(pytester, monkeypatch):

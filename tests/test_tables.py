@@ -337,6 +337,46 @@ def test_invalid_yaml_is_rejected(tmp_path):
     assert message.startswith(f"{path}: not valid YAML")
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ("letter: Р\n", "letter: Ш\nletter: Р\n", "letter"),  # YAML alone would keep the last
+        ("{n: 1, type: conv, F: 4,", "{n: 1, type: conv, F: 4, F: 8,", "F"),
+    ],
+    ids=["top-level", "in-a-row"],
+)
+def test_key_given_twice_is_rejected(tmp_path, old, new, key):
+    path = write_table(tmp_path, ONE_ROW)
+    path.write_text(path.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+    message = rejection(path)
+    assert message.startswith(f"{path}: not valid YAML: the key '{key}' is given twice")
+
+
+def test_table_nested_too_deeply_is_rejected(tmp_path):
+    path = tmp_path / "deep.yaml"
+    path.write_text("letter: " + "[" * 5000 + "]" * 5000 + "\n", encoding="utf-8")
+    assert rejection(path) == f"{path}: nested too deeply to be a network table"
+
+
+@pytest.mark.parametrize("name", ["[a, b]", "12", "''"], ids=["list", "number", "empty"])
+def test_name_that_is_not_text_is_rejected(tmp_path, name):
+    path = write_table(tmp_path, ONE_ROW)
+    text = path.read_text(encoding="utf-8").replace("name: test network", f"name: {name}")
+    path.write_text(text, encoding="utf-8")
+    assert rejection(path).startswith(f"{path}: name ")
+
+
+def test_array_of_more_than_2_31_values_per_image_is_rejected(tmp_path):
+    # 8 x 8 x 2**26 outputs: 2**32 values per image.
+    message = row_rejection(tmp_path, f"  - {{n: 1, type: conv, F: {2**26}, {CONV_3X3}}}\n", row=1)
+    assert f"output 1 8x8x{2**26} is more than 2**31 values per image" in message
+    path = write_table(tmp_path, ONE_ROW, x=2**16, y=2**16)
+    assert rejection(path) == (
+        f"{path}: input {2**16}x{2**16}x4 is more than 2**31 values per image, "
+        "beyond what this suite supports"
+    )
+
+
 # --- valid tables --------------------------------------------------------------------
 
 ALL_SHAPES_ROWS = """\
@@ -486,9 +526,10 @@ def test_outputs_are_named_as_table_rows_name_them(tmp_path):
 def test_yml_tables_in_a_directory_are_loaded(tmp_path):
     write_table(tmp_path, ONE_ROW, file="a.yml", letter="Ш")
     write_table(tmp_path, ONE_ROW, file="b.yaml", letter="Р")
-    write_table(tmp_path, "not a table", file="notes.txt", letter="М")
+    write_table(tmp_path, ONE_ROW, file="c.YAML", letter="М")  # the suffix in any case
+    write_table(tmp_path, "not a table", file="notes.txt", letter="Г")
     networks = load_networks(tmp_path)
-    assert list(networks) == ["R", "Sh"]
+    assert list(networks) == ["M", "R", "Sh"]
     assert networks["Sh"].source == str(tmp_path / "a.yml")
 
 
@@ -502,10 +543,34 @@ def test_unknown_network_key_is_also_a_table_error():
 
 def test_command_line_reports_an_unknown_network_and_exits_2(capsys):
     assert main(["reference", "--networks", "X"]) == 2
-    assert capsys.readouterr().err.startswith("error: unknown network 'X'; the networks are M")
+    assert capsys.readouterr().err.startswith("error: --networks: unknown network 'X'; known: M")
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--networks", ","], "error: --networks=,: no network named"),
+        (["--seed", "-1"], "--seed=-1: must be an integer from 0 to"),
+        (["--seed", "1_0"], "--seed=1_0: not an integer"),
+        (["--batch", "2000"], "--batch=2000: must be an integer from 1 to 1024"),
+    ],
+)
+def test_command_line_checks_its_options_as_the_plugin_does(capsys, args, says):
+    try:
+        code = main(["reference", *args])
+    except SystemExit as exit:  # argparse's own usage error
+        code = exit.code
+    assert code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_command_line_selects_networks_by_name_as_the_plugin_does(capsys):
+    assert main(["reference", "--networks", "Shuffle", "--batch", "1"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("Ш (Sh): one float64 training iteration at B=1")
 
 
 def test_command_line_reports_a_network_missing_from_the_directory_and_exits_2(tmp_path, capsys):
     write_table(tmp_path, ONE_ROW, letter="Р")
     assert main(["reference", "--tables", str(tmp_path), "--networks", "Sh"]) == 2
-    assert capsys.readouterr().err == "error: network Sh (Ш) has no table in this directory\n"
+    assert capsys.readouterr().err == "error: --networks: network Sh (Ш) has no table in --tables\n"
