@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +60,26 @@ def table_1(networks: list[Network]) -> str:
     return "\n".join(lines)
 
 
+FLOAT16_MAX = 65504.0  # the largest finite float16
+
+
+class _Largest:
+    """Kernels that pass every call to ``kernels`` and note each layer's largest forward
+    value (``|x|``), by row number."""
+
+    def __init__(self, kernels: object) -> None:
+        self.kernels = kernels
+        self.by_row: dict[int, float] = {}
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.kernels, name)
+
+    def forward(self, layer: Any, inputs: list, weights: dict) -> list:
+        outputs = self.kernels.forward(layer, inputs, weights)
+        self.by_row[layer.number] = max(float(np.abs(out).max()) for out in outputs)
+        return outputs
+
+
 def _reference_run(network: Network, batch: int, seed: int) -> str:
     from .reference import ReferenceKernels
 
@@ -66,13 +87,25 @@ def _reference_run(network: Network, batch: int, seed: int) -> str:
     weights = draw_weights(network, rng)
     image = draw_input(network, batch, rng)
     out_residual = draw_out_residual(network, batch, rng)
+    kernels = _Largest(ReferenceKernels())
     start = time.perf_counter()
-    result = executor.train(network, ReferenceKernels(), weights, image, out_residual)
+    result = executor.train(network, kernels, weights, image, out_residual)
     seconds = time.perf_counter() - start
+    gradient = max(
+        float(np.abs(g).max()) for grads in result.gradients.values() for g in grads.values()
+    )
+    over = [
+        position
+        for position, row in enumerate(kernels.by_row, 1)
+        if kernels.by_row[row] > FLOAT16_MAX
+    ]
+    float16 = f"row {over[0]} of {len(network.layers)}" if over else "none"
     return (
         f"{network.letter} ({network.latin}): one float64 training iteration at B={batch} "
         f"in {seconds:.2f} s; max |output| {np.abs(result.output).max():.3g}, "
-        f"max |input residual| {np.abs(result.input_residual).max():.3g}"
+        f"max |input residual| {np.abs(result.input_residual).max():.3g}, "
+        f"largest forward value {max(kernels.by_row.values()):.3g}, "
+        f"largest gradient {gradient:.3g}; first row past float16's 65504: {float16}"
     )
 
 

@@ -76,7 +76,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--gost-profile",
         metavar="PROFILE",
-        help=f"benchmark profile: quick ({QUICK_IMAGES} images per test, not compliant; "
+        help=f"benchmark profile: quick (at least {QUICK_IMAGES} images and 3 rounds of B per "
+        "test, not compliant; "
         "default) or full (1,000,000 images per cell, as section 9.3 requires)",
     )
     group.addoption(

@@ -4,6 +4,7 @@ A bad table is rejected with a ``TableError`` whose message names the file, the 
 ``<file>: row N:``) and the problem, so that the person holding the table can fix it.
 """
 
+import re
 from pathlib import Path
 
 import pytest
@@ -568,6 +569,10 @@ def test_command_line_selects_networks_by_name_as_the_plugin_does(capsys):
     assert main(["reference", "--networks", "Shuffle", "--batch", "1"]) == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert line.startswith("Ш (Sh): one float64 training iteration at B=1")
+    # The value ranges docs/gpu.md quotes for float16: the first row past 65504 and so on.
+    assert re.search(
+        r"largest gradient [0-9.e+]+; first row past float16's 65504: row \d+ of 61$", line
+    )
 
 
 def test_command_line_reports_a_network_missing_from_the_directory_and_exits_2(tmp_path, capsys):
