@@ -21,6 +21,8 @@ MARGIN = 10.0
 def assert_fails_by_margin(result):
     assert result.verdict == NOT_CORRECT, result.checks
     assert result.worst.ratio >= MARGIN, result.worst.describe()
+    # The ratios docs/verification.md tabulates: pytest tests/test_mutants.py -s
+    print(f"{result.subject}: worst СКО/СКОП {result.worst.ratio:.2g} ({result.worst.name})")
 
 
 class WrongElement(NumpyBackend):
