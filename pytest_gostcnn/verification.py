@@ -18,6 +18,7 @@ import math
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -184,11 +185,29 @@ def _comparer(
     return compare
 
 
+class SuiteError(Exception):
+    """The suite's own side of a verification failed: drawing the data or computing the
+    float64 reference (a MemoryError at a large batch, say), not the backend."""
+
+
+def _suite_side(batch: int, prepare: Callable[[], Any]) -> Any:
+    """``prepare()``, with any exception it raises turned into a ``SuiteError``."""
+    try:
+        return prepare()
+    except Exception as exc:
+        raise SuiteError(
+            f"the suite failed drawing the data or computing the float64 reference at batch "
+            f"{batch}, before the backend ran: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def _guarded(subject: str, run: Callable[[Verification], None]) -> Verification:
     """Run a verification; a backend that raises fails it with the exception as reason."""
     result = Verification(subject)
     try:
         run(result)
+    except SuiteError as exc:
+        result.error = str(exc)
     except Exception as exc:  # the backend's failure is the verdict, not a crash
         where = traceback.extract_tb(exc.__traceback__)[-1]
         result.error = (
@@ -209,7 +228,8 @@ def verify_network(
     subject = f"{network.latin}-{mode}-B{batch}"
     model, representable = _model(backend.dtype)
 
-    def run(result: Verification) -> None:
+    def prepare() -> tuple:
+        # The suite's side first, whole: the data and the float64 reference.
         rng = np.random.default_rng(seed)
         host_weights = {
             n: {k: representable(a) for k, a in ws.items()}
@@ -219,20 +239,24 @@ def verify_network(
         ref_weights = {
             n: {k: model.bound(a) for k, a in ws.items()} for n, ws in host_weights.items()
         }
-        weights = backend.load_weights(network, host_weights)
-
-        compare = _comparer(result, backend, threshold)
-
         if mode == "inference":
             reference = executor.infer(network, model, ref_weights, model.bound(image))
-            output = backend.infer(network, weights, backend.to_device(image))
-            backend.synchronize()
-            compare("output", output, reference)
-            return
+            return host_weights, image, None, ref_weights, reference
         out_residual = representable(draw_out_residual(network, batch, rng))
         reference = executor.train(
             network, model, ref_weights, model.bound(image), model.bound(out_residual)
         )
+        return host_weights, image, out_residual, ref_weights, reference
+
+    def run(result: Verification) -> None:
+        host_weights, image, out_residual, ref_weights, reference = _suite_side(batch, prepare)
+        weights = backend.load_weights(network, host_weights)
+        compare = _comparer(result, backend, threshold)
+        if mode == "inference":
+            output = backend.infer(network, weights, backend.to_device(image))
+            backend.synchronize()
+            compare("output", output, reference)
+            return
         got = backend.train(
             network, weights, backend.to_device(image), backend.to_device(out_residual)
         )
@@ -279,8 +303,11 @@ def verify_layer(
     U(-127, 128), weights from U(-1, 1), as section 8 draws a network's.
     """
     model, representable = _model(backend.dtype)
+    last = STEPS.index(step)
 
-    def run(result: Verification) -> None:
+    def prepare() -> tuple:
+        # The suite's side first, whole: the data and the float64 reference of every step
+        # up to ``step`` (each needs the ones before it).
         rng = np.random.default_rng(seed)
         draw = draw_input or (lambda g, shape: g.uniform(*INPUT_RANGE, size=shape))
         host_inputs = [representable(draw(rng, (batch, *s))) for s in layer.in_shapes]
@@ -293,35 +320,44 @@ def verify_layer(
         ]
         ref_in = [model.bound(a) for a in host_inputs]
         ref_w = {k: model.bound(a) for k, a in host_weights.items()}
+        ref = {"forward": model.forward(layer, ref_in, ref_w)}
+        ref_res = [model.bound(a) for a in host_residuals]
+        if last >= 1:
+            ref["backward"] = model.backward(layer, ref_in, ref["forward"], ref_res, ref_w)
+        if last >= 2:
+            ref["gradient"] = model.gradient(layer, ref_in, ref_res)
+        if last >= 3:
+            model.update(layer, ref_w, ref["gradient"], batch)
+            ref["update"] = ref_w
+        return host_inputs, host_weights, host_residuals, ref
+
+    def run(result: Verification) -> None:
+        host_inputs, host_weights, host_residuals, ref = _suite_side(batch, prepare)
         dev_in = [backend.to_device(a) for a in host_inputs]
         dev_w = {k: backend.to_device(a) for k, a in host_weights.items()}
-
         compare = _comparer(result, backend, threshold)
 
-        ref_out = model.forward(layer, ref_in, ref_w)
         dev_out = backend.forward(layer, dev_in, dev_w)
         if step == "forward":
-            for i, (got, ref) in enumerate(zip(dev_out, ref_out, strict=True)):
-                compare(f"OUT{i + 1 if len(ref_out) > 1 else ''}", got, ref)
+            ref_out = ref["forward"]
+            for i, (got, want) in enumerate(zip(dev_out, ref_out, strict=True)):
+                compare(f"OUT{i + 1 if len(ref_out) > 1 else ''}", got, want)
             return
-        ref_res = [model.bound(a) for a in host_residuals]
         dev_res = [backend.to_device(a) for a in host_residuals]
-        ref_in_res = model.backward(layer, ref_in, ref_out, ref_res, ref_w)
         dev_in_res = backend.backward(layer, dev_in, dev_out, dev_res, dev_w)
         if step == "backward":
-            for i, (got, ref) in enumerate(zip(dev_in_res, ref_in_res, strict=True)):
-                compare(f"IN{i + 1 if len(ref_in_res) > 1 else ''}_D", got, ref)
+            ref_in_res = ref["backward"]
+            for i, (got, want) in enumerate(zip(dev_in_res, ref_in_res, strict=True)):
+                compare(f"IN{i + 1 if len(ref_in_res) > 1 else ''}_D", got, want)
             return
-        ref_grads = model.gradient(layer, ref_in, ref_res)
         dev_grads = backend.gradient(layer, dev_in, dev_res)
         if step == "gradient":
             for name in layer.weight_shapes:
-                compare(f"{name.upper()}_D", dev_grads[name], ref_grads[name])
+                compare(f"{name.upper()}_D", dev_grads[name], ref["gradient"][name])
             return
-        model.update(layer, ref_w, ref_grads, batch)
         backend.update(layer, dev_w, dev_grads, batch)
         backend.synchronize()
         for name in layer.weight_shapes:
-            compare(f"{name.upper()} updated", dev_w[name], ref_w[name])
+            compare(f"{name.upper()} updated", dev_w[name], ref["update"][name])
 
     return _guarded(subject, run)

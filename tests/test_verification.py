@@ -13,7 +13,9 @@ from pytest_gostcnn.admissible import (
     ErrorModelKernels,
     admissible_rmse,
 )
+from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
 from pytest_gostcnn.layers import make_layer
+from pytest_gostcnn.network import load_network
 from pytest_gostcnn.reference import MODULES
 from pytest_gostcnn.verification import (
     CORRECT,
@@ -23,6 +25,8 @@ from pytest_gostcnn.verification import (
     check_array,
     rmse,
     verdict,
+    verify_layer,
+    verify_network,
 )
 
 F32 = PRECISIONS["float32"]
@@ -234,3 +238,37 @@ def test_bias_gradient_of_a_broadcast_residual_adds_its_errors_coherently():
     r = Bounded(np.ones((1, 10, 10, 1)), np.full((1, 10, 10, 1), 1e-6), F32.storage)
     grads = model.gradient(layer, [x], [r])
     assert grads["biases"].var[0] >= n**2 * 1e-6
+
+
+# Whose failure: the backend's, or the suite's own -------------------------------------------
+
+
+class _RaisesInForward(NumpyBackend):
+    def forward(self, layer, inputs, weights):
+        raise RuntimeError("kernel missing")
+
+
+def test_a_failure_on_the_suites_side_is_not_blamed_on_the_backend(monkeypatch):
+    def no_memory(*args, **kwargs):
+        raise MemoryError("Unable to allocate 145. TiB")
+
+    monkeypatch.setattr("pytest_gostcnn.verification.draw_input", no_memory)
+    network = load_network("Sh")
+
+    result = verify_network(NumpyBackend("float32"), network, "inference", batch=1, seed=0)
+
+    assert result.error == (
+        "the suite failed drawing the data or computing the float64 reference at batch 1, "
+        "before the backend ran: MemoryError: Unable to allocate 145. TiB"
+    )
+
+
+@pytest.mark.parametrize("step", ["forward", "update"])
+def test_a_layer_step_failure_is_the_backends_and_the_reference_runs_every_step_before(step):
+    layer = make_layer("conv", [(5, 5, 2)], F=3, Rx=3, Ry=3, S=1, Px=1, Py=1)
+
+    failed = verify_layer(_RaisesInForward("float32"), layer, step, 2, seed=1, subject="c")
+    passed = verify_layer(NumpyBackend("float32"), layer, step, 2, seed=1, subject="c")
+
+    assert failed.error.startswith("the backend raised RuntimeError: kernel missing (at ")
+    assert passed.error is None and passed.verdict != NOT_CORRECT
