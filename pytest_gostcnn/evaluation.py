@@ -78,7 +78,7 @@ def describe(evaluation: Evaluation) -> list[str]:
     """The evaluation's lines: results, dropped test, first and second results."""
     lines = [
         "results (ОРП): "
-        + ", ".join(f"{CYRILLIC[k]} {v:.3g}%" for k, v in evaluation.results.items())
+        + (", ".join(f"{CYRILLIC[k]} {v:.3g}%" for k, v in evaluation.results.items()) or "none")
     ]
     if not evaluation.complete:
         names = ", ".join(f"{CYRILLIC[k]} ({k})" for k in evaluation.missing)

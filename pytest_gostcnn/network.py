@@ -93,7 +93,18 @@ def default_tables_dir() -> Path:
 
 class _TableLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a key given twice in one mapping (YAML would silently
-    keep the last: a second ``letter:`` would turn one network into another)."""
+    keep the last: a second ``letter:`` would turn one network into another) and aliases
+    (``*name``: a table needs none, and nested ones multiply into billions of values)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        if self.check_event(yaml.events.AliasEvent):
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                "aliases (*name) are not allowed in a table",
+                self.peek_event().start_mark,
+            )
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen = set()
@@ -113,7 +124,9 @@ class _TableLoader(yaml.SafeLoader):
 
 def load_table(path: str | Path) -> Network:
     """Load and check one table file; raise ``TableError`` naming the file and row."""
-    path = Path(path)
+    path = Path(path).expanduser()
+    if path.exists() and not path.is_file():  # a FIFO would block the read forever
+        raise TableError(f"{path}: not a regular file")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_TableLoader)
     except OSError as exc:
@@ -135,7 +148,7 @@ def load_networks(directory: str | Path | None = None) -> dict[str, Network]:
 
     The order is the standard's: М, Г, В, С, Р, Ш.
     """
-    directory = default_tables_dir() if directory is None else Path(directory)
+    directory = default_tables_dir() if directory is None else Path(directory).expanduser()
     if not directory.is_dir():
         raise TableError(f"{directory}: not a directory of network tables")
     found: dict[str, Network] = {}

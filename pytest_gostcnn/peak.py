@@ -53,6 +53,9 @@ def si(value: float) -> str:
     return f"{value:.3g} "
 
 
+MIN_PEAK = 1.0  # MAC/s: any peak, given or estimated, is at least this
+
+
 def parse_peak(text: str) -> Peak:
     """``--gost-peak``: MAC/s as a number, optionally with an SI prefix (``2.5T``, ``4e11``)."""
     number = r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
@@ -62,7 +65,7 @@ def parse_peak(text: str) -> Peak:
         raise ValueError(
             f"--gost-peak={text}: the peak must be a positive number of MAC/s, e.g. 2.5e12 or 2.5T"
         )
-    if value < 1:  # no machine is that slow; and ОРП over such a peak overflows
+    if value < MIN_PEAK:  # no machine is that slow; and ОРП over such a peak overflows
         raise ValueError(f"--gost-peak={text}: a peak below 1 MAC/s; give MAC/s, e.g. 2.5T")
     return Peak(value, "given (--gost-peak)")
 

@@ -295,7 +295,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if gost.report is not None:
         try:
             write_report(gost.report, build_report(gost))
-        except (OSError, ValueError) as exc:  # ValueError: a number JSON cannot hold
+        except (OSError, ValueError, TypeError) as exc:  # Value/TypeError: not JSON
             reporter = session.config.pluginmanager.get_plugin("terminalreporter")
             message = f"gostcnn: could not write --gost-report={gost.report}: {exc}"
             if reporter is not None:

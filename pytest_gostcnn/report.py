@@ -43,11 +43,11 @@ def build_report(session: GostSession) -> dict:
             "python": platform.python_version(),
             "libraries": libraries(),
             "backend": {
+                **session.system,  # the backend's own facts first: they cannot replace ours
                 "name": session.backend_name,
                 "version": type(backend).version if backend else None,
                 "device": session.device,
                 "unavailable": session.unavailable,
-                **session.system,
             },
         },
         "options": {
@@ -146,16 +146,21 @@ def _verification(result: Verification) -> dict:
     }
 
 
+TEMPORARY_PREFIX = ".gost-report."  # short: a long report name must still fit beside it
+
+
 def write_report(path: str | Path, report: dict) -> None:
     """Write ``report`` as JSON to ``path`` atomically: a temporary file, then a rename."""
     path = Path(path)
     text = json.dumps(report, ensure_ascii=False, indent=2, allow_nan=False)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    handle, temporary = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, dir=path.parent)
     try:
-        # mkstemp makes the file private (0600); the report gets a new file's usual mode.
+        # mkstemp makes the file private (0600): the report keeps the mode of the file it
+        # replaces, or gets a new file's usual mode.
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
+        mode = path.stat().st_mode & 0o7777 if path.is_file() else 0o666 & ~umask
+        os.chmod(temporary, mode)
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             file.write(text + "\n")
             file.flush()

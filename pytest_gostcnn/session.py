@@ -5,6 +5,7 @@ Every option is validated here, at the boundary where it entered, with a message
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -20,7 +21,8 @@ from .backend import INFERENCE_DTYPES, TRAINING_DTYPES, Backend, BackendError, l
 from .benchmark import PROFILES, Timing
 from .cells import Cells
 from .network import CYRILLIC, LATIN, Network, TableError, load_networks, network_key
-from .peak import Peak, parse_peak
+from .peak import MIN_PEAK, Peak, parse_peak
+from .report import TEMPORARY_PREFIX
 from .verification import Verification
 
 MODES = ("training", "inference", "both")
@@ -131,6 +133,8 @@ def build_session(config: pytest.Config, cells: Cells) -> GostSession:
     seed = integer("--gost-seed", _option(config, "seed"), 0, 2**63 - 1)
     threshold = _threshold(config.getoption("gost_rmse_threshold"))
     tables = config.getoption("gost_tables")
+    if tables is not None and not tables.strip():
+        raise ValueError("--gost-tables=: empty; give a directory of network tables")
     try:
         all_networks = load_networks(tables)
     except TableError as exc:
@@ -212,27 +216,38 @@ def _describe(backend: Backend, name: str, ask_peak: bool) -> tuple[str, dict, P
             )
         answers[method] = answer
     peak = answers["peak"]
-    if peak is not None and not (math.isfinite(peak.macs_per_second) and peak.macs_per_second > 0):
+    if peak is not None and not (
+        math.isfinite(peak.macs_per_second) and peak.macs_per_second >= MIN_PEAK
+    ):
         raise BackendError(
-            f"backend {name!r}: its peak() is {peak.macs_per_second!r} MAC/s, not a positive "
-            "number; give --gost-peak=MAC/s"
+            f"backend {name!r}: its peak() is {peak.macs_per_second!r} MAC/s, not a number of "
+            f"at least {MIN_PEAK:g}; give --gost-peak=MAC/s"
         )
+    try:  # it goes into the report as it is
+        json.dumps(answers["system"], allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise BackendError(
+            f"backend {name!r}: its system() is not plain JSON data (text keys; text, numbers, "
+            f"lists, mappings): {exc}"
+        ) from None
     return answers["device"], answers["system"], peak
 
 
 def _check_report_path(path: str) -> str:
     """The report's path with ``~`` expanded, once it is clear a file can be written there
     (checked now, not after a run of hours)."""
-    target = Path(path).expanduser()
-    if path.endswith(("/", os.sep)) or target.is_dir():
+    if not path.strip():
+        raise ValueError("--gost-report=: empty; give a file name")
+    if path.endswith(("/", os.sep)) or Path(path).expanduser().is_dir():
         raise ValueError(f"--gost-report={path}: is a directory; give a file name")
-    folder = target.resolve().parent
+    target = Path(path).expanduser().resolve()  # a symbolic link: the file it points to
+    folder = target.parent
     if not folder.is_dir():
         raise ValueError(f"--gost-report={path}: the folder {folder} does not exist")
     if target.exists() and not target.is_file():
         raise ValueError(f"--gost-report={path}: exists and is not a regular file")
     try:  # the report is written as a temporary file in that folder, then renamed
-        handle, probe = tempfile.mkstemp(prefix=f".{target.name}.", dir=folder)
+        handle, probe = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, dir=folder)
         os.close(handle)
         os.unlink(probe)
     except OSError as exc:
@@ -261,7 +276,7 @@ def _progress_writer(config: pytest.Config) -> Callable[[str], None]:
 
 def integer(option: str, text: str, low: int, high: int) -> int:
     """``text`` as an integer from ``low`` to ``high``; ValueError naming ``option``."""
-    if not re.fullmatch(r"[+-]?[0-9]+", text):  # int() would take "1_0", " 2" and "٣"
+    if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", text):  # int() would take "1_0" and "٣"
         raise ValueError(f"{option}={text}: not an integer")
     value = int(text)
     if not low <= value <= high:

@@ -7,6 +7,7 @@ in-process, which is quicker and loads the same entry points. Every run is small
 Ш (Sh), batch 1, inference, and ``-k`` where a few items suffice.
 """
 
+import json
 import re
 import shlex
 import sys
@@ -115,6 +116,23 @@ class PeakIsANumber(NumpyBackend):
 class DeviceRaises(NumpyBackend):
     def device(self):
         raise RuntimeError("nvml gone")
+
+
+class PeakTiny(NumpyBackend):
+    def peak(self):
+        from pytest_gostcnn.peak import Peak
+
+        return Peak(1e-300, "estimated")
+
+
+class SystemNotJson(NumpyBackend):
+    def system(self):
+        return {"handle": object()}
+
+
+class SystemSpoofs(NumpyBackend):
+    def system(self):
+        return {"name": "spoofed", "device": "spoofed", "driver": "1.2.3"}
 
 
 class ScaledConvOnCell3(ScaledConv):
@@ -446,12 +464,31 @@ def test_options_for_a_suite_that_did_not_run_say_so(pytester, args, says):
         ("PeakRaises", "its peak() raised RuntimeError: peak boom"),
         ("PeakIsANumber", "its peak() returned float 1000000000000.0, expected a Peak or None"),
         ("DeviceRaises", "its device() raised RuntimeError: nvml gone"),
+        ("PeakTiny", "its peak() is 1e-300 MAC/s, not a number of at least 1"),
+        ("SystemNotJson", "its system() is not plain JSON data"),
     ],
 )
 def test_backend_whose_device_or_peak_is_broken_is_one_usage_error(pytester, backends, name, says):
     line = usage_error(pytester.runpytest(f"--gost-backend=mymod:{name}", *SMALL))
 
     assert f"backend 'mymod:{name}': {says}" in line
+
+
+def test_backend_system_facts_go_into_the_report_without_replacing_its_own(pytester, backends):
+    report = pytester.path / "r.json"
+    result = as_user(
+        pytester,
+        "--gost-backend=mymod:SystemSpoofs",
+        *SMALL,
+        "-k",
+        "concat-forward",
+        f"--gost-report={report}",
+    )
+
+    assert result.ret == 0
+    backend = json.loads(report.read_text(encoding="utf-8"))["system"]["backend"]
+    assert backend["driver"] == "1.2.3"
+    assert backend["name"] == "mymod:SystemSpoofs" and backend["device"] != "spoofed"
 
 
 def test_report_header_says_why_a_backend_is_unavailable(pytester, backends):

@@ -112,6 +112,8 @@ def test_benchmark_of_a_network_that_failed_verification_is_skipped(pytester, mo
         ("--gost-profile=medium", "--gost-profile=medium: choose one of quick, full"),
         ("--gost-report=/nonexistent/dir/r.json", "--gost-report=/nonexistent/dir/r.json:"),
         ("--gost-report=r.json/", "--gost-report=r.json/: is a directory; give a file name"),
+        ("--gost-report=", "--gost-report=: empty; give a file name"),
+        ("--gost-tables=", "--gost-tables=: empty; give a directory of network tables"),
         ("--gost-peak=1e-3", "--gost-peak=1e-3: a peak below 1 MAC/s"),
     ],
 )
@@ -148,6 +150,35 @@ def test_report_gets_a_new_files_usual_mode_not_a_private_temporary_files(tmp_pa
     finally:
         os.umask(umask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_report_keeps_the_mode_of_the_file_it_replaces(tmp_path):
+    path = tmp_path / "report.json"
+    path.write_text("{}")
+    path.chmod(0o640)
+    write_report(path, {"a": 1})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+def test_report_with_a_long_name_is_written(tmp_path):
+    path = tmp_path / ("r" * 250 + ".json")  # 255 characters: the longest name a folder takes
+    write_report(path, {"a": 1})
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def test_report_through_a_symbolic_link_replaces_the_file_the_link_names(pytester):
+    real = pytester.path / "reports" / "real.json"
+    real.parent.mkdir()
+    real.write_text("old")
+    link = pytester.path / "link.json"
+    link.symlink_to(real)
+
+    result = run(pytester, *SMALL, "-k", "concat-forward", f"--gost-report={link}")
+
+    assert result.ret == 0
+    assert link.is_symlink()
+    jsonschema.validate(json.loads(real.read_text(encoding="utf-8")), SCHEMA)
 
 
 def test_report_path_that_is_not_a_regular_file_is_refused_before_the_run(pytester):

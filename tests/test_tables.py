@@ -4,6 +4,7 @@ A bad table is rejected with a ``TableError`` whose message names the file, the 
 ``<file>: row N:``) and the problem, so that the person holding the table can fix it.
 """
 
+import os
 import re
 from pathlib import Path
 
@@ -351,6 +352,29 @@ def test_key_given_twice_is_rejected(tmp_path, old, new, key):
     path.write_text(path.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
     message = rejection(path)
     assert message.startswith(f"{path}: not valid YAML: the key '{key}' is given twice")
+
+
+def test_yaml_alias_is_rejected(tmp_path):
+    # Nested aliases multiply: nine levels of ten would be a billion values.
+    path = write_table(tmp_path, ONE_ROW)
+    text = path.read_text(encoding="utf-8").replace("name: test network", "name: &n test\nx: *n")
+    path.write_text(text, encoding="utf-8")
+    message = rejection(path)
+    assert message.startswith(f"{path}: not valid YAML: aliases (*name) are not allowed")
+
+
+def test_table_that_is_not_a_regular_file_is_rejected_without_reading_it(tmp_path):
+    fifo = tmp_path / "R.yaml"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    with pytest.raises(TableError, match=r"R\.yaml: not a regular file$"):
+        load_networks(tmp_path)
+
+
+def test_tables_directory_may_start_with_a_tilde(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "tables").mkdir()
+    write_table(tmp_path / "tables", ONE_ROW)
+    assert list(load_networks("~/tables")) == ["R"]
 
 
 def test_table_nested_too_deeply_is_rejected(tmp_path):
