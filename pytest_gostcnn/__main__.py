@@ -9,13 +9,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 
 from . import executor
 from .complexity import inference_macs, training_macs
 from .data import draw_input, draw_out_residual, draw_weights
+from .layers import Layer
 from .network import Network, TableError, load_networks
 from .session import MAX_BATCH, integer, select_networks
 
@@ -74,7 +75,7 @@ class _Largest:
     def __getattr__(self, name: str) -> object:
         return getattr(self.kernels, name)
 
-    def forward(self, layer: Any, inputs: list, weights: dict) -> list:
+    def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         outputs = self.kernels.forward(layer, inputs, weights)
         self.by_row[layer.number] = max(float(np.abs(out).max()) for out in outputs)
         return outputs
@@ -92,14 +93,16 @@ def _reference_run(network: Network, batch: int, seed: int) -> str:
     result = executor.train(network, kernels, weights, image, out_residual)
     seconds = time.perf_counter() - start
     gradient = max(
-        float(np.abs(g).max()) for grads in result.gradients.values() for g in grads.values()
+        (float(np.abs(g).max()) for grads in result.gradients.values() for g in grads.values()),
+        default=0.0,
     )
     over = [
-        position
+        (row, position)
         for position, row in enumerate(kernels.by_row, 1)
         if kernels.by_row[row] > FLOAT16_MAX
     ]
-    float16 = f"row {over[0]} of {len(network.layers)}" if over else "none"
+    rows = len(network.layers)
+    float16 = f"row {over[0][0]} (layer {over[0][1]} of {rows})" if over else "none"
     return (
         f"{network.letter} ({network.latin}): one float64 training iteration at B={batch} "
         f"in {seconds:.2f} s; max |output| {np.abs(result.output).max():.3g}, "
@@ -109,7 +112,7 @@ def _reference_run(network: Network, batch: int, seed: int) -> str:
     )
 
 
-def _checked(option: str, low: int, high: int):
+def _checked(option: str, low: int, high: int) -> Callable[[str], int]:
     """An argparse type: an integer from ``low`` to ``high``, checked as the plugin does."""
 
     def check(text: str) -> int:

@@ -34,7 +34,7 @@ CYRILLIC = {latin: cyrillic for cyrillic, latin in LATIN.items()}
 PROVENANCES = ("reconstruction", "official")
 TOP_KEYS = ("letter", "name", "provenance", "input", "layers")
 TABLE_SUFFIXES = (".yaml", ".yml")  # in any case: Sh.YAML is a table too
-MAX_VALUES = 2**31  # per image in any one map or weight array (32-bit indices, memory)
+MAX_VALUES = 2**31  # in one image's map, or in one weight array (32-bit indices, memory)
 ROW_KEYS = ("n", "type", "in1", "in2")
 _MAP_REF = re.compile(r"^(\d+)(?:\.([12]))?$")
 
@@ -109,6 +109,8 @@ class _TableLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # <<: the base class merges it
+                continue
             key = self.construct_object(key_node, deep=deep)
             try:
                 twice = key in seen
@@ -124,8 +126,12 @@ class _TableLoader(yaml.SafeLoader):
 
 def load_table(path: str | Path) -> Network:
     """Load and check one table file; raise ``TableError`` naming the file and row."""
-    path = Path(path).expanduser()
-    if path.exists() and not path.is_file():  # a FIFO would block the read forever
+    try:
+        path = Path(path).expanduser()
+        special = path.exists() and not path.is_file()  # a FIFO would block the read forever
+    except (OSError, RuntimeError) as exc:  # ~nouser, a name too long, a link loop
+        raise TableError(f"{path}: {exc}") from None
+    if special:
         raise TableError(f"{path}: not a regular file")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_TableLoader)
@@ -148,8 +154,14 @@ def load_networks(directory: str | Path | None = None) -> dict[str, Network]:
 
     The order is the standard's: М, Г, В, С, Р, Ш.
     """
-    directory = default_tables_dir() if directory is None else Path(directory).expanduser()
-    if not directory.is_dir():
+    if directory is not None and not str(directory).strip():
+        raise TableError("an empty name; give a directory of network tables")
+    try:
+        directory = default_tables_dir() if directory is None else Path(directory).expanduser()
+        is_dir = directory.is_dir()
+    except (OSError, RuntimeError) as exc:  # ~nouser, a name too long, a link loop
+        raise TableError(f"{directory}: {exc}") from None
+    if not is_dir:
         raise TableError(f"{directory}: not a directory of network tables")
     found: dict[str, Network] = {}
     paths = sorted(p for p in directory.iterdir() if p.suffix.lower() in TABLE_SUFFIXES)
@@ -250,7 +262,7 @@ def _input_shape(value: Any, source: str) -> Shape:
 
 def _too_large(shape: Iterable[int]) -> str:
     size = "x".join(map(str, shape))
-    return f"{size} is more than 2**31 values per image, beyond what this suite supports"
+    return f"{size} is more than 2**31 values, beyond what this suite supports"
 
 
 def _positive_int(value: Any) -> bool:

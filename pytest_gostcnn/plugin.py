@@ -151,6 +151,7 @@ def session_of(config: pytest.Config) -> GostSession:
     missing = [(c, why) for c, why in enumerate(cells.allgather(session.unavailable)) if why]
     if missing and session.unavailable is None:
         session.backend, session.unavailable = None, f"cell {missing[0][0]}: {missing[0][1]}"
+        session.device, session.system = None, {}
     config.stash[_SESSION] = session
     return session
 

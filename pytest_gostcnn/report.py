@@ -149,19 +149,27 @@ def _verification(result: Verification) -> dict:
 TEMPORARY_PREFIX = ".gost-report."  # short: a long report name must still fit beside it
 
 
+def _mode(path: Path) -> int:
+    """The permissions for a report at ``path``: those of the file there, else 0666 less
+    the umask (which can only be read by setting it: set back at once; pytest runs this on
+    its main thread)."""
+    if path.is_file():
+        return path.stat().st_mode & 0o777
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_report(path: str | Path, report: dict) -> None:
     """Write ``report`` as JSON to ``path`` atomically: a temporary file, then a rename."""
     path = Path(path)
     text = json.dumps(report, ensure_ascii=False, indent=2, allow_nan=False)
     handle, temporary = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, dir=path.parent)
     try:
-        # mkstemp makes the file private (0600): the report keeps the mode of the file it
-        # replaces, or gets a new file's usual mode.
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = path.stat().st_mode & 0o7777 if path.is_file() else 0o666 & ~umask
-        os.chmod(temporary, mode)
         with os.fdopen(handle, "w", encoding="utf-8") as file:
+            # mkstemp makes the file private (0600): the report keeps the permissions of
+            # the file it replaces, or gets a new file's usual ones.
+            os.fchmod(file.fileno(), _mode(path))
             file.write(text + "\n")
             file.flush()
             os.fsync(file.fileno())

@@ -16,7 +16,7 @@ from .cells import Cells
 from .evaluation import designate_test
 from .layer_cases import LayerCase
 from .session import GostSession
-from .verification import NOT_CORRECT, Verification, verify_layer, verify_network
+from .verification import Verification, verify_layer, verify_network
 
 
 def network_id(session: GostSession, latin: str, mode: str) -> str:
@@ -42,14 +42,14 @@ def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pyte
         draw_input=layer_case.draw_input,
     )
     session.layer_results.append(result)
-    if result.verdict == NOT_CORRECT:
+    if result.failed:
         _fail(session, result, session.rerun(f"test_layer and {test_id}"))
 
 
 def run_network_case(session: GostSession, case: tuple[str, str], node: pytest.Item) -> None:
     latin, mode = case
     result = _verified(session, latin, mode)
-    if result.verdict == NOT_CORRECT:
+    if result.failed:
         _fail(session, result, session.rerun("test_network", networks=latin, mode=mode))
 
 
@@ -73,7 +73,7 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
     session.benchmarked.append(case)
     cells = session.cells
     verification = _verified(session, latin, mode)
-    own = None if verification.verdict != NOT_CORRECT else verification.first_failure
+    own = verification.first_failure if verification.failed else None
     failed = [(cell, why) for cell, why in enumerate(cells.allgather(own)) if why is not None]
     if failed:
         reasons = "; ".join(f"cell {cell}: {why}" for cell, why in failed)

@@ -217,7 +217,9 @@ def _describe(backend: Backend, name: str, ask_peak: bool) -> tuple[str, dict, P
         answers[method] = answer
     peak = answers["peak"]
     if peak is not None and not (
-        math.isfinite(peak.macs_per_second) and peak.macs_per_second >= MIN_PEAK
+        isinstance(peak.macs_per_second, int | float)
+        and math.isfinite(peak.macs_per_second)
+        and peak.macs_per_second >= MIN_PEAK
     ):
         raise BackendError(
             f"backend {name!r}: its peak() is {peak.macs_per_second!r} MAC/s, not a number of "
@@ -227,8 +229,8 @@ def _describe(backend: Backend, name: str, ask_peak: bool) -> tuple[str, dict, P
         json.dumps(answers["system"], allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise BackendError(
-            f"backend {name!r}: its system() is not plain JSON data (text keys; text, numbers, "
-            f"lists, mappings): {exc}"
+            f"backend {name!r}: its system() is not plain JSON data (text, numbers, lists, "
+            f"mappings): {exc}"
         ) from None
     return answers["device"], answers["system"], peak
 
@@ -238,13 +240,19 @@ def _check_report_path(path: str) -> str:
     (checked now, not after a run of hours)."""
     if not path.strip():
         raise ValueError("--gost-report=: empty; give a file name")
-    if path.endswith(("/", os.sep)) or Path(path).expanduser().is_dir():
-        raise ValueError(f"--gost-report={path}: is a directory; give a file name")
-    target = Path(path).expanduser().resolve()  # a symbolic link: the file it points to
+    try:
+        is_dir = Path(path).expanduser().is_dir()
+        target = Path(path).expanduser().resolve()  # a symbolic link: the file it points to
+        folder_exists = target.parent.is_dir()
+        special = target.exists() and not target.is_file()
+    except (OSError, RuntimeError) as exc:  # ~nouser, a name too long, a link loop
+        raise ValueError(f"--gost-report={path}: {exc}") from None
     folder = target.parent
-    if not folder.is_dir():
+    if path.endswith(("/", os.sep)) or is_dir:
+        raise ValueError(f"--gost-report={path}: is a directory; give a file name")
+    if not folder_exists:
         raise ValueError(f"--gost-report={path}: the folder {folder} does not exist")
-    if target.exists() and not target.is_file():
+    if special:
         raise ValueError(f"--gost-report={path}: exists and is not a regular file")
     try:  # the report is written as a temporary file in that folder, then renamed
         handle, probe = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, dir=folder)
@@ -340,8 +348,8 @@ def select_networks(
     tables_option: str = "--gost-tables",
 ) -> dict[str, Network]:
     """The networks ``spec`` names (letters, Latin or Cyrillic, or a name's start), in the
-    standard's order; all of them when ``spec`` is None."""
-    if spec is None:
+    standard's order; all of them when ``spec`` is None or empty."""
+    if not spec:
         return networks
     chosen: dict[str, Network] = {}
     for token in (t.strip() for t in spec.split(",")):

@@ -10,7 +10,6 @@ from .evaluation import Evaluation, describe, designate_evaluation, designate_te
 from .network import CYRILLIC
 from .peak import si
 from .system import libraries
-from .verification import NOT_CORRECT
 
 if TYPE_CHECKING:
     from .session import GostSession
@@ -48,9 +47,9 @@ def verification_lines(session: GostSession) -> list[str]:
         f"dtype {session.dtype}; batch {session.batch}; seed {session.seed}"
     ]
     if session.layer_results:
-        failed = [r.subject for r in session.layer_results if r.verdict == NOT_CORRECT]
+        failed = [r.subject for r in session.layer_results if r.failed]
         lines.append(
-            f"layers: {len(session.layer_results)} layer steps verified, {len(failed)} not correct"
+            f"layers: {len(session.layer_results)} layer steps verified, {len(failed)} failed"
             + (": " + ", ".join(failed) if failed else "")
         )
     if session.cells.size > 1:
@@ -71,7 +70,7 @@ def verification_lines(session: GostSession) -> list[str]:
             + f" {mode:<10} {result.verdict:<16} {ratio:>15}  {worst.name if worst else '-'}"
         )
     for (latin, mode), result in session.results.items():
-        if result.verdict == NOT_CORRECT:
+        if result.failed:
             lines.append(f"{CYRILLIC[latin]} ({latin}) {mode}: {result.first_failure}")
             lines.append(f"  rerun: {session.rerun('test_network', networks=latin, mode=mode)}")
     return lines

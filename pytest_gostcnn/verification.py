@@ -32,6 +32,7 @@ from .network import Network
 REFERENCE_GRADE = "reference-grade"
 CORRECT = "correct"
 NOT_CORRECT = "not correct"
+NOT_VERIFIED = "not verified"  # the suite's own side failed: no verdict on the backend
 
 # The host dtype a backend's arrays must come back in, where NumPy has the type.
 HOST_DTYPES = {"float32": np.float32, "tf32": np.float32, "float16": np.float16}
@@ -78,10 +79,18 @@ class Verification:
     subject: str
     checks: list[ArrayCheck] = field(default_factory=list)
     error: str | None = None
+    suite_failed: bool = False  # the error is the suite's own (SuiteError), not the backend's
 
     @property
     def verdict(self) -> str:
-        return verdict(self.checks) if self.error is None else NOT_CORRECT
+        if self.error is None:
+            return verdict(self.checks)
+        return NOT_VERIFIED if self.suite_failed else NOT_CORRECT
+
+    @property
+    def failed(self) -> bool:
+        """Not verified correct: not correct, or not verified at all."""
+        return self.verdict in (NOT_CORRECT, NOT_VERIFIED)
 
     @property
     def worst(self) -> ArrayCheck | None:
@@ -207,7 +216,7 @@ def _guarded(subject: str, run: Callable[[Verification], None]) -> Verification:
     try:
         run(result)
     except SuiteError as exc:
-        result.error = str(exc)
+        result.error, result.suite_failed = str(exc), True
     except Exception as exc:  # the backend's failure is the verdict, not a crash
         where = traceback.extract_tb(exc.__traceback__)[-1]
         result.error = (

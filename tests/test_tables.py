@@ -354,6 +354,18 @@ def test_key_given_twice_is_rejected(tmp_path, old, new, key):
     assert message.startswith(f"{path}: not valid YAML: the key '{key}' is given twice")
 
 
+def test_yaml_merge_key_is_still_read(tmp_path):
+    conv = "{n: 1, type: conv, F: 4, Rx: 3, Ry: 3, S: 1, Px: 1, Py: 1}"
+    path = write_table(tmp_path, f"  - {{<<: {conv}, F: 6}}\n")  # F: 6 overrides the merged F
+    (layer,) = load_table(path).layers
+    assert layer.params["F"] == 6
+
+
+def test_path_with_an_unknown_users_tilde_is_a_table_error():
+    with pytest.raises(TableError, match="~no-such-user-here/tables"):
+        load_networks("~no-such-user-here/tables")
+
+
 def test_yaml_alias_is_rejected(tmp_path):
     # Nested aliases multiply: nine levels of ten would be a billion values.
     path = write_table(tmp_path, ONE_ROW)
@@ -394,10 +406,10 @@ def test_name_that_is_not_text_is_rejected(tmp_path, name):
 def test_array_of_more_than_2_31_values_per_image_is_rejected(tmp_path):
     # 8 x 8 x 2**26 outputs: 2**32 values per image.
     message = row_rejection(tmp_path, f"  - {{n: 1, type: conv, F: {2**26}, {CONV_3X3}}}\n", row=1)
-    assert f"output 1 8x8x{2**26} is more than 2**31 values per image" in message
+    assert f"output 1 8x8x{2**26} is more than 2**31 values" in message
     path = write_table(tmp_path, ONE_ROW, x=2**16, y=2**16)
     assert rejection(path) == (
-        f"{path}: input {2**16}x{2**16}x4 is more than 2**31 values per image, "
+        f"{path}: input {2**16}x{2**16}x4 is more than 2**31 values, "
         "beyond what this suite supports"
     )
 
@@ -589,13 +601,47 @@ def test_command_line_checks_its_options_as_the_plugin_does(capsys, args, says):
     assert says in capsys.readouterr().err
 
 
+def test_command_line_names_the_row_past_float16_by_its_number(tmp_path, capsys):
+    # Rows numbered 10 to 40: the first past 65504 is named by its number, then placed. Each
+    # 3x3 convolution over 64 channels multiplies the values' spread by about 14.
+    rows = f"""\
+  - {{n: 10, type: conv, F: 64, {CONV_3X3}}}
+  - {{n: 20, type: conv, in1: 10, F: 64, {CONV_3X3}}}
+  - {{n: 30, type: conv, in1: 20, F: 64, {CONV_3X3}}}
+  - {{n: 40, type: maxpool, in1: 30, Rx: 2, Ry: 2, S: 2, Px: 0, Py: 0}}
+"""
+    write_table(tmp_path, rows, letter="Р", channels=64)
+    assert main(["reference", "--tables", str(tmp_path), "--batch", "1"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("first row past float16's 65504: row 30 (layer 3 of 4)\n"), out
+
+
+def test_command_line_on_a_network_without_weights_says_its_largest_gradient_is_0(tmp_path, capsys):
+    rows = "  - {n: 1, type: maxpool, Rx: 2, Ry: 2, S: 2, Px: 0, Py: 0}\n"
+    write_table(tmp_path, rows, letter="Р")
+    assert main(["reference", "--tables", str(tmp_path), "--batch", "1"]) == 0
+    assert "largest gradient 0;" in capsys.readouterr().out
+
+
+def test_command_line_says_when_the_reference_does_not_fit_in_memory(monkeypatch, capsys):
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr("pytest_gostcnn.__main__.executor.train", no_memory)
+    assert main(["reference", "--networks", "Sh", "--batch", "1024"]) == 1
+    assert capsys.readouterr().err == (
+        "error: Ш (Sh) at B=1024 does not fit in memory as float64; try a smaller --batch\n"
+    )
+
+
 def test_command_line_selects_networks_by_name_as_the_plugin_does(capsys):
     assert main(["reference", "--networks", "Shuffle", "--batch", "1"]) == 0
     (line,) = capsys.readouterr().out.splitlines()
     assert line.startswith("Ш (Sh): one float64 training iteration at B=1")
     # The value ranges docs/gpu.md quotes for float16: the first row past 65504 and so on.
     assert re.search(
-        r"largest gradient [0-9.e+]+; first row past float16's 65504: row \d+ of 61$", line
+        r"largest gradient [0-9.e+]+; first row past float16's 65504: row \d+ \(layer \d+ of 61\)$",
+        line,
     )
 
 

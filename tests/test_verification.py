@@ -20,6 +20,7 @@ from pytest_gostcnn.reference import MODULES
 from pytest_gostcnn.verification import (
     CORRECT,
     NOT_CORRECT,
+    NOT_VERIFIED,
     REFERENCE_GRADE,
     ArrayCheck,
     check_array,
@@ -248,19 +249,38 @@ class _RaisesInForward(NumpyBackend):
         raise RuntimeError("kernel missing")
 
 
-def test_a_failure_on_the_suites_side_is_not_blamed_on_the_backend(monkeypatch):
+@pytest.mark.parametrize("where", ["draw", "reference"])
+def test_a_failure_on_the_suites_side_is_not_verified_not_the_backends(monkeypatch, where):
+    # The backend here would fail too: the suite's side runs first and is the one reported.
     def no_memory(*args, **kwargs):
         raise MemoryError("Unable to allocate 145. TiB")
 
-    monkeypatch.setattr("pytest_gostcnn.verification.draw_input", no_memory)
+    if where == "draw":
+        monkeypatch.setattr("pytest_gostcnn.verification.draw_input", no_memory)
+    else:
+        monkeypatch.setattr(ErrorModelKernels, "forward", no_memory)
     network = load_network("Sh")
 
-    result = verify_network(NumpyBackend("float32"), network, "inference", batch=1, seed=0)
+    result = verify_network(_RaisesInForward("float32"), network, "inference", batch=1, seed=0)
 
+    assert result.verdict == NOT_VERIFIED and result.failed
     assert result.error == (
         "the suite failed drawing the data or computing the float64 reference at batch 1, "
         "before the backend ran: MemoryError: Unable to allocate 145. TiB"
     )
+
+
+def test_a_layer_steps_reference_failing_is_not_verified_not_the_backends(monkeypatch):
+    def no_memory(*args, **kwargs):
+        raise MemoryError("out")
+
+    monkeypatch.setattr(ErrorModelKernels, "gradient", no_memory)
+    layer = make_layer("conv", [(5, 5, 2)], F=3, Rx=3, Ry=3, S=1, Px=1, Py=1)
+
+    result = verify_layer(_RaisesInForward("float32"), layer, "update", 2, seed=1, subject="c")
+
+    assert result.verdict == NOT_VERIFIED
+    assert result.error.endswith("before the backend ran: MemoryError: out")
 
 
 @pytest.mark.parametrize("step", ["forward", "update"])
@@ -271,4 +291,5 @@ def test_a_layer_step_failure_is_the_backends_and_the_reference_runs_every_step_
     passed = verify_layer(NumpyBackend("float32"), layer, step, 2, seed=1, subject="c")
 
     assert failed.error.startswith("the backend raised RuntimeError: kernel missing (at ")
-    assert passed.error is None and passed.verdict != NOT_CORRECT
+    assert failed.verdict == NOT_CORRECT
+    assert passed.error is None and not passed.failed
