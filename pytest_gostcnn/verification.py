@@ -48,6 +48,7 @@ class ArrayCheck:
     rmse: float | None
     admissible: float
     problem: str | None = None
+    reference_problem: bool = False  # the problem is the reference array's (untrustworthy)
 
     @property
     def passed(self) -> bool:
@@ -111,10 +112,14 @@ def rmse(got: np.ndarray, reference: np.ndarray) -> float:
 
 
 def verdict(checks: Iterable[ArrayCheck]) -> str:
-    """SPEC §6: reference-grade if every СКО is 0, correct if each is below its СКОП."""
+    """SPEC §6: reference-grade if every СКО is 0, correct if each is below its СКОП; not
+    verified when the only failures are reference arrays too degenerate to judge by."""
     checks = list(checks)
-    if not checks or not all(c.passed for c in checks):
+    failed = [c for c in checks if not c.passed]
+    if not checks or any(not c.reference_problem for c in failed):
         return NOT_CORRECT
+    if failed:
+        return NOT_VERIFIED
     return REFERENCE_GRADE if all(c.rmse == 0 for c in checks) else CORRECT
 
 
@@ -147,10 +152,11 @@ def check_array(
     if problem is None and not np.all(np.isfinite(got)):
         bad = int(np.count_nonzero(~np.isfinite(got)))
         problem = f"{bad} of {got.size} elements are NaN or Inf"
-    if problem is None:
-        problem = untrustworthy(reference.value)
     if problem is not None:
         return ArrayCheck(name, None, admissible, problem)
+    problem = untrustworthy(reference.value)
+    if problem is not None:
+        return ArrayCheck(name, None, admissible, problem, reference_problem=True)
     return ArrayCheck(name, rmse(got, reference.value), admissible)
 
 

@@ -129,6 +129,12 @@ def test_an_almost_all_zero_reference_is_untrustworthy():
     ref = Bounded(value, np.zeros_like(value), F32.storage)
     check = check_array("IN_D", value.astype(np.float32), ref, "float32")
     assert not check.passed and "untrustworthy" in check.problem and "99.5% zeros" in check.problem
+    # Alone it leaves the item not verified; beside a real failure, the item is not correct.
+    assert verdict([check]) == NOT_VERIFIED
+    wrong = check_array(
+        "OUT", value.astype(np.float32) + 1, Bounded(value + 2, value * 0, F32.storage), "float32"
+    )
+    assert verdict([check, wrong]) == NOT_CORRECT
 
 
 def test_a_constant_reference_is_untrustworthy():
