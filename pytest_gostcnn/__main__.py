@@ -118,8 +118,8 @@ def _checked(option: str, low: int, high: int) -> Callable[[str], int]:
     def check(text: str) -> int:
         try:
             return integer(option, text, low, high)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
+        except ValueError as exc:  # argparse names the option itself
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}=")) from None
 
     return check
 

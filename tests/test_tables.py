@@ -587,9 +587,9 @@ def test_command_line_reports_an_unknown_network_and_exits_2(capsys):
     ("args", "says"),
     [
         (["--networks", ","], "error: --networks=,: no network named"),
-        (["--seed", "-1"], "--seed=-1: must be an integer from 0 to"),
-        (["--seed", "1_0"], "--seed=1_0: not an integer"),
-        (["--batch", "2000"], "--batch=2000: must be an integer from 1 to 1024"),
+        (["--seed", "-1"], "argument --seed: -1: must be an integer from 0 to"),
+        (["--seed", "1_0"], "argument --seed: 1_0: not an integer"),
+        (["--batch", "2000"], "argument --batch: 2000: must be an integer from 1 to 1024"),
     ],
 )
 def test_command_line_checks_its_options_as_the_plugin_does(capsys, args, says):
