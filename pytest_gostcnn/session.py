@@ -133,8 +133,6 @@ def build_session(config: pytest.Config, cells: Cells) -> GostSession:
     seed = integer("--gost-seed", _option(config, "seed"), 0, 2**63 - 1)
     threshold = _threshold(config.getoption("gost_rmse_threshold"))
     tables = config.getoption("gost_tables")
-    if tables is not None and not tables.strip():
-        raise ValueError("--gost-tables=: empty; give a directory of network tables")
     try:
         all_networks = load_networks(tables)
     except TableError as exc:
@@ -241,8 +239,9 @@ def _check_report_path(path: str) -> str:
     if not path.strip():
         raise ValueError("--gost-report=: empty; give a file name")
     try:
-        is_dir = Path(path).expanduser().is_dir()
-        target = Path(path).expanduser().resolve()  # a symbolic link: the file it points to
+        given = Path(path).expanduser()
+        is_dir = given.is_dir()
+        target = given.resolve()  # a symbolic link: the file it points to
         folder_exists = target.parent.is_dir()
         special = target.exists() and not target.is_file()
     except (OSError, RuntimeError) as exc:  # ~nouser, a name too long, a link loop

@@ -114,7 +114,7 @@ def test_benchmark_of_a_network_that_failed_verification_is_skipped(pytester, mo
         ("--gost-report=r.json/", "--gost-report=r.json/: is a directory; give a file name"),
         ("--gost-report=", "--gost-report=: empty; give a file name"),
         ("--gost-report=~no-such-user-here/r.json", "--gost-report=~no-such-user-here/r.json:"),
-        ("--gost-tables=", "--gost-tables=: empty; give a directory of network tables"),
+        ("--gost-tables=", "--gost-tables: an empty name; give a directory of network tables"),
         ("--gost-peak=1e-3", "--gost-peak=1e-3: a peak below 1 MAC/s"),
     ],
 )
