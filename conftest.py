@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from pytest_gostcnn.network import Network, load_networks
+from pytest_gostcnn.model.network import Network, load_networks
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_gostcnn.layers import Layer
+from pytest_gostcnn.model.layers import Layer
 
 from ._xp_kernels import Gemm, XpKernels, _is_pointwise
 

@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_gostcnn.admissible import PRECISIONS
 from pytest_gostcnn.backend import Backend, BackendError
-from pytest_gostcnn.layers import Layer
+from pytest_gostcnn.conformance.error_model import PRECISIONS
+from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.reference._window import crop, offsets
 
 # im2col / col2im buffers of one chunk of images stay below this many bytes.

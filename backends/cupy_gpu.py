@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from pytest_gostcnn.peak import Peak, gpu_peak
+from pytest_gostcnn.machine.peak import Peak, gpu_peak
 
 from ._cuda_kernels import CudaKernels, elementwise_kernel
 from ._xp_kernels import WORKSPACE_BYTES, XpBackend, device_for_cell

@@ -14,8 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from pytest_gostcnn.backend import Backend
-from pytest_gostcnn.layers import Layer
-from pytest_gostcnn.system import cpu_model
+from pytest_gostcnn.machine.facts import cpu_model
+from pytest_gostcnn.model.layers import Layer
 
 from . import _numpy_kernels as kernels
 from ._numpy_workspace import Workspace, cell_cores, worker_threads

@@ -40,10 +40,10 @@ import torch.nn.functional as F
 
 from pytest_gostcnn import executor
 from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
-from pytest_gostcnn.layers import NETWORK_INPUT, Layer
-from pytest_gostcnn.network import CYRILLIC, Network, load_networks, network_key
+from pytest_gostcnn.machine.facts import cpu_model
+from pytest_gostcnn.model.layers import NETWORK_INPUT, Layer
+from pytest_gostcnn.model.network import CYRILLIC, Network, load_networks, network_key
 from pytest_gostcnn.reference import ReferenceKernels
-from pytest_gostcnn.system import cpu_model
 
 
 def draw(network: Network, batch: int, seed: int) -> tuple[dict, np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ Needs neither a GPU nor PyTorch::
     python benchmarks/gpu_table.py gpu_check_out/compare_torch_gpu.json
     python benchmarks/gpu_table.py run.json --peak float32=33.5e12 --peak float16=495e12
 
-ОРП (section 9.5) of the CuPy side = MACs per image (``pytest_gostcnn.complexity``) x
+ОРП (section 9.5) of the CuPy side = MACs per image (``pytest_gostcnn.model.complexity``) x
 images per second / the device's peak in the row's data type: the peaks the run saved
 (``peak_macs_per_second``), or ``--peak`` for a run saved without them.
 """
@@ -16,9 +16,9 @@ import argparse
 import json
 from pathlib import Path
 
-from pytest_gostcnn.complexity import inference_macs, training_macs
-from pytest_gostcnn.evaluation import relative_real_performance
-from pytest_gostcnn.network import CYRILLIC, load_networks
+from pytest_gostcnn.model.complexity import inference_macs, training_macs
+from pytest_gostcnn.model.network import CYRILLIC, load_networks
+from pytest_gostcnn.performance.evaluation import relative_real_performance
 
 
 def peak_option(text: str) -> tuple[str, float]:

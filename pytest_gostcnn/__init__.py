@@ -3,17 +3,17 @@
 The small Python API (see README, "Python API")::
 
     from pytest_gostcnn import load_network, draw_weights, draw_input, draw_out_residual
-    from pytest_gostcnn import executor, inference_macs, training_macs
+    from pytest_gostcnn.model import executor, inference_macs, training_macs
     from pytest_gostcnn.reference import ReferenceKernels
 """
 
 from pathlib import Path
 
-from . import executor
-from .complexity import inference_macs, training_macs
-from .data import draw_input, draw_out_residual, draw_weights
-from .layers import LAYER_TYPES, Layer, LayerShapeError, make_layer
-from .network import Network, TableError, load_network, load_networks, load_table
+from .model import executor
+from .model.complexity import inference_macs, training_macs
+from .model.data import draw_input, draw_out_residual, draw_weights
+from .model.layers import LAYER_TYPES, Layer, LayerShapeError, make_layer
+from .model.network import Network, TableError, load_network, load_networks, load_table
 
 # In a source checkout reference/ and backends/ sit beside this package, at the repository
 # root (README, "Layout"); an installed copy holds them inside it. Let the checkout import

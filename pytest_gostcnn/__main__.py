@@ -13,12 +13,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import executor
-from .complexity import inference_macs, training_macs
-from .data import draw_input, draw_out_residual, draw_weights
-from .layers import Layer
-from .network import Network, TableError, load_networks
-from .session import MAX_BATCH, integer, select_networks
+from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.complexity import inference_macs, training_macs
+from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
+from pytest_gostcnn.model.layers import Layer
+from pytest_gostcnn.model.network import Network, TableError, load_networks
+from pytest_gostcnn.plugin.session import MAX_BATCH, integer, select_networks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,7 +82,7 @@ class _Largest:
 
 
 def _reference_run(network: Network, batch: int, seed: int) -> str:
-    from .reference import ReferenceKernels
+    from pytest_gostcnn.reference import ReferenceKernels
 
     rng = np.random.default_rng(seed)
     weights = draw_weights(network, rng)

@@ -2,7 +2,7 @@
 
 A backend computes the layers of SPEC §3 on one device in one data type. It subclasses
 ``Backend`` and provides the layer kernels of the executor; whole networks then run through
-the shared schedule (``pytest_gostcnn.executor``). A backend that compiles the whole graph
+the shared schedule (``pytest_gostcnn.model.executor``). A backend that compiles the whole graph
 overrides ``infer`` / ``train`` instead.
 
 Backends register under the entry-point group ``pytest_gostcnn.backends`` (the built-in ones
@@ -17,10 +17,10 @@ from importlib.metadata import EntryPoint, entry_points
 
 import numpy as np
 
-from . import executor
-from .layers import Layer
-from .network import Network
-from .peak import Peak, cpu_peak
+from pytest_gostcnn.machine.peak import Peak, cpu_peak
+from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.layers import Layer
+from pytest_gostcnn.model.network import Network
 
 ENTRY_POINT_GROUP = "pytest_gostcnn.backends"
 

@@ -4,12 +4,12 @@ One module per layer type, each with ``forward``, ``backward`` and, for the laye
 weights, ``gradient``; ``update`` is one rule for every weight array. Arrays are
 NumPy in the standard's layout [B][X][Y][L]; every kernel computes in the dtype of its
 arguments, and the reference is this code run on float64. ``ReferenceKernels`` hands them to
-the executor (``pytest_gostcnn.executor``), which runs whole networks.
+the executor (``pytest_gostcnn.model.executor``), which runs whole networks.
 """
 
 from types import ModuleType
 
-from pytest_gostcnn.layers import Layer
+from pytest_gostcnn.model.layers import Layer
 
 from . import avgpool, concat, conv, depthwise, eltwise, fc, maxpool, relu, shuffle, split
 from .update import update

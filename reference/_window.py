@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from pytest_gostcnn.layers import Layer
+from pytest_gostcnn.model.layers import Layer
 
 
 def pad(a: np.ndarray, layer: Layer) -> np.ndarray:

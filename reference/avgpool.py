@@ -6,7 +6,7 @@ positions count in the divisor.
 
 import numpy as np
 
-from pytest_gostcnn.layers import Layer
+from pytest_gostcnn.model.layers import Layer
 
 from ._window import crop, offsets, pad, padded_zeros
 

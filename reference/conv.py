@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from pytest_gostcnn.layers import Layer
+from pytest_gostcnn.model.layers import Layer
 
 from ._window import crop, offsets, pad, padded_zeros
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from pytest_gostcnn.layers import Layer
+from pytest_gostcnn.model.layers import Layer
 
 
 def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:

@@ -7,7 +7,7 @@ over the batch, as for convolution.
 
 import numpy as np
 
-from pytest_gostcnn.layers import Layer
+from pytest_gostcnn.model.layers import Layer
 
 
 def _flat_weights(weights: dict[str, np.ndarray]) -> np.ndarray:

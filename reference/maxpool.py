@@ -7,7 +7,7 @@ equal to the output (all tied maxima), accumulating over overlapping windows.
 
 import numpy as np
 
-from pytest_gostcnn.layers import Layer
+from pytest_gostcnn.model.layers import Layer
 
 from ._window import crop, offsets, pad
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from pytest_gostcnn.layers import Layer
+from pytest_gostcnn.model.layers import Layer
 
 
 def destinations(channels: int, groups: int) -> np.ndarray:

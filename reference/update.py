@@ -5,7 +5,7 @@ Literally a plus sign and no learning rate (SPEC §3).
 
 import numpy as np
 
-from pytest_gostcnn.layers import Layer
+from pytest_gostcnn.model.layers import Layer
 
 
 def update(

@@ -10,9 +10,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pytest_gostcnn.benchmark import CellTiming, Timing
-from pytest_gostcnn.cells import Cells, detect, launched_size
-from pytest_gostcnn.peak import Peak
+from pytest_gostcnn.machine.peak import Peak
+from pytest_gostcnn.performance.cells import Cells, detect, launched_size
+from pytest_gostcnn.performance.timing import CellTiming, Timing
 
 PEAK = Peak(1e10, "given (--gost-peak)")
 

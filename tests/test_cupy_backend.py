@@ -18,7 +18,6 @@ import nvrtc
 import pytest
 
 from pytest_gostcnn import executor, load_network
-from pytest_gostcnn.admissible import PRECISIONS
 from pytest_gostcnn.backend import BackendError
 from pytest_gostcnn.backends import _cuda_kernels as cuda_kernels
 from pytest_gostcnn.backends import cupy_gpu
@@ -38,11 +37,9 @@ from pytest_gostcnn.backends.cupy_gpu import (
     gemm_ex_arguments,
     nvidia_driver_version,
 )
-from pytest_gostcnn.data import draw_input, draw_weights
-from pytest_gostcnn.layer_cases import LayerCase, layer_cases
-from pytest_gostcnn.layers import Layer, make_layer
-from pytest_gostcnn.reference import ReferenceKernels
-from pytest_gostcnn.verification import (
+from pytest_gostcnn.conformance.error_model import PRECISIONS
+from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases
+from pytest_gostcnn.conformance.verification import (
     CORRECT,
     NOT_CORRECT,
     REFERENCE_GRADE,
@@ -50,6 +47,9 @@ from pytest_gostcnn.verification import (
     verify_layer,
     verify_network,
 )
+from pytest_gostcnn.model.data import draw_input, draw_weights
+from pytest_gostcnn.model.layers import Layer, make_layer
+from pytest_gostcnn.reference import ReferenceKernels
 
 pytest_plugins = ["pytester"]
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gostcnn.evaluation import (
+from pytest_gostcnn.performance.evaluation import (
     designate_evaluation,
     designate_test,
     evaluate,

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import yaml
 
-from pytest_gostcnn.data import draw_input, draw_out_residual, draw_weights
-from pytest_gostcnn.executor import KernelError, infer, train
-from pytest_gostcnn.layers import NETWORK_INPUT, Layer, MapRef
-from pytest_gostcnn.network import Network, parse_table
+from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
+from pytest_gostcnn.model.executor import KernelError, infer, train
+from pytest_gostcnn.model.layers import NETWORK_INPUT, Layer, MapRef
+from pytest_gostcnn.model.network import Network, parse_table
 from pytest_gostcnn.reference import (
     ReferenceKernels,
     concat,

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from pytest_gostcnn.images import ImageSet
+from pytest_gostcnn.performance.images import ImageSet
 
 SHAPE = (8, 6, 3)
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
-from pytest_gostcnn.layer_cases import layer_cases
-from pytest_gostcnn.layers import make_layer
+from pytest_gostcnn.conformance.layer_cases import layer_cases
+from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_layer, verify_network
+from pytest_gostcnn.model.layers import make_layer
 from pytest_gostcnn.reference import MODULES
 from pytest_gostcnn.reference._window import offsets
-from pytest_gostcnn.verification import NOT_CORRECT, verify_layer, verify_network
 
 MARGIN = 10.0
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from pytest_gostcnn import executor
-from pytest_gostcnn.complexity import inference_macs, training_macs
-from pytest_gostcnn.data import draw_input, draw_out_residual, draw_weights
-from pytest_gostcnn.layers import LAYER_TYPES, Layer
-from pytest_gostcnn.network import LATIN, Network
+from pytest_gostcnn.model.complexity import inference_macs, training_macs
+from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
+from pytest_gostcnn.model.layers import LAYER_TYPES, Layer
+from pytest_gostcnn.model.network import LATIN, Network
 from pytest_gostcnn.reference import ReferenceKernels
 
 LATIN_IDS = list(LATIN.values())

@@ -7,16 +7,16 @@ inside the threshold and the verdict does not hinge on luck.
 import pytest
 
 from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
-from pytest_gostcnn.layer_cases import layer_cases
-from pytest_gostcnn.layers import make_layer
-from pytest_gostcnn.network import LATIN
-from pytest_gostcnn.verification import (
+from pytest_gostcnn.conformance.layer_cases import layer_cases
+from pytest_gostcnn.conformance.verification import (
     CORRECT,
     REFERENCE_GRADE,
     layer_steps,
     verify_layer,
     verify_network,
 )
+from pytest_gostcnn.model.layers import make_layer
+from pytest_gostcnn.model.network import LATIN
 
 HALF = 0.5
 

@@ -14,7 +14,7 @@ import oracle
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from pytest_gostcnn.layers import Layer, make_layer
+from pytest_gostcnn.model.layers import Layer, make_layer
 from pytest_gostcnn.reference import (
     MODULES,
     avgpool,

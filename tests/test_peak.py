@@ -2,7 +2,7 @@
 
 import pytest
 
-from pytest_gostcnn.peak import cpu_peak, gpu_peak, parse_peak, physical_cores, si
+from pytest_gostcnn.machine.peak import cpu_peak, gpu_peak, parse_peak, physical_cores, si
 
 CPUINFO = """processor\t: 0
 vendor_id\t: {vendor}
@@ -31,7 +31,7 @@ flags\t\t: fpu sse sse2 {flags}
 def test_cpu_peak_is_cores_times_clock_times_fma_lanes(
     monkeypatch, tmp_path, vendor, flags, macs_per_cycle
 ):
-    monkeypatch.setattr("pytest_gostcnn.peak.CPUFREQ_MAX", str(tmp_path / "absent"))
+    monkeypatch.setattr("pytest_gostcnn.machine.peak.CPUFREQ_MAX", str(tmp_path / "absent"))
     cpuinfo = CPUINFO.format(vendor=vendor, flags=flags)
     peak = cpu_peak("float32", cpuinfo=cpuinfo, cores=4)
     assert peak.macs_per_cycle_per_unit == macs_per_cycle
@@ -44,7 +44,7 @@ def test_cpu_peak_is_cores_times_clock_times_fma_lanes(
 
 def test_cpufreq_maximum_clock_wins_over_the_current_clock(monkeypatch, tmp_path):
     (tmp_path / "max").write_text("3500000\n")  # kHz
-    monkeypatch.setattr("pytest_gostcnn.peak.CPUFREQ_MAX", str(tmp_path / "max"))
+    monkeypatch.setattr("pytest_gostcnn.machine.peak.CPUFREQ_MAX", str(tmp_path / "max"))
     peak = cpu_peak("float32", cpuinfo=CPUINFO.format(vendor="x", flags="fma"), cores=2)
     assert peak.clock_hz == 3.5e9
 

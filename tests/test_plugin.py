@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_gostcnn.layer_cases import layer_cases
-from pytest_gostcnn.network import default_tables_dir
+from pytest_gostcnn.conformance.layer_cases import layer_cases
+from pytest_gostcnn.model.network import default_tables_dir
 
 # Here rather than in the root conftest.py: with an editable install the shipped suite lies
 # below the repository root, so a user's run loads that conftest too, and there
@@ -120,7 +120,7 @@ class DeviceRaises(NumpyBackend):
 
 class PeakTiny(NumpyBackend):
     def peak(self):
-        from pytest_gostcnn.peak import Peak
+        from pytest_gostcnn.machine.peak import Peak
 
         return Peak(1e-300, "estimated")
 

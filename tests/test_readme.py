@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-from pytest_gostcnn.complexity import inference_macs, training_macs
+from pytest_gostcnn.model.complexity import inference_macs, training_macs
 
 README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
 

@@ -7,7 +7,7 @@ What each module computes is checked against the literal Appendix A loops in tes
 import numpy as np
 import pytest
 
-from pytest_gostcnn.layers import LAYER_TYPES, Layer, make_layer
+from pytest_gostcnn.model.layers import LAYER_TYPES, Layer, make_layer
 from pytest_gostcnn.reference import MODULES, split
 
 WINDOW = {"Rx": 3, "Ry": 2, "S": 2, "Px": 1, "Py": 1}

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from pytest_gostcnn.__main__ import main
-from pytest_gostcnn.layers import MapRef
-from pytest_gostcnn.network import (
+from pytest_gostcnn.model.layers import MapRef
+from pytest_gostcnn.model.network import (
     TableError,
     UnknownNetworkError,
     load_network,

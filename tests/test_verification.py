@@ -5,7 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from pytest_gostcnn.admissible import (
+from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+from pytest_gostcnn.conformance.error_model import (
     PRECISIONS,
     SAFETY,
     UNCERTAINTY,
@@ -13,11 +14,7 @@ from pytest_gostcnn.admissible import (
     ErrorModelKernels,
     admissible_rmse,
 )
-from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
-from pytest_gostcnn.layers import make_layer
-from pytest_gostcnn.network import load_network
-from pytest_gostcnn.reference import MODULES
-from pytest_gostcnn.verification import (
+from pytest_gostcnn.conformance.verification import (
     CORRECT,
     NOT_CORRECT,
     NOT_VERIFIED,
@@ -29,6 +26,9 @@ from pytest_gostcnn.verification import (
     verify_layer,
     verify_network,
 )
+from pytest_gostcnn.model.layers import make_layer
+from pytest_gostcnn.model.network import load_network
+from pytest_gostcnn.reference import MODULES
 
 F32 = PRECISIONS["float32"]
 
@@ -262,7 +262,7 @@ def test_a_failure_on_the_suites_side_is_not_verified_not_the_backends(monkeypat
         raise MemoryError("Unable to allocate 145. TiB")
 
     if where == "draw":
-        monkeypatch.setattr("pytest_gostcnn.verification.draw_input", no_memory)
+        monkeypatch.setattr("pytest_gostcnn.conformance.verification.draw_input", no_memory)
     else:
         monkeypatch.setattr(ErrorModelKernels, "forward", no_memory)
     network = load_network("Sh")

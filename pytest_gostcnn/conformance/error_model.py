@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layers import Layer
-from .reference import MODULES
-from .reference._window import crop, offsets, pad
+from pytest_gostcnn.model.layers import Layer
+from pytest_gostcnn.reference import MODULES
+from pytest_gostcnn.reference._window import crop, offsets, pad
 
 # A decision is uncertain when the reference value is within this many standard deviations
 # of the implementation's error from the decision boundary.

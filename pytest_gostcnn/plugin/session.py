@@ -17,13 +17,27 @@ from pathlib import Path
 
 import pytest
 
-from .backend import INFERENCE_DTYPES, TRAINING_DTYPES, Backend, BackendError, load_backend_class
-from .benchmark import PROFILES, Timing
-from .cells import Cells
-from .network import CYRILLIC, LATIN, Network, TableError, load_networks, network_key
-from .peak import MIN_PEAK, Peak, parse_peak
+from pytest_gostcnn.backend import (
+    INFERENCE_DTYPES,
+    TRAINING_DTYPES,
+    Backend,
+    BackendError,
+    load_backend_class,
+)
+from pytest_gostcnn.conformance.verification import Verification
+from pytest_gostcnn.machine.peak import MIN_PEAK, Peak, parse_peak
+from pytest_gostcnn.model.network import (
+    CYRILLIC,
+    LATIN,
+    Network,
+    TableError,
+    load_networks,
+    network_key,
+)
+from pytest_gostcnn.performance.cells import Cells
+from pytest_gostcnn.performance.timing import PROFILES, Timing
+
 from .report import TEMPORARY_PREFIX
-from .verification import Verification
 
 MODES = ("training", "inference", "both")
 MAX_BATCH = 1024  # SPEC §7: B is an integer from 1 to 1024

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .network import CYRILLIC, LATIN
-from .peak import si
+from pytest_gostcnn.machine.peak import si
+from pytest_gostcnn.model.network import CYRILLIC, LATIN
 
 MODE_LETTERS = {"training": "О", "inference": "П"}  # обучение, применение
 FULL_PROFILE_IMAGES = 1_000_000  # section 9.3: each cell's own set of 1,000,000 images

@@ -6,10 +6,16 @@ import math
 import platform
 from typing import TYPE_CHECKING
 
-from .evaluation import Evaluation, describe, designate_evaluation, designate_test, evaluate
-from .network import CYRILLIC
-from .peak import si
-from .system import libraries
+from pytest_gostcnn.machine.facts import libraries
+from pytest_gostcnn.machine.peak import si
+from pytest_gostcnn.model.network import CYRILLIC
+from pytest_gostcnn.performance.evaluation import (
+    Evaluation,
+    describe,
+    designate_evaluation,
+    designate_test,
+    evaluate,
+)
 
 if TYPE_CHECKING:
     from .session import GostSession

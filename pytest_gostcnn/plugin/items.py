@@ -11,12 +11,13 @@ import zlib
 import numpy as np
 import pytest
 
-from .benchmark import CellTiming, Rounds, Timing, macs_per_image, plan
-from .cells import Cells
-from .evaluation import designate_test
-from .layer_cases import LayerCase
+from pytest_gostcnn.conformance.layer_cases import LayerCase
+from pytest_gostcnn.conformance.verification import Verification, verify_layer, verify_network
+from pytest_gostcnn.performance.cells import Cells
+from pytest_gostcnn.performance.evaluation import designate_test
+from pytest_gostcnn.performance.timing import CellTiming, Rounds, Timing, macs_per_image, plan
+
 from .session import GostSession
-from .verification import Verification, verify_layer, verify_network
 
 
 def network_id(session: GostSession, latin: str, mode: str) -> str:

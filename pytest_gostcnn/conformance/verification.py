@@ -22,12 +22,19 @@ from typing import Any
 
 import numpy as np
 
-from . import executor
-from .admissible import PRECISIONS, Bounded, ErrorModelKernels, admissible_rmse
-from .backend import Backend
-from .data import INPUT_RANGE, WEIGHT_RANGE, draw_input, draw_out_residual, draw_weights
-from .layers import Layer
-from .network import Network
+from pytest_gostcnn.backend import Backend
+from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.data import (
+    INPUT_RANGE,
+    WEIGHT_RANGE,
+    draw_input,
+    draw_out_residual,
+    draw_weights,
+)
+from pytest_gostcnn.model.layers import Layer
+from pytest_gostcnn.model.network import Network
+
+from .error_model import PRECISIONS, Bounded, ErrorModelKernels, admissible_rmse
 
 REFERENCE_GRADE = "reference-grade"
 CORRECT = "correct"

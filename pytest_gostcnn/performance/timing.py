@@ -31,13 +31,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backend import Backend
-from .complexity import inference_macs, training_macs
+from pytest_gostcnn.backend import Backend
+from pytest_gostcnn.machine.peak import Peak
+from pytest_gostcnn.model.complexity import inference_macs, training_macs
+from pytest_gostcnn.model.layers import Layer
+from pytest_gostcnn.model.network import Network
+
 from .evaluation import FULL_PROFILE_IMAGES, relative_real_performance
 from .images import ImageSet
-from .layers import Layer
-from .network import Network
-from .peak import Peak
 
 PROFILES = ("quick", "full")
 # The quick profile: enough images for a stable mean on a CPU, few enough that all six

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .data import INPUT_RANGE
+from pytest_gostcnn.model.data import INPUT_RANGE
 
 # Philox advances its counter once per four 64-bit words; an image of n values uses fewer
 # than n counter steps, so spacing images this far apart keeps every image's stream apart

@@ -17,11 +17,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .evaluation import designate_evaluation, designate_test
-from .network import CYRILLIC
+from pytest_gostcnn.conformance.verification import Verification
+from pytest_gostcnn.machine.facts import cpu_model, libraries
+from pytest_gostcnn.model.network import CYRILLIC
+from pytest_gostcnn.performance.evaluation import designate_evaluation, designate_test
+
 from .summary import comment, compliant, evaluations, full_profile
-from .system import cpu_model, libraries
-from .verification import Verification
 
 if TYPE_CHECKING:
     from .session import GostSession

@@ -13,21 +13,22 @@ from pathlib import Path
 
 import pytest
 
-from . import summary
-from .backend import (
+from pytest_gostcnn.backend import (
     INFERENCE_DTYPES,
     TRAINING_DTYPES,
     BackendError,
 )
-from .benchmark import QUICK_IMAGES
-from .cells import CellsError, detect
-from .layer_cases import layer_cases
-from .network import TableError
+from pytest_gostcnn.conformance.layer_cases import layer_cases
+from pytest_gostcnn.conformance.verification import layer_steps
+from pytest_gostcnn.machine.facts import cpu_model
+from pytest_gostcnn.model.network import TableError
+from pytest_gostcnn.performance.cells import CellsError, detect
+from pytest_gostcnn.performance.timing import QUICK_IMAGES
+
+from . import summary
+from .items import network_id
 from .report import build_report, write_report
-from .runner import network_id
 from .session import MAX_BATCH, OPTIONS, GostSession, build_session
-from .system import cpu_model
-from .verification import layer_steps
 
 # The suite's file name does not match pytest's test-file patterns: the plugin collects it
 # (pytest_collect_file) wherever it lies, whatever a project configured as python_files.

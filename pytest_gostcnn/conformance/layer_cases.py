@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .data import INPUT_RANGE
-from .layers import Layer, make_layer
+from pytest_gostcnn.model.data import INPUT_RANGE
+from pytest_gostcnn.model.layers import Layer, make_layer
 
 
 @dataclass(frozen=True)
