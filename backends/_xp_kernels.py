@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from pytest_gostcnn.backend import Backend, BackendError
-from pytest_gostcnn.conformance.error_model import PRECISIONS
+from pytest_gostcnn.model.dtypes import PRECISIONS
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.reference._window import crop, offsets
 
@@ -73,7 +73,7 @@ def _rounded_bits(xp: Any, a, dropped: int) -> Any:
 
 def bfloat16_bits(xp: Any, a) -> Any:
     """``a`` rounded to bfloat16 as float32 bit patterns: the rounding of
-    ``admissible.PRECISIONS["bfloat16"].round``, in ``xp``."""
+    ``model.dtypes.PRECISIONS["bfloat16"].round``, in ``xp``."""
     return _rounded_bits(xp, a, 16)
 
 

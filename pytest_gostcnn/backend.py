@@ -24,10 +24,6 @@ from pytest_gostcnn.model.network import Network
 
 ENTRY_POINT_GROUP = "pytest_gostcnn.backends"
 
-# SPEC §8: the data types the standard admits for inference, and for training.
-INFERENCE_DTYPES = ("float32", "float16", "bfloat16", "tf32", "int8", "int16")
-TRAINING_DTYPES = ("float32", "float16")
-
 
 class BackendError(ValueError):
     """A backend that cannot be found, imported or used; the message says which and why."""

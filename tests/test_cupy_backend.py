@@ -37,7 +37,6 @@ from pytest_gostcnn.backends.cupy_gpu import (
     gemm_ex_arguments,
     nvidia_driver_version,
 )
-from pytest_gostcnn.conformance.error_model import PRECISIONS
 from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases
 from pytest_gostcnn.conformance.verification import (
     CORRECT,
@@ -48,6 +47,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_network,
 )
 from pytest_gostcnn.model.data import draw_input, draw_weights
+from pytest_gostcnn.model.dtypes import PRECISIONS
 from pytest_gostcnn.model.layers import Layer, make_layer
 from pytest_gostcnn.reference import ReferenceKernels
 

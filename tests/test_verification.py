@@ -7,7 +7,6 @@ import pytest
 
 from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
 from pytest_gostcnn.conformance.error_model import (
-    PRECISIONS,
     SAFETY,
     UNCERTAINTY,
     Bounded,
@@ -26,6 +25,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_layer,
     verify_network,
 )
+from pytest_gostcnn.model.dtypes import PRECISIONS
 from pytest_gostcnn.model.layers import make_layer
 from pytest_gostcnn.model.network import load_network
 from pytest_gostcnn.reference import MODULES

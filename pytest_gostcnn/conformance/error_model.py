@@ -21,11 +21,11 @@ roundoff:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 import numpy as np
 
+from pytest_gostcnn.model.dtypes import Precision
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.reference import MODULES
 from pytest_gostcnn.reference._window import crop, offsets, pad
@@ -35,45 +35,6 @@ from pytest_gostcnn.reference._window import crop, offsets, pad
 UNCERTAINTY = 4.0
 # СКОП = SAFETY * the RMS of the modelled error: the model is an estimate, not a worst case.
 SAFETY = 2.0
-
-
-def _to_float32(a: np.ndarray) -> np.ndarray:
-    return np.asarray(a, dtype=np.float32).astype(np.float64)
-
-
-def _to_float16(a: np.ndarray) -> np.ndarray:
-    return np.asarray(a, dtype=np.float16).astype(np.float64)
-
-
-def _to_bfloat16(a: np.ndarray) -> np.ndarray:
-    """Round to bfloat16 (the top 16 bits of float32), to nearest, ties to even."""
-    bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
-
-
-@dataclass(frozen=True)
-class Precision:
-    """Rounding of one data type: stored values, extra rounding of factors, accumulator.
-
-    ``round`` maps float64 values to the nearest values of the type (as float64).
-    """
-
-    storage: float
-    multiply: float
-    accumulate: float
-    round: Callable[[np.ndarray], np.ndarray]
-
-
-# Unit roundoffs (half an ulp of 1): float32 2^-24, float16 2^-11, bfloat16 2^-8. TF32 keeps
-# float32 storage and accumulation but rounds each factor of a product to 10 mantissa bits.
-# float16 and bfloat16 accumulate in float32, as every GEMM library does.
-PRECISIONS: dict[str, Precision] = {
-    "float32": Precision(2**-24, 0.0, 2**-24, _to_float32),
-    "tf32": Precision(2**-24, 2**-11, 2**-24, _to_float32),
-    "float16": Precision(2**-11, 0.0, 2**-24, _to_float16),
-    "bfloat16": Precision(2**-8, 0.0, 2**-24, _to_bfloat16),
-}
 
 
 class Bounded:

@@ -31,10 +31,11 @@ from pytest_gostcnn.model.data import (
     draw_out_residual,
     draw_weights,
 )
+from pytest_gostcnn.model.dtypes import PRECISIONS
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.model.network import Network
 
-from .error_model import PRECISIONS, Bounded, ErrorModelKernels, admissible_rmse
+from .error_model import Bounded, ErrorModelKernels, admissible_rmse
 
 REFERENCE_GRADE = "reference-grade"
 CORRECT = "correct"

@@ -13,14 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gostcnn.backend import (
-    INFERENCE_DTYPES,
-    TRAINING_DTYPES,
-    BackendError,
-)
+from pytest_gostcnn.backend import BackendError
 from pytest_gostcnn.conformance.layer_cases import layer_cases
 from pytest_gostcnn.conformance.verification import layer_steps
 from pytest_gostcnn.machine.facts import cpu_model
+from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
 from pytest_gostcnn.model.network import TableError
 from pytest_gostcnn.performance.cells import CellsError, detect
 from pytest_gostcnn.performance.timing import QUICK_IMAGES

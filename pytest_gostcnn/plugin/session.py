@@ -17,15 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gostcnn.backend import (
-    INFERENCE_DTYPES,
-    TRAINING_DTYPES,
-    Backend,
-    BackendError,
-    load_backend_class,
-)
+from pytest_gostcnn.backend import Backend, BackendError, load_backend_class
 from pytest_gostcnn.conformance.verification import Verification
 from pytest_gostcnn.machine.peak import MIN_PEAK, Peak, parse_peak
+from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
 from pytest_gostcnn.model.network import (
     CYRILLIC,
     LATIN,

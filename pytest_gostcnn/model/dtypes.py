@@ -1,0 +1,55 @@
+"""The data types the standard admits (docs/standard.md §8) and how each rounds a value.
+
+``PRECISIONS`` gives, for each floating-point type, its unit roundoffs and its rounding to
+nearest; the error model behind СКОП and the backends' storage use the same roundings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+# Section 11: the data types admitted for inference, and for training.
+INFERENCE_DTYPES = ("float32", "float16", "bfloat16", "tf32", "int8", "int16")
+TRAINING_DTYPES = ("float32", "float16")
+
+
+def _to_float32(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.float32).astype(np.float64)
+
+
+def _to_float16(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.float16).astype(np.float64)
+
+
+def _to_bfloat16(a: np.ndarray) -> np.ndarray:
+    """Round to bfloat16 (the top 16 bits of float32), to nearest, ties to even."""
+    bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Rounding of one data type: stored values, extra rounding of factors, accumulator.
+
+    ``round`` maps float64 values to the nearest values of the type (as float64).
+    """
+
+    storage: float
+    multiply: float
+    accumulate: float
+    round: Callable[[np.ndarray], np.ndarray]
+
+
+# Unit roundoffs (half an ulp of 1): float32 2^-24, float16 2^-11, bfloat16 2^-8. TF32 keeps
+# float32 storage and accumulation but rounds each factor of a product to 10 mantissa bits.
+# float16 and bfloat16 accumulate in float32, as every GEMM library does.
+PRECISIONS: dict[str, Precision] = {
+    "float32": Precision(2**-24, 0.0, 2**-24, _to_float32),
+    "tf32": Precision(2**-24, 2**-11, 2**-24, _to_float32),
+    "float16": Precision(2**-11, 0.0, 2**-24, _to_float16),
+    "bfloat16": Precision(2**-8, 0.0, 2**-24, _to_bfloat16),
+}
