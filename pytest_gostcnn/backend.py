@@ -1,6 +1,6 @@
 """The backend contract and how a backend is found (``--gost-backend``).
 
-A backend computes the layers of SPEC §3 on one device in one data type. It subclasses
+A backend computes the layers of standard.md §4 on one device in one data type. It subclasses
 ``Backend`` and provides the layer kernels of the executor; whole networks then run through
 the shared schedule (``pytest_gostcnn.model.executor``). A backend that compiles the whole graph
 overrides ``infer`` / ``train`` instead.
@@ -41,7 +41,7 @@ class Backend(abc.ABC):
     #: The name ``--gost-backend`` selects it by, and its version for the report.
     name: str = ""
     version: str = ""
-    #: The data types it computes, for inference and for training (subsets of SPEC §8's).
+    #: The data types it computes, for inference and for training (subsets of standard.md §8's).
     inference_dtypes: tuple[str, ...] = ("float32",)
     training_dtypes: tuple[str, ...] = ("float32",)
 

@@ -1,6 +1,6 @@
 """Average pooling (section 6.2, Appendix A).
 
-SPEC §4: the sum over in-bounds positions is divided by Rx*Ry always, so padding
+standard.md §4: the sum over in-bounds positions is divided by Rx*Ry always, so padding
 positions count in the divisor.
 """
 

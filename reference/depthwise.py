@@ -1,6 +1,6 @@
 """Depthwise convolution (section 6.6, Appendix A): FILTERS[Rx][Ry][L], BIASES[L].
 
-SPEC §4 gap: Appendix A declares BIASES[F] and reads BIASES[f]; the layer has one bias per
+standard.md §4 gap: Appendix A declares BIASES[F] and reads BIASES[f]; the layer has one bias per
 channel l.
 """
 

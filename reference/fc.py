@@ -1,7 +1,7 @@
 """Fully connected layer (section 6.8, Appendix A): WEIGHTS[F][L][X][Y], BIASES[F].
 
-SPEC §4: the weight index order is (l, x, y), not the map's (x, y, l). The output [B][F]
-is held as the map [B][1][1][F]. SPEC §4 gap: BIASES_D[f] is the sum of OUT_D[b][f]
+standard.md §4: the weight index order is (l, x, y), not the map's (x, y, l). The output [B][F]
+is held as the map [B][1][1][F]. standard.md §4 gap: BIASES_D[f] is the sum of OUT_D[b][f]
 over the batch, as for convolution.
 """
 

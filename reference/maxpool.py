@@ -1,6 +1,6 @@
 """Max pooling (section 6.2, Appendix A).
 
-SPEC §4: a window position outside the map counts as the value 0 (Appendix A sets
+standard.md §4: a window position outside the map counts as the value 0 (Appendix A sets
 RES=0 there), so padding is 0, not -inf. Backward sends OUT_D to every in-bounds input
 equal to the output (all tied maxima), accumulating over overlapping windows.
 """

@@ -1,6 +1,6 @@
 """The update step (section 3.35, Appendix A): ``W += W_D / B`` for every weight array.
 
-Literally a plus sign and no learning rate (SPEC §3).
+Literally a plus sign and no learning rate (standard.md §3).
 """
 
 import numpy as np

@@ -15,7 +15,7 @@ Conventions:
 - The C declarations at the top of a fragment leave arrays uninitialised; ``_declare``
   fills them with NaN, so an element a fragment fails to write shows in any comparison.
 - The update sections change the weight arrays in place, as the C code does.
-- Where the C text has a typo, the SPEC §4 reading is applied and marked with a comment.
+- Where the C text has a typo, the standard.md §4 reading is applied and marked with a comment.
 """
 
 # ruff: noqa: E741  -- `l` is Appendix A's channel index; renaming it would break the
@@ -30,7 +30,7 @@ def _declare(*shape: int) -> np.ndarray:
 
 
 def output_size(size: int, window: int, stride: int, pad: int) -> int:
-    """Xout / Yout: ``floor((X + 2*P - R) / S) + 1`` (SPEC §4; the formula the loops imply)."""
+    """Xout / Yout: ``floor((X + 2*P - R) / S) + 1`` (standard.md §4: what the loops imply)."""
     return (size + 2 * pad - window) // stride + 1
 
 
@@ -102,7 +102,7 @@ def conv_gradient(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Convolution fragment, section "// Вычисление градиента". Returns FILTERS_D, BIASES_D.
 
-    The C text's ``OUT_D[b][x][y][f|`` is read as ``[f]`` (SPEC §4: a syntax typo).
+    The C text's ``OUT_D[b][x][y][f|`` is read as ``[f]`` (standard.md §4: a syntax typo).
     """
     B, X, Y, L = IN.shape
     _, Xout, Yout, F = OUT_D.shape
@@ -153,7 +153,7 @@ def maxpool_forward(IN: np.ndarray, Rx: int, Ry: int, S: int, Px: int, Py: int) 
     """Max-pooling fragment, section "// Прямой ход" (forward). Returns OUT.
 
     The C condition ``(...)&& if (...)&& if (...)`` is read without the stray ``if``s
-    (SPEC §4: a syntax typo). The FIRST/RES logic is kept as written: a window position
+    (standard.md §4: a syntax typo). The FIRST/RES logic is kept as written: a window position
     outside the map counts as the value 0.
     """
     B, X, Y, L = IN.shape
@@ -384,7 +384,7 @@ def split_backward(OUT1_D: np.ndarray, OUT2_D: np.ndarray) -> np.ndarray:
 
 
 # Depthwise convolution (6.6): IN[B][X][Y][L], OUT[B][Xout][Yout][L], FILTERS[Rx][Ry][L],
-# BIASES[L] (SPEC §4: the C text declares BIASES[F]; the layer has one bias per channel).
+# BIASES[L] (standard.md §4: the C text declares BIASES[F]; the layer has one bias per channel).
 
 
 def depthwise_forward(
@@ -392,7 +392,7 @@ def depthwise_forward(
 ) -> np.ndarray:
     """Depthwise-convolution fragment, section "// Прямой ход" (forward). Returns OUT.
 
-    The C text's ``BIASES[f]`` (f unbound here) is read as ``BIASES[l]`` (SPEC §4).
+    The C text's ``BIASES[f]`` (f unbound here) is read as ``BIASES[l]`` (standard.md §4).
     """
     B, X, Y, L = IN.shape
     Rx, Ry, _ = FILTERS.shape
@@ -454,7 +454,7 @@ def depthwise_gradient(
     """Depthwise-convolution fragment, section "// Вычисление значений градиента".
 
     Returns FILTERS_D, BIASES_D. The C text's ``BIASES_D[I]`` is read as ``BIASES_D[l]``
-    (SPEC §4).
+    (standard.md §4).
     """
     B, X, Y, L = IN.shape
     _, Xout, Yout, _ = OUT_D.shape
@@ -489,7 +489,7 @@ def depthwise_update(
 ) -> None:
     """Depthwise-convolution fragment, section "// Изменение значений весов", in place.
 
-    The C text's ``BIASES[I]`` / ``BIASES_D[I]`` are read as index ``l`` (SPEC §4).
+    The C text's ``BIASES[I]`` / ``BIASES_D[I]`` are read as index ``l`` (standard.md §4).
     """
     Rx, Ry, L = FILTERS.shape
     for l in range(L):
@@ -528,7 +528,7 @@ def eltwise_backward(OUT_D: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return IN1_D, IN2_D
 
 
-# Fully connected (6.8): IN[B][X][Y][L], OUT[B][F], WEIGHTS[F][L][X][Y] (SPEC §4: the C text
+# Fully connected (6.8): IN[B][X][Y][L], OUT[B][F], WEIGHTS[F][L][X][Y] (standard.md §4: the C text
 # declares WEIGHTS[F][L] but indexes it, like WEIGHTS_D, as [f][l][x][y]), BIASES[F].
 
 
@@ -575,7 +575,7 @@ def fc_gradient(IN: np.ndarray, OUT_D: np.ndarray) -> tuple[np.ndarray, np.ndarr
     WEIGHTS_D = _declare(F, L, X, Y)
     BIASES_D = _declare(F)
     for f in range(F):
-        # C: `BIASES_D[f]=OUT_D[b][f];` with b unbound. SPEC §4 reads it as the sum over b,
+        # C: `BIASES_D[f]=OUT_D[b][f];` with b unbound. standard.md §4 reads it as the sum over b,
         # written as the convolution fragment writes its BIASES_D sum.
         BIASES_D[f] = 0
         for b in range(B):

@@ -1,4 +1,4 @@
-"""The one schedule of the training steps (SPEC §3, section 7.3), run with the reference kernels.
+"""The one schedule of the training steps (standard.md §3), run with the reference kernels.
 
 The networks here are tiny hand-written tables; each is built to make one property of the
 schedule observable: fan-out, split/concat, linearity for an adjoint check, or aliasing.
@@ -114,7 +114,7 @@ READS_OUT = {"maxpool"}
 
 
 def draws(network: Network, batch: int, seed: int):
-    """SPEC §6 data: weights, input and output residual."""
+    """standard.md §6 data: weights, input and output residual."""
     rng = np.random.default_rng(seed)
     weights = draw_weights(network, rng)
     return weights, draw_input(network, batch, rng), draw_out_residual(network, batch, rng)
@@ -145,7 +145,7 @@ def hand_composed_fan_out(weights, image, out_residual):
     (d4,) = split.backward(row[5], [], [], [d5_1, d5_2], {})
     d2_from_eltwise, d3 = eltwise.backward(row[4], [], [], [d4], {})
     (d2_from_conv,) = conv.backward(row[3], [o2], [], [d3], w[3])
-    d2 = d2_from_eltwise + d2_from_conv  # SPEC §3 gap: residuals sum at fan-out
+    d2 = d2_from_eltwise + d2_from_conv  # standard.md §3 gap: residuals sum at fan-out
     (d1,) = relu.backward(row[2], [o1], [], [d2], {})
     (input_residual,) = conv.backward(row[1], [image], [], [d1], w[1])
     gradients = {

@@ -1,4 +1,4 @@
-"""The six shipped network tables (section 7, Appendix Б; SPEC §5 gap: reconstructions)."""
+"""The six shipped network tables (section 7, Appendix Б; standard.md §5 gap: reconstructions)."""
 
 import numpy as np
 import pytest
@@ -12,7 +12,7 @@ from pytest_gostcnn.reference import ReferenceKernels
 
 LATIN_IDS = list(LATIN.values())
 
-# SPEC §6 draws at batch 2 must stay far inside float32's range (3.4e38), so that a
+# standard.md §6 draws at batch 2 must stay far inside float32's range (3.4e38), so that a
 # float32 backend can be verified against the reference at all.
 MAGNITUDE_LIMIT = 1e30
 

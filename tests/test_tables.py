@@ -182,7 +182,7 @@ def test_second_input_without_first_is_rejected(tmp_path):
 
 @pytest.mark.parametrize("in1", ["0", "1", "2"])
 def test_first_row_naming_an_input_is_rejected(tmp_path, in1):
-    # SPEC §5: the network input is the first row's input; the row cannot name another.
+    # standard.md §5: the network input is the first row's input; the row cannot name another.
     rows = f"""\
   - {{n: 1, type: relu, in1: {in1}}}
   - {{n: 2, type: relu, in1: 1}}
@@ -294,7 +294,7 @@ def test_duplicate_row_number_is_rejected(tmp_path):
 
 
 def test_output_read_by_no_later_row_is_rejected(tmp_path):
-    # Only the last row's output is the network output (SPEC §5).
+    # Only the last row's output is the network output (standard.md §5).
     rows = f"""\
   - {{n: 1, type: conv, F: 4, {CONV_3X3}}}
   - {{n: 2, type: relu, in1: 1}}
@@ -432,7 +432,7 @@ ALL_SHAPES_ROWS = """\
 
 def test_valid_table_infers_every_rows_output_shape(tmp_path):
     network = load_table(write_table(tmp_path, ALL_SHAPES_ROWS, x=8, y=6, channels=3))
-    # Row 1, SPEC §4: floor((8 + 2 - 3) / 2) + 1 = 4 and floor((6 + 2 - 3) / 2) + 1 = 3;
+    # Row 1, standard.md §4: floor((8 + 2 - 3) / 2) + 1 = 4 and floor((6 + 2 - 3) / 2) + 1 = 3;
     # rounding up (ceil mode) would give 5 x 4. Row 8: floor((3 - 2) / 2) + 1 = 1.
     assert [layer.out_shapes for layer in network.layers] == [
         ((4, 3, 4),),

@@ -38,7 +38,7 @@ def exact(value) -> Bounded:
     return Bounded(value, np.zeros_like(value), F32.storage)
 
 
-# СКО and the verdict (SPEC §6) ---------------------------------------------------------
+# СКО and the verdict (standard.md §6) ---------------------------------------------------------
 
 
 def test_rmse_is_the_root_of_the_mean_squared_difference():

@@ -1,4 +1,4 @@
-"""СКОП, the admissible RMSE of each compared array (section 8, SPEC §6), derived analytically.
+"""СКОП, the admissible RMSE of each compared array (standard.md §6), derived analytically.
 
 The reference runs in float64 with an error model beside it: every array becomes a
 ``Bounded`` pair (the float64 value, and the variance an implementation's rounding error in
@@ -250,7 +250,7 @@ def _uncertain(value: np.ndarray, var: np.ndarray) -> np.ndarray:
 
 
 def _forward_length(layer: Layer) -> int:
-    """Products summed into one output, the bias included (SPEC §4)."""
+    """Products summed into one output, the bias included (standard.md §4)."""
     p, (x, y, channels) = layer.params, layer.in_shapes[0]
     if layer.type.name == "fc":
         return x * y * channels + 1

@@ -1,9 +1,9 @@
 """Section 8: verify a backend against the reference, layer by layer and network by network.
 
-Both implementations get the same values, drawn as SPEC §6 says: input and output residual
+Both implementations get the same values, drawn as standard.md §6 says: input and output residual
 from U(-127, 128), weights from U(-1, 1). Each compared array gets its СКО (RMSE against the
 float64 reference) and its СКОП (``admissible.admissible_rmse``, or a user's override), and
-the verdict follows SPEC §6: reference-grade when every СКО is 0, correct when each is below
+the verdict follows standard.md §6: reference-grade when every СКО is 0, correct when each is below
 its СКОП, not correct otherwise. Compared (the project's reading): for inference the network
 output; for training the output, the residual at the network input, every gradient and
 every updated weight array.
@@ -120,7 +120,7 @@ def rmse(got: np.ndarray, reference: np.ndarray) -> float:
 
 
 def verdict(checks: Iterable[ArrayCheck]) -> str:
-    """SPEC §6: reference-grade if every СКО is 0, correct if each is below its СКОП; not
+    """standard.md §6: reference-grade if every СКО is 0, correct if each is below its СКОП; not
     verified when the only failures are reference arrays too degenerate to judge by."""
     checks = list(checks)
     failed = [c for c in checks if not c.passed]
@@ -184,7 +184,7 @@ def _shape_dtype_problem(got: object, shape: tuple[int, ...], dtype: str) -> str
 def _model(dtype: str) -> tuple[ErrorModelKernels, Callable[[np.ndarray], np.ndarray]]:
     """The reference with the error model of ``dtype``, and the rounding of drawn values.
 
-    SPEC §6 gives both implementations the same values: the draws are rounded to the data
+    standard.md §6 gives both implementations the same values: the draws are rounded to the data
     type first, so the implementation receives them exactly and the reference computes
     on the very same numbers. Integer types have no rounding model here: their СКОП is 0
     (section 8: no analytic maximum, so СКОП = 0) and the draws are used as they are.
@@ -306,7 +306,7 @@ STEPS = ("forward", "backward", "gradient", "update")
 
 
 def layer_steps(layer: Layer) -> tuple[str, ...]:
-    """The steps of SPEC §3 a layer has: gradient and update only with weights."""
+    """The steps of standard.md §3 a layer has: gradient and update only with weights."""
     return STEPS if layer.has_weights else STEPS[:2]
 
 

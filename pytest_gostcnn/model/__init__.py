@@ -1,3 +1,3 @@
 """The standard's model of a CNN: the nine layer types, the network tables and their loader,
 the one executor of the four training steps, Table 1's MAC counts and section 8's data draws
-(docs/standard.md §2–§5)."""
+(standard.md §2–§5)."""

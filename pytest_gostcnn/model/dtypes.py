@@ -1,4 +1,4 @@
-"""The data types the standard admits (docs/standard.md §8) and how each rounds a value.
+"""The data types the standard admits (standard.md §8) and how each rounds a value.
 
 ``PRECISIONS`` gives, for each floating-point type, its unit roundoffs and its rounding to
 nearest; the error model behind СКОП and the backends' storage use the same roundings.

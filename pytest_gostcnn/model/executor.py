@@ -1,15 +1,15 @@
-"""The one schedule of the four training steps (SPEC §3, section 7.3), for any kernels.
+"""The one schedule of the four training steps (standard.md §3, section 7.3), for any kernels.
 
 ``infer`` runs forward over the table in increasing row order. ``train`` runs one training
 iteration: forward; backward in decreasing row order, summing the residuals a map receives
-from each layer that reads it (SPEC §3 gap, fan-out); gradient for every layer with
+from each layer that reads it (standard.md §3 gap, fan-out); gradient for every layer with
 weights; then update of every weight array.
 
 Gradient of a layer reads only its IN and OUT_D, both fixed once its backward step is done,
 so it runs right after that step and OUT_D is released at once; the values are those of the
 standard's step order, and the memory held is one step's worth rather than every residual
 of the network. The updates run after all backward steps, as the standard orders the steps
-(SPEC §3). No other row reads a layer's weights, so updating each layer right after its
+(standard.md §3). No other row reads a layer's weights, so updating each layer right after its
 gradient would give the same values; the order is the standard's, and the gradients are
 returned for comparison with the reference.
 
@@ -41,7 +41,7 @@ class KernelError(ValueError):
 
 
 class Kernels(Protocol):
-    """The four steps of one layer, as a backend provides them (SPEC §3).
+    """The four steps of one layer, as a backend provides them (standard.md §3).
 
     ``inputs``/``outputs``/``out_residuals`` are lists with one array per map, shaped
     [B][X][Y][L]. ``forward`` returns one array per output; ``backward`` returns one

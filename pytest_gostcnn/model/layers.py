@@ -5,7 +5,7 @@ This module knows what a layer *is*; what it *computes* lives in one module per 
 
 Shapes are per image, ``(X, Y, L)``: width, height, channels, as the standard's
 ``[B][X][Y][L]`` without the batch. A fully connected layer's output ``[B][F]`` is the map
-``(1, 1, F)`` for the layers after it (SPEC §4).
+``(1, 1, F)`` for the layers after it (standard.md §4).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class LayerShapeError(ValueError):
 class MapRef:
     """One feature map of a network: output ``output`` (0 or 1) of row ``layer``.
 
-    ``layer == 0`` is the network input, the input map of the first row (SPEC §5). A table
+    ``layer == 0`` is the network input, the input map of the first row (standard.md §5). A table
     names a map by its producer's row, so its name is ``Layer.output_name``.
     """
 
@@ -36,7 +36,7 @@ NETWORK_INPUT = MapRef(0)
 
 
 def output_size(size: int, window: int, stride: int, pad: int) -> int:
-    """SPEC §4: ``floor((X + 2*P - R) / S) + 1``, the size the Appendix A loops imply."""
+    """standard.md §4: ``floor((X + 2*P - R) / S) + 1``, the size the Appendix A loops imply."""
     return (size + 2 * pad - window) // stride + 1
 
 
@@ -186,7 +186,7 @@ LAYER_TYPES: dict[str, LayerType] = {
             n_inputs=1,
             n_outputs=1,
             out_shapes=lambda ins, p: (_windowed(ins[0], p, ins[0][2]),),
-            # SPEC §4 gap: Appendix A declares BIASES[F]; the layer has L biases.
+            # standard.md §4 gap: Appendix A declares BIASES[F]; the layer has L biases.
             weight_shapes=lambda ins, p: {
                 "filters": (p["Rx"], p["Ry"], ins[0][2]),
                 "biases": (ins[0][2],),
@@ -207,7 +207,7 @@ LAYER_TYPES: dict[str, LayerType] = {
             n_inputs=1,
             n_outputs=1,
             out_shapes=lambda ins, p: ((1, 1, p["F"]),),
-            # SPEC §4: WEIGHTS[F][L][X][Y], not the map's (X, Y, L) order.
+            # standard.md §4: WEIGHTS[F][L][X][Y], not the map's (X, Y, L) order.
             weight_shapes=lambda ins, p: {
                 "weights": (p["F"], ins[0][2], ins[0][0], ins[0][1]),
                 "biases": (p["F"],),
@@ -251,7 +251,7 @@ class Layer:
 
     @property
     def macs(self) -> int:
-        """Multiply-accumulates of one forward pass for one image (SPEC §7)."""
+        """Multiply-accumulates of one forward pass for one image (standard.md §7)."""
         return self.type.macs(self.in_shapes, self.out_shapes, self.params)
 
     def output_name(self, index: int) -> str:

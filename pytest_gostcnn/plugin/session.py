@@ -35,7 +35,7 @@ from pytest_gostcnn.performance.timing import PROFILES, Timing
 from .report import TEMPORARY_PREFIX
 
 MODES = ("training", "inference", "both")
-MAX_BATCH = 1024  # SPEC §7: B is an integer from 1 to 1024
+MAX_BATCH = 1024  # standard.md §7: B is an integer from 1 to 1024
 DEFAULTS = {
     "backend": "numpy",
     "dtype": "float32",
