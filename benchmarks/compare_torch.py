@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 
 from pytest_gostcnn import executor
-from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.model.layers import NETWORK_INPUT, Layer
 from pytest_gostcnn.model.network import CYRILLIC, Network, load_networks, network_key

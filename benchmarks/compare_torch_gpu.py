@@ -50,7 +50,7 @@ from compare_torch import (  # noqa: E402
 )
 
 from pytest_gostcnn import executor  # noqa: E402
-from pytest_gostcnn.backends.cupy_gpu import CupyBackend  # noqa: E402
+from pytest_gostcnn.backends.cupy import CupyBackend  # noqa: E402
 from pytest_gostcnn.model.network import CYRILLIC, Network, load_networks, network_key  # noqa: E402
 
 TARGET = 0.7

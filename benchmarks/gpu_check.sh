@@ -16,7 +16,7 @@ set -u
 cd "$(dirname "$0")/.."
 OUT="${OUT:-./gpu_check_out}"
 PYTHON="${PYTHON:-python}"
-BACKEND="pytest_gostcnn.backends.cupy_gpu:CupyBackend"
+BACKEND="pytest_gostcnn.backends.cupy:CupyBackend"
 mkdir -p "$OUT"
 declare -A STATUS
 
@@ -33,7 +33,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a timeout, log, remember the 
 }
 
 step environment 20 bash -c "nvidia-smi; $PYTHON - <<'PY'
-from pytest_gostcnn.backends.cupy_gpu import CupyBackend
+from pytest_gostcnn.backends.cupy import CupyBackend
 reason = CupyBackend.unavailable_reason()
 print('unavailable:', reason)
 if reason is None:

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compare_torch import draw  # noqa: E402
 
 from pytest_gostcnn import executor  # noqa: E402
-from pytest_gostcnn.backends.cupy_gpu import CupyBackend  # noqa: E402
+from pytest_gostcnn.backends.cupy import CupyBackend  # noqa: E402
 from pytest_gostcnn.model.network import CYRILLIC, load_networks, network_key  # noqa: E402
 
 STEPS = ("forward", "backward", "gradient", "update")

@@ -73,7 +73,7 @@ needs_mpi = pytest.mark.skipif(
 FAILS_ON_CELL_1 = '''
 import os
 
-from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+from pytest_gostcnn.backends.numpy import NumpyBackend
 
 
 class RaisesOnCell1(NumpyBackend):

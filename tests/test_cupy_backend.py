@@ -1,6 +1,6 @@
 """The CuPy backend, mostly without a GPU.
 
-Its layer kernels are written once against an array module (``backends/_xp_kernels.py``):
+Its layer kernels are written once against an array module (``backends/cupy/xp_kernels.py``):
 here they run with NumPy through the section 8 verification, in every data type the backend
 declares, with the GEMM hook replaced where a GPU would round differently (TF32). The
 GPU-only parts that can be checked without a GPU are checked with stand-ins: the cuBLAS
@@ -19,23 +19,16 @@ import pytest
 
 from pytest_gostcnn import executor, load_network
 from pytest_gostcnn.backend import BackendError
-from pytest_gostcnn.backends import _cuda_kernels as cuda_kernels
-from pytest_gostcnn.backends import cupy_gpu
-from pytest_gostcnn.backends._xp_kernels import (
+from pytest_gostcnn.backends.cupy import CupyBackend, cublas, cuda_kernels
+from pytest_gostcnn.backends.cupy import backend as cupy_backend
+from pytest_gostcnn.backends.cupy.backend import INSTALL_HINT, NO_DEVICE, nvidia_driver_version
+from pytest_gostcnn.backends.cupy.cublas import OP_N, OP_T, gemm_ex_arguments
+from pytest_gostcnn.backends.cupy.xp_kernels import (
     XpBackend,
     XpKernels,
     device_for_cell,
     round_bfloat16,
     round_tf32,
-)
-from pytest_gostcnn.backends.cupy_gpu import (
-    INSTALL_HINT,
-    NO_DEVICE,
-    OP_N,
-    OP_T,
-    CupyBackend,
-    gemm_ex_arguments,
-    nvidia_driver_version,
 )
 from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases
 from pytest_gostcnn.conformance.verification import (
@@ -313,8 +306,8 @@ def fake_cupy(count=None, error=None):
 
 
 def test_without_cupy_the_reason_says_how_to_install_it(monkeypatch):
-    monkeypatch.setattr(cupy_gpu, "cupy", None)
-    monkeypatch.setattr(cupy_gpu, "_import_problem", INSTALL_HINT)
+    monkeypatch.setattr(cupy_backend, "cupy", None)
+    monkeypatch.setattr(cupy_backend, "_import_problem", INSTALL_HINT)
     assert CupyBackend.unavailable_reason() == (
         "CuPy is not installed: pip install 'pytest-gostcnn[cupy]'"
     )
@@ -326,14 +319,14 @@ def test_without_cupy_the_reason_says_how_to_install_it(monkeypatch):
     ids=["driver", "zero"],
 )
 def test_without_a_device_the_reason_is_no_cuda_device(monkeypatch, cupy):
-    monkeypatch.setattr(cupy_gpu, "cupy", cupy)
+    monkeypatch.setattr(cupy_backend, "cupy", cupy)
     assert CupyBackend.unavailable_reason() == "no CUDA device"
 
 
 @pytest.mark.skipif(CUDA_REASON is None, reason="a CUDA device is present")
 def test_pytest_with_the_cupy_backend_skips_every_item_once_without_a_gpu(pytester):
     result = pytester.runpytest_subprocess(
-        "--gost-backend=pytest_gostcnn.backends.cupy_gpu:CupyBackend",
+        "--gost-backend=pytest_gostcnn.backends.cupy:CupyBackend",
         "--gost-batch=1",
         "--gost-networks=Sh",
         "--gost-mode=inference",
@@ -386,7 +379,7 @@ class StandInCupy(types.ModuleType):
 @pytest.fixture
 def stand_in_cupy(monkeypatch):
     cupy = StandInCupy()
-    monkeypatch.setattr(cupy_gpu, "cupy", cupy)
+    monkeypatch.setattr(cupy_backend, "cupy", cupy)
     monkeypatch.setattr(CupyBackend, "xp", cupy)
     # The shared kernels with xp.matmul: no cuBLAS, no CUDA kernels.
     monkeypatch.setattr(CupyBackend, "make_kernels", XpBackend.make_kernels)
@@ -398,7 +391,7 @@ def test_cupy_backend_glue_on_a_stand_in_cupy(stand_in_cupy):
     backend = CupyBackend("float16", cell=3)
 
     assert stand_in_cupy.used == [1]  # cell 3 on two GPUs
-    assert backend.kernels.workspace_bytes == cupy_gpu.MAX_WORKSPACE  # 1/32 of 140 GiB, capped
+    assert backend.kernels.workspace_bytes == cupy_backend.MAX_WORKSPACE  # 1/32 of 140 GiB, capped
     assert backend.device() == "GPU 1: NVIDIA H200 (132 SMs)"
     assert backend.peak().macs_per_second == pytest.approx(989.4e12 / 2, rel=2e-3)
     system = backend.system()
@@ -490,7 +483,7 @@ def test_cupy_backend_passes_a_network_in_float32(shipped_networks, mode):
 def test_cublas_gemm_matches_matmul_for_transposed_operands(dtype):
     import cupy
 
-    gemm = cupy_gpu.CublasGemm(dtype)
+    gemm = cublas.CublasGemm(dtype)
     rng = np.random.default_rng(3)
     a_host = rng.uniform(-1, 1, (70, 40)).astype(np.float32)
     b_host = rng.uniform(-1, 1, (50, 70)).astype(np.float32)
@@ -539,7 +532,7 @@ def fused_layers() -> list[tuple[str, Layer, Callable]]:
 @requires_cuda
 @pytest.mark.parametrize("dtype", ["float32", "tf32", "float16", "bfloat16"])
 def test_fused_cuda_kernels_compute_what_the_shared_kernels_compute(dtype):
-    # backends/_cuda_kernels.py replaces im2col, col2im, depthwise and max pooling steps;
+    # backends/cupy/cuda_kernels.py replaces im2col, col2im, depthwise and max pooling steps;
     # each must give the shared xp code's numbers, up to float32 summation order and FMA;
     # max pooling, which only compares and adds in the same order, exactly.
     import cupy

@@ -8,7 +8,7 @@ threshold sits far from both correct and wrong implementations.
 import numpy as np
 import pytest
 
-from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.layer_cases import layer_cases
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_layer, verify_network
 from pytest_gostcnn.model.layers import make_layer

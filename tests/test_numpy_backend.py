@@ -6,7 +6,7 @@ inside the threshold and the verdict does not hinge on luck.
 
 import pytest
 
-from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.layer_cases import layer_cases
 from pytest_gostcnn.conformance.verification import (
     CORRECT,

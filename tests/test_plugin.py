@@ -46,7 +46,7 @@ GOST_OPTIONS = {
 MYMOD = '''
 import numpy as np
 
-from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+from pytest_gostcnn.backends.numpy import NumpyBackend
 
 
 class Mine(NumpyBackend):

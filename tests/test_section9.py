@@ -18,7 +18,7 @@ SCHEMA = json.loads(
 SMALL = ("--gost-backend=numpy", "--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")
 
 WRONG = """
-from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+from pytest_gostcnn.backends.numpy import NumpyBackend
 
 
 class WrongSign(NumpyBackend):
@@ -239,7 +239,7 @@ def test_an_unwritable_report_is_one_clear_line_not_a_crash(pytester, monkeypatc
 def test_an_unavailable_backend_still_gets_its_report(pytester, monkeypatch):
     pytester.makepyfile(
         nodevice="""
-from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+from pytest_gostcnn.backends.numpy import NumpyBackend
 
 
 class NoDevice(NumpyBackend):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_gostcnn.backends.numpy_cpu import NumpyBackend
+from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.error_model import (
     SAFETY,
     UNCERTAINTY,

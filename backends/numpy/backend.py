@@ -17,8 +17,8 @@ from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.model.layers import Layer
 
-from . import _numpy_kernels as kernels
-from ._numpy_workspace import Workspace, cell_cores, worker_threads
+from . import kernels
+from .workspace import Workspace, cell_cores, worker_threads
 
 
 class NumpyBackend(Backend):

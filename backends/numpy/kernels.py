@@ -33,7 +33,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from pytest_gostcnn.model.layers import Layer
 
-from ._numpy_workspace import Workspace
+from .workspace import Workspace
 
 # A block of a window pass holds about this many output elements (512 KiB of float32):
 # large enough that NumPy's per-call cost and the GIL are small against the arithmetic,
