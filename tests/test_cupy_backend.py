@@ -8,6 +8,8 @@ argument mapping against a column-major emulation, the device choice, the unavai
 path. The tests marked ``requires_cuda`` run only where CuPy finds a CUDA device.
 """
 
+import collections
+import dataclasses
 import re
 import types
 from collections.abc import Callable
@@ -19,6 +21,13 @@ import pytest
 
 from pytest_gostcnn import executor, load_network
 from pytest_gostcnn.backend import BackendError
+from pytest_gostcnn.backends.common import (
+    KERNEL_STEPS,
+    MissingKernelError,
+    has_kernel,
+    kernel,
+    kernel_set_name,
+)
 from pytest_gostcnn.backends.cupy import CupyBackend, cublas, cuda_kernels
 from pytest_gostcnn.backends.cupy import backend as cupy_backend
 from pytest_gostcnn.backends.cupy.backend import INSTALL_HINT, NO_DEVICE, nvidia_driver_version
@@ -30,6 +39,8 @@ from pytest_gostcnn.backends.cupy.xp_kernels import (
     round_bfloat16,
     round_tf32,
 )
+from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.backends.numpy import kernels as numpy_kernels
 from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases
 from pytest_gostcnn.conformance.verification import (
     CORRECT,
@@ -41,7 +52,7 @@ from pytest_gostcnn.conformance.verification import (
 )
 from pytest_gostcnn.model.data import draw_input, draw_weights
 from pytest_gostcnn.model.dtypes import PRECISIONS
-from pytest_gostcnn.model.layers import Layer, make_layer
+from pytest_gostcnn.model.layers import LAYER_TYPES, Layer, LayerType, make_layer
 from pytest_gostcnn.reference import ReferenceKernels
 
 pytest_plugins = ["pytester"]
@@ -248,6 +259,80 @@ def test_float16_verifies_a_network_whose_values_fit_float16(tmp_path: Path):
     result = verify_network(NumpyXp("float16"), load_network(table), "inference", 2, seed=11)
     assert result.verdict in PASSED, result.first_failure
     assert result.worst.ratio <= HALF, result.worst.describe()
+
+
+# Dispatch: both kernel sets are looked up the same way (backends/common.py). -------------
+
+KERNEL_SETS = {
+    "numpy": numpy_kernels,
+    "xp": XpKernels,
+    "cuda": cuda_kernels.CudaKernels,
+}
+
+
+def kernel_steps(layer_type: LayerType) -> tuple[str, ...]:
+    """The steps of ``layer_type`` that need a kernel: gradient only for a type with weights
+    (``weight_shapes`` of any parameters non-empty); update is one function for all types."""
+    params = collections.defaultdict(lambda: 1)
+    weights = layer_type.weight_shapes(((1, 1, 1),) * layer_type.n_inputs, params)
+    return KERNEL_STEPS if weights else KERNEL_STEPS[:2]
+
+
+def test_kernel_steps_are_the_layer_steps_but_update():
+    for case in CASES:
+        expected = tuple(s for s in layer_steps(case.layer) if s != "update")
+        assert kernel_steps(case.layer.type) == expected, case_id(case)
+
+
+@pytest.mark.parametrize("kernel_set", KERNEL_SETS.values(), ids=KERNEL_SETS.keys())
+@pytest.mark.parametrize("layer_type", LAYER_TYPES.values(), ids=lambda t: t.name)
+def test_every_kernel_set_has_a_kernel_for_every_step_of_every_layer_type(kernel_set, layer_type):
+    steps = kernel_steps(layer_type)
+    missing = [s for s in steps if not has_kernel(kernel_set, layer_type.name, s)]
+    assert not missing, (kernel_set_name(kernel_set), layer_type.name, missing)
+
+
+def layer_of_a_new_type() -> Layer:
+    """A convolution whose type is one no kernel set knows (as if just added to the table)."""
+    conv = make_layer("conv", [(4, 4, 2)], F=3, Rx=1, Ry=1, S=1, Px=0, Py=0)
+    return dataclasses.replace(conv, type=dataclasses.replace(conv.type, name="winograd"))
+
+
+@pytest.mark.parametrize(
+    ("make_backend", "kernel_set"),
+    [
+        (lambda: NumpyBackend("float32"), "pytest_gostcnn.backends.numpy.kernels"),
+        (lambda: NumpyXp("float32"), "pytest_gostcnn.backends.cupy.xp_kernels.XpKernels"),
+    ],
+    ids=["numpy", "xp"],
+)
+@pytest.mark.parametrize("step", KERNEL_STEPS)
+def test_a_layer_type_without_kernels_is_refused_naming_the_kernel_set_type_and_step(
+    make_backend, kernel_set, step
+):
+    backend, layer = make_backend(), layer_of_a_new_type()
+    x = backend.to_device(np.ones((1, *layer.in_shapes[0])))
+    weights = {k: backend.to_device(np.ones(s)) for k, s in layer.weight_shapes.items()}
+    residual = backend.to_device(np.ones((1, *layer.out_shapes[0])))
+    calls = {
+        "forward": lambda: backend.forward(layer, [x], weights),
+        "backward": lambda: backend.backward(layer, [x], [residual], [residual], weights),
+        "gradient": lambda: backend.gradient(layer, [x], [residual]),
+    }
+    with pytest.raises(MissingKernelError) as raised:
+        calls[step]()
+    assert str(raised.value) == (
+        f"the kernel set {kernel_set} has no {step} kernel for layer type 'winograd' "
+        f"(it defines no winograd_{step})"
+    )
+    assert isinstance(raised.value, BackendError)
+    assert not has_kernel(numpy_kernels, "winograd", step)
+    assert has_kernel(numpy_kernels, "conv", step) and has_kernel(XpKernels, "conv", step)
+
+
+def test_the_kernel_lookup_knows_only_the_kernel_steps():
+    with pytest.raises(ValueError, match="no kernel step 'update'"):
+        kernel(numpy_kernels, layer_of_a_new_type(), "update")
 
 
 # Declarations, host arrays, the device, the unavailable path. ------------------------------

@@ -34,7 +34,8 @@ import numpy as np
 
 from pytest_gostcnn.model.layers import Layer
 
-from .xp_kernels import Gemm, XpKernels, _is_pointwise
+from ..common import Window, is_pointwise
+from .xp_kernels import Gemm, XpKernels
 
 # Storage kinds, the kernels' template argument K.
 FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
@@ -71,10 +72,7 @@ def fits_int32(layer: Layer) -> bool:
 
 def geometry(layer: Layer) -> tuple[np.int32, ...]:
     """The ten ints of a kernel's ``GEOMETRY``: X Y L XO YO RX RY S PX PY."""
-    (x, y, channels), (x_out, y_out, _) = layer.in_shapes[0], layer.out_shapes[0]
-    p = layer.params
-    values = (x, y, channels, x_out, y_out, p["Rx"], p["Ry"], p["S"], p["Px"], p["Py"])
-    return tuple(np.int32(v) for v in values)
+    return tuple(np.int32(v) for v in Window.of(layer))
 
 
 class CudaKernels(XpKernels):
@@ -117,7 +115,7 @@ class CudaKernels(XpKernels):
     # Convolution: im2col and col2im kernels around the shared GEMMs. ----------------------
 
     def _im2col(self, layer: Layer, x):
-        if _is_pointwise(layer) or not fits_int32(layer):
+        if is_pointwise(layer) or not fits_int32(layer):
             yield from super()._im2col(layer, x)
             return
         p = layer.params
@@ -129,11 +127,11 @@ class CudaKernels(XpKernels):
             self._each(f"im2col<{self.raw}>", layer, cols, x[first : first + n])
             yield first, n, cols
 
-    def _conv_backward(
+    def conv_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        if _is_pointwise(layer) or not fits_int32(layer):
-            return super()._conv_backward(layer, inputs, outputs, out_residuals, weights)
+        if is_pointwise(layer) or not fits_int32(layer):
+            return super().conv_backward(layer, inputs, outputs, out_residuals, weights)
         out_residual, filters = self.xp.ascontiguousarray(out_residuals[0]), weights["filters"]
         features = filters.shape[3]
         matrix_t = filters.reshape(-1, features).T
@@ -147,9 +145,9 @@ class CudaKernels(XpKernels):
 
     # Depthwise convolution. ---------------------------------------------------------------
 
-    def _depthwise_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+    def depthwise_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         if not fits_int32(layer):
-            return super()._depthwise_forward(layer, inputs, weights)
+            return super().depthwise_forward(layer, inputs, weights)
         out = self.xp.empty((inputs[0].shape[0], *layer.out_shapes[0]), dtype=self.storage)
         self._each(
             f"depthwise_forward<{self.kind}>",
@@ -161,19 +159,19 @@ class CudaKernels(XpKernels):
         )
         return [out]
 
-    def _depthwise_backward(
+    def depthwise_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
         if not fits_int32(layer):
-            return super()._depthwise_backward(layer, inputs, outputs, out_residuals, weights)
+            return super().depthwise_backward(layer, inputs, outputs, out_residuals, weights)
         in_residual = self.xp.empty((inputs[0].shape[0], *layer.in_shapes[0]), self.storage)
         name = f"depthwise_backward<{self.kind}>"
         self._each(name, layer, in_residual, out_residuals[0], weights["filters"])
         return [in_residual]
 
-    def _depthwise_gradient(self, layer: Layer, x, out_residual) -> dict:
+    def depthwise_gradient(self, layer: Layer, x, out_residual) -> dict:
         if not fits_int32(layer):
-            return super()._depthwise_gradient(layer, x, out_residual)
+            return super().depthwise_gradient(layer, x, out_residual)
         rx, ry = layer.params["Rx"], layer.params["Ry"]
         channels = x.shape[3]
         positions = out_residual.shape[0] * out_residual.shape[1] * out_residual.shape[2]
@@ -196,19 +194,19 @@ class CudaKernels(XpKernels):
 
     # Max pooling. -------------------------------------------------------------------------
 
-    def _maxpool_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+    def maxpool_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         if not fits_int32(layer):
-            return super()._maxpool_forward(layer, inputs, weights)
+            return super().maxpool_forward(layer, inputs, weights)
         x = inputs[0]
         out = self.xp.empty((x.shape[0], *layer.out_shapes[0]), dtype=x.dtype)
         self._each(f"maxpool_forward<{self.raw}>", layer, out, x)
         return [out]
 
-    def _maxpool_backward(
+    def maxpool_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
         if not fits_int32(layer):
-            return super()._maxpool_backward(layer, inputs, outputs, out_residuals, weights)
+            return super().maxpool_backward(layer, inputs, outputs, out_residuals, weights)
         in_residual = self.xp.empty((inputs[0].shape[0], *layer.in_shapes[0]), self.storage)
         name = f"maxpool_backward<{self.kind}>"
         self._each(name, layer, in_residual, inputs[0], outputs[0], out_residuals[0])

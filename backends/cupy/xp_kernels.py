@@ -36,6 +36,19 @@ from pytest_gostcnn.model.dtypes import PRECISIONS
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.reference._window import crop, offsets
 
+from ..common import (
+    channel_parts,
+    eltwise_in_residuals,
+    from_lxy,
+    images_per_chunk,
+    is_global,
+    is_pointwise,
+    kernel,
+    lxy,
+    shuffle,
+    update,
+)
+
 # im2col / col2im buffers of one chunk of images stay below this many bytes.
 WORKSPACE_BYTES = 512 << 20
 
@@ -184,32 +197,32 @@ class XpKernels:
 
     def _chunks(self, batch: int, bytes_per_image: int) -> Iterator[tuple[int, int]]:
         """``(first image, count)`` of chunks whose buffers stay within the workspace."""
-        step = max(1, min(batch, self.workspace_bytes // max(bytes_per_image, 1)))
+        step = images_per_chunk(batch, bytes_per_image, self.workspace_bytes)
         for first in range(0, batch, step):
             yield first, min(step, batch - first)
 
     # The executor's four steps. -----------------------------------------------------------
 
     def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
-        return getattr(self, f"_{layer.type.name}_forward")(layer, inputs, weights)
+        return kernel(self, layer, "forward")(layer, inputs, weights)
 
     def backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        step = getattr(self, f"_{layer.type.name}_backward")
-        return step(layer, inputs, outputs, out_residuals, weights)
+        return kernel(self, layer, "backward")(layer, inputs, outputs, out_residuals, weights)
 
     def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict:
-        return getattr(self, f"_{layer.type.name}_gradient")(layer, inputs[0], out_residuals[0])
+        return kernel(self, layer, "gradient")(layer, inputs[0], out_residuals[0])
 
     def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
-        # Section 3.35, literally: W += W_D / B (SPEC §3).
-        for name, grad in grads.items():
-            w = weights[name]
-            if w.dtype == self.xp.float32 and self.dtype != "bfloat16":
-                w += grad / batch
-            else:
-                w[...] = self.store(self._acc(w) + self._acc(grad) / batch)
+        update(weights, grads, batch, self._rounded_update)
+
+    def _rounded_update(self, w, grad, batch: int):
+        """W + W_D / B in float32, rounded once to the storage type; None for a float32
+        weight, which ``update`` adds to in place."""
+        if w.dtype == self.xp.float32 and self.dtype != "bfloat16":
+            return None
+        return self.store(self._acc(w) + self._acc(grad) / batch)
 
     # Convolution (section 6.1): im2col + GEMM, chunked over the batch. --------------------
 
@@ -222,7 +235,7 @@ class XpKernels:
         p = layer.params
         x_out, y_out, _ = layer.out_shapes[0]
         channels = x.shape[3]
-        if _is_pointwise(layer):
+        if is_pointwise(layer):
             yield 0, x.shape[0], x.reshape(-1, channels)
             return
         depth = p["Rx"] * p["Ry"] * channels
@@ -234,7 +247,7 @@ class XpKernels:
                 cols[:, :, :, rx, ry, :] = padded[index]
             yield first, n, cols.reshape(n * x_out * y_out, depth)
 
-    def _conv_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+    def conv_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         x, filters = inputs[0], weights["filters"]
         matrix = filters.reshape(-1, filters.shape[3])
         biases = self._acc(weights["biases"])
@@ -245,7 +258,7 @@ class XpKernels:
             out[first : first + n] = self.store(rows).reshape(n, *layer.out_shapes[0])
         return [out]
 
-    def _conv_backward(
+    def conv_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
         # IN_D: OUT_D @ FILTERS^T gives each output's window of residuals (the columns of
@@ -256,7 +269,7 @@ class XpKernels:
         batch = out_residual.shape[0]
         x_out, y_out, _ = layer.out_shapes[0]
         in_residual = self.xp.empty((batch, *layer.in_shapes[0]), dtype=self.storage)
-        if _is_pointwise(layer):
+        if is_pointwise(layer):
             rows = self._gemm(out_residual.reshape(-1, features), matrix_t)
             in_residual[...] = self.store(rows).reshape(in_residual.shape)
             return [in_residual]
@@ -274,7 +287,7 @@ class XpKernels:
         x, y, channels = layer.in_shapes[0]
         return (x + 2 * layer.params["Px"]) * (y + 2 * layer.params["Py"]) * channels * 4
 
-    def _conv_gradient(self, layer: Layer, x, out_residual) -> dict:
+    def conv_gradient(self, layer: Layer, x, out_residual) -> dict:
         # FILTERS_D = im2col(IN)^T @ OUT_D, summed over the chunks in float32.
         features = out_residual.shape[3]
         shape = layer.weight_shapes["filters"]
@@ -288,7 +301,7 @@ class XpKernels:
 
     # Depthwise convolution (section 6.6): window offsets, float32 sums. -------------------
 
-    def _depthwise_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+    def depthwise_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         padded, filters = self._pad(inputs[0], layer), self._acc(weights["filters"])
         out = self.xp.empty((inputs[0].shape[0], *layer.out_shapes[0]), dtype=self.xp.float32)
         out[...] = self._acc(weights["biases"])
@@ -296,7 +309,7 @@ class XpKernels:
             out += self._acc(padded[index]) * filters[rx, ry]
         return [self.store(out)]
 
-    def _depthwise_backward(
+    def depthwise_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
         residual, filters = self._acc(out_residuals[0]), self._acc(weights["filters"])
@@ -305,7 +318,7 @@ class XpKernels:
             padded[index] += residual * filters[rx, ry]
         return [self._map(crop(padded, layer))]
 
-    def _depthwise_gradient(self, layer: Layer, x, out_residual) -> dict:
+    def depthwise_gradient(self, layer: Layer, x, out_residual) -> dict:
         padded, residual = self._pad(x, layer), self._acc(out_residual)
         filters_grad = self.xp.empty(layer.weight_shapes["filters"], dtype=self.xp.float32)
         for rx, ry, index in offsets(layer):
@@ -317,7 +330,7 @@ class XpKernels:
 
     # Pooling (section 6.2): SPEC §4, padding is the value 0, the divisor is Rx*Ry. --------
 
-    def _maxpool_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+    def maxpool_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         padded = self._pad(inputs[0], layer)  # zeros: a padding position counts as 0
         windows = (padded[index] for _, _, index in offsets(layer))
         out = self.xp.array(next(windows), copy=True)
@@ -325,7 +338,7 @@ class XpKernels:
             self.xp.maximum(out, window, out=out)
         return [out]
 
-    def _maxpool_backward(
+    def maxpool_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
         # OUT_D goes to every in-bounds input equal to the output (all tied maxima),
@@ -338,9 +351,9 @@ class XpKernels:
             grad[index] += self.xp.where(padded[index] == out, residual, zero)
         return [self._map(crop(grad, layer))]
 
-    def _avgpool_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+    def avgpool_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         x, window = inputs[0], layer.params["Rx"] * layer.params["Ry"]
-        if _is_global(layer):
+        if is_global(layer):
             return [self.store(x.sum(axis=(1, 2), keepdims=True, dtype=self.xp.float32) / window)]
         padded = self._pad(x, layer)
         total = self.xp.zeros((x.shape[0], *layer.out_shapes[0]), dtype=self.xp.float32)
@@ -348,12 +361,12 @@ class XpKernels:
             total += self._acc(padded[index])
         return [self.store(total / window)]
 
-    def _avgpool_backward(
+    def avgpool_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
         share = self._acc(out_residuals[0]) / (layer.params["Rx"] * layer.params["Ry"])
         batch = share.shape[0]
-        if _is_global(layer):
+        if is_global(layer):
             return [self._map(self.xp.broadcast_to(share, (batch, *layer.in_shapes[0])))]
         grad = self._padded_zeros(layer, batch)
         for _, _, index in offsets(layer):
@@ -362,11 +375,11 @@ class XpKernels:
 
     # ReLU (6.3), elementwise addition (6.7). ---------------------------------------------
 
-    def _relu_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+    def relu_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         x = inputs[0]
         return [self.xp.where(x > 0, x, self.xp.zeros((), dtype=x.dtype))]
 
-    def _relu_backward(
+    def relu_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
         # SPEC §4: decided on IN, not OUT.
@@ -374,102 +387,69 @@ class XpKernels:
         zero = self.xp.zeros((), dtype=residual.dtype)
         return [self.xp.where(inputs[0] > 0, residual, zero)]
 
-    def _eltwise_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+    def eltwise_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         # The storage type's own addition rounds the exact sum once (float16 arithmetic is
         # done in float32, which has the bits to round it correctly); bfloat16-in-float32 is
         # rounded by ``store``.
         return [self.store(inputs[0] + inputs[1])]
 
-    def _eltwise_backward(
+    def eltwise_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        return [out_residuals[0], out_residuals[0]]
+        return eltwise_in_residuals(out_residuals)
 
     # Concat (6.4), split (6.5), shuffle (6.9): copies. -----------------------------------
 
-    def _concat_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+    def concat_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         return [self.xp.concatenate(inputs, axis=3)]
 
-    def _concat_backward(
+    def concat_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        first, residual = layer.in_shapes[0][2], out_residuals[0]
-        return [
-            self.xp.ascontiguousarray(residual[..., :first]),
-            self.xp.ascontiguousarray(residual[..., first:]),
-        ]
+        parts = channel_parts(out_residuals[0], layer.in_shapes[0][2])
+        return [self.xp.ascontiguousarray(part) for part in parts]
 
-    def _split_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+    def split_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         # Copies, not views of IN (reference/split.py says why).
-        x, first = inputs[0], layer.params["L1"]
-        return [
-            self.xp.ascontiguousarray(x[..., :first]),
-            self.xp.ascontiguousarray(x[..., first:]),
-        ]
+        parts = channel_parts(inputs[0], layer.params["L1"])
+        return [self.xp.ascontiguousarray(part) for part in parts]
 
-    def _split_backward(
+    def split_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
         return [self.xp.concatenate(out_residuals, axis=3)]
 
-    def _regroup(self, a, rows: int):
-        """Channels viewed as [rows][L/rows], transposed: shuffle (rows=G) and its inverse."""
-        *lead, channels = a.shape
-        grid = a.reshape(*lead, rows, channels // rows).swapaxes(-1, -2)
-        return self.xp.ascontiguousarray(grid).reshape(a.shape)
+    def shuffle_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        return [shuffle(layer, inputs[0], self.xp.ascontiguousarray)]
 
-    def _shuffle_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
-        # Channel l = g*(L/G) + j goes to f = g + G*j (Appendix A's l/(L/G) + G*(l%(L/G))):
-        # IN viewed as [G][L/G], transposed, is OUT viewed as [L/G][G].
-        return [self._regroup(inputs[0], layer.params["G"])]
-
-    def _shuffle_backward(
+    def shuffle_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        residual = out_residuals[0]
-        return [self._regroup(residual, residual.shape[3] // layer.params["G"])]
+        return [shuffle(layer, out_residuals[0], self.xp.ascontiguousarray, inverse=True)]
 
     # Fully connected (section 6.8): one GEMM on the map reordered to (l, x, y). -----------
 
-    def _lxy(self, x):
-        """IN [B][X][Y][L] as [B][L*X*Y], the order of WEIGHTS' last three indices (SPEC §4)."""
-        batch, width, height, channels = x.shape
-        if width * height == 1:
-            return x.reshape(batch, channels)
-        return self.xp.ascontiguousarray(x.transpose(0, 3, 1, 2)).reshape(batch, -1)
-
-    def _fc_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+    def fc_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         x, matrix = inputs[0], weights["weights"]
-        rows = self._gemm(self._lxy(x), matrix.reshape(matrix.shape[0], -1).T)
+        rows = self._gemm(lxy(x, self.xp.ascontiguousarray), matrix.reshape(matrix.shape[0], -1).T)
         rows += self._acc(weights["biases"])
         return [self.store(rows).reshape(x.shape[0], 1, 1, -1)]
 
-    def _fc_backward(
+    def fc_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
         residual, matrix = out_residuals[0], weights["weights"]
         batch = residual.shape[0]
-        width, height, channels = layer.in_shapes[0]
-        lxy = self._gemm(residual.reshape(batch, -1), matrix.reshape(matrix.shape[0], -1))
-        return [self._map(lxy.reshape(batch, channels, width, height).transpose(0, 2, 3, 1))]
+        rows = self._gemm(residual.reshape(batch, -1), matrix.reshape(matrix.shape[0], -1))
+        return [self._map(from_lxy(rows, layer))]
 
-    def _fc_gradient(self, layer: Layer, x, out_residual) -> dict:
+    def fc_gradient(self, layer: Layer, x, out_residual) -> dict:
         residual = out_residual.reshape(out_residual.shape[0], -1)
-        weights_grad = self._gemm(residual.T, self._lxy(x))
+        weights_grad = self._gemm(residual.T, lxy(x, self.xp.ascontiguousarray))
         return {
             "weights": self.store(weights_grad).reshape(layer.weight_shapes["weights"]),
             "biases": self.store(residual.sum(axis=0, dtype=self.xp.float32)),
         }
-
-
-def _is_pointwise(layer: Layer) -> bool:
-    p = layer.params
-    return (p["Rx"], p["Ry"], p["S"], p["Px"], p["Py"]) == (1, 1, 1, 0, 0)
-
-
-def _is_global(layer: Layer) -> bool:
-    p, (x, y, _) = layer.params, layer.in_shapes[0]
-    return (p["Rx"], p["Ry"], p["Px"], p["Py"]) == (x, y, 0, 0)
 
 
 class XpBackend(Backend):

@@ -17,6 +17,7 @@ from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.model.layers import Layer
 
+from ..common import kernel, update
 from . import kernels
 from .workspace import Workspace, cell_cores, worker_threads
 
@@ -43,19 +44,16 @@ class NumpyBackend(Backend):
         return np.asarray(array)
 
     def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
-        return kernels.FORWARD[layer.type.name](self.workspace, layer, inputs, weights)
+        return kernel(kernels, layer, "forward")(self.workspace, layer, inputs, weights)
 
     def backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        return kernels.BACKWARD[layer.type.name](
-            self.workspace, layer, inputs, outputs, out_residuals, weights
-        )
+        step = kernel(kernels, layer, "backward")
+        return step(self.workspace, layer, inputs, outputs, out_residuals, weights)
 
     def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict:
-        return kernels.GRADIENT[layer.type.name](self.workspace, layer, inputs, out_residuals)
+        return kernel(kernels, layer, "gradient")(self.workspace, layer, inputs, out_residuals)
 
     def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
-        # Section 3.35, literally: W += W_D / B (SPEC §3).
-        for name, grad in grads.items():
-            weights[name] += grad / batch
+        update(weights, grads, batch)

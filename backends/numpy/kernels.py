@@ -33,6 +33,16 @@ from numpy.lib.stride_tricks import as_strided
 
 from pytest_gostcnn.model.layers import Layer
 
+from ..common import (
+    Window,
+    channel_parts,
+    eltwise_in_residuals,
+    from_lxy,
+    is_global,
+    is_pointwise,
+    lxy,
+    shuffle,
+)
 from .workspace import Workspace
 
 # A block of a window pass holds about this many output elements (512 KiB of float32):
@@ -57,10 +67,8 @@ class Geometry:
 
     @classmethod
     def of(cls, layer: Layer) -> Geometry:
-        p = layer.params
-        x, y, _ = layer.in_shapes[0]
-        x_out, y_out, _ = layer.out_shapes[0]
-        return cls((x, y), (x_out, y_out), (p["Rx"], p["Ry"]), p["S"], (p["Px"], p["Py"]))
+        w = Window.of(layer)
+        return cls((w.x, w.y), (w.x_out, w.y_out), (w.rx, w.ry), w.s, (w.px, w.py))
 
     def adjoint(self) -> Geometry:
         """The stride-1 pass from OUT_D back to IN_D, with the window flipped.
@@ -216,17 +224,12 @@ def _with_bias_row(ws: Workspace, matrix: np.ndarray, biases: np.ndarray) -> np.
     return stacked
 
 
-def _is_pointwise(layer: Layer) -> bool:
-    p = layer.params
-    return (p["Rx"], p["Ry"], p["S"], p["Px"], p["Py"]) == (1, 1, 1, 0, 0)
-
-
 def conv_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
     x = inputs[0]
     filters, biases = weights["filters"], weights["biases"]
     out = ws.result((x.shape[0], *layer.out_shapes[0]), x.dtype)
     matrix = filters.reshape(-1, filters.shape[-1])
-    if _is_pointwise(layer):
+    if is_pointwise(layer):
         out_rows = _rows(out)
         np.matmul(_rows(x), matrix, out=out_rows)
         _add_bias(ws, out_rows, biases)
@@ -242,7 +245,7 @@ def conv_backward(
     out_residual, filters = out_residuals[0], weights["filters"]
     batch = out_residual.shape[0]
     geometry = Geometry.of(layer)
-    if _is_pointwise(layer):
+    if is_pointwise(layer):
         matrix = filters.reshape(filters.shape[2], filters.shape[3])
         in_residual = ws.result((batch, *layer.in_shapes[0]), out_residual.dtype)
         np.matmul(_rows(out_residual), matrix.T, out=_rows(in_residual))
@@ -364,7 +367,7 @@ def _phase_span(n_in: int, pad: int, s: int, a: int) -> tuple[slice, slice] | No
 def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list) -> dict:
     x, out_residual = inputs[0], out_residuals[0]
     rx, ry, channels, features = layer.weight_shapes["filters"]
-    if _is_pointwise(layer):
+    if is_pointwise(layer):
         residual_rows = _rows(out_residual)
         filters_grad = (_rows(x).T @ residual_rows).reshape(rx, ry, channels, features)
         return {"filters": filters_grad, "biases": _column_sums(ws, residual_rows)}
@@ -683,15 +686,11 @@ def maxpool_backward(
 # Average pooling (section 6.2): SPEC §4, the divisor is Rx*Ry always. --------------------
 
 
-def _is_global(geometry: Geometry) -> bool:
-    return geometry.window == geometry.in_xy and geometry.pad == (0, 0)
-
-
 def avgpool_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
     x = inputs[0]
     geometry = Geometry.of(layer)
     window = geometry.window[0] * geometry.window[1]
-    if _is_global(geometry):
+    if is_global(layer):
         return [np.sum(x, axis=(1, 2), keepdims=True) / window]
     return [_reduce_windows(ws, layer, x, np.add, scale=window)]
 
@@ -703,7 +702,7 @@ def avgpool_backward(
     share = out_residuals[0] / (geometry.window[0] * geometry.window[1])
     batch = share.shape[0]
     in_residual = ws.result((batch, *layer.in_shapes[0]), share.dtype)
-    if _is_global(geometry):
+    if is_global(layer):
         in_residual[...] = share
         return [in_residual]
     all_rows = slice(0, geometry.out_xy[0])
@@ -771,7 +770,7 @@ def eltwise_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) ->
 def eltwise_backward(
     ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
 ) -> list:
-    return [out_residuals[0], out_residuals[0]]
+    return eltwise_in_residuals(out_residuals)
 
 
 # Concat (6.4), split (6.5), shuffle (6.9): copies, split over the threads by images. -----
@@ -801,21 +800,18 @@ def concat_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> 
 def concat_backward(
     ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
 ) -> list:
-    first = layer.in_shapes[0][2]
-    return [out_residuals[0][..., :first], out_residuals[0][..., first:]]
+    return list(channel_parts(out_residuals[0], layer.in_shapes[0][2]))
 
 
 def split_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
     # Copies, not views of IN (reference/split.py says why).
-    x, first = inputs[0], layer.params["L1"]
-    parts = [
-        ws.result((*x.shape[:3], first), x.dtype),
-        ws.result((*x.shape[:3], x.shape[3] - first), x.dtype),
-    ]
+    x = inputs[0]
+    views = channel_parts(x, layer.params["L1"])
+    parts = [ws.result(view.shape, x.dtype) for view in views]
 
     def copy(b: slice) -> None:
-        parts[0][b] = x[b, ..., :first]
-        parts[1][b] = x[b, ..., first:]
+        parts[0][b] = views[0][b]
+        parts[1][b] = views[1][b]
 
     _by_images(ws, x.shape[0], x.size, copy)
     return parts
@@ -827,40 +823,41 @@ def split_backward(
     return [_join(ws, out_residuals[0], out_residuals[1])]
 
 
-def _regroup(ws: Workspace, source: np.ndarray, rows: int) -> np.ndarray:
-    """Channels viewed as [rows][L/rows], transposed: shuffle (rows=G) and its inverse."""
-    *lead, channels = source.shape
-    out = ws.result(source.shape, source.dtype)
-    grid = source.reshape(*lead, rows, channels // rows).swapaxes(-1, -2)
-    out_grid = out.reshape(*lead, channels // rows, rows)
-    _by_images(ws, source.shape[0], source.size, lambda b: np.copyto(out_grid[b], grid[b]))
-    return out
+def _regrouped(ws: Workspace) -> Callable[[np.ndarray], np.ndarray]:
+    """``shuffle``'s copy of the regrouped channels: a result, split over the threads by images."""
+
+    def copy(grid: np.ndarray) -> np.ndarray:
+        *lead, columns, rows = grid.shape
+        out = ws.result((*lead, columns * rows), grid.dtype)
+        out_grid = out.reshape(grid.shape)
+        _by_images(ws, grid.shape[0], out.size, lambda b: np.copyto(out_grid[b], grid[b]))
+        return out
+
+    return copy
 
 
 def shuffle_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
-    # Channel l = g*(L/G) + j goes to f = g + G*j (Appendix A's l/(L/G) + G*(l%(L/G))):
-    # IN viewed as [G][L/G], transposed, is OUT viewed as [L/G][G].
-    return [_regroup(ws, inputs[0], layer.params["G"])]
+    return [shuffle(layer, inputs[0], _regrouped(ws))]
 
 
 def shuffle_backward(
     ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
 ) -> list:
-    residual = out_residuals[0]
-    return [_regroup(ws, residual, residual.shape[3] // layer.params["G"])]
+    return [shuffle(layer, out_residuals[0], _regrouped(ws), inverse=True)]
 
 
 # Fully connected (section 6.8): one GEMM on the map reordered to (l, x, y). ---------------
 
 
 def _map_lxy(ws: Workspace, x: np.ndarray) -> np.ndarray:
-    """IN [B][X][Y][L] as [B][L*X*Y], the order of WEIGHTS' last three indices (SPEC §4)."""
-    batch, width, height, channels = x.shape
-    if width * height == 1:
-        return x.reshape(batch, channels)
-    reordered = ws.scratch("fc", (batch, channels, width, height), x.dtype)
-    np.copyto(reordered, x.transpose(0, 3, 1, 2))
-    return reordered.reshape(batch, -1)
+    """``lxy`` of IN, reordered in the workspace."""
+
+    def copy(view: np.ndarray) -> np.ndarray:
+        reordered = ws.scratch("fc", view.shape, view.dtype)
+        np.copyto(reordered, view)
+        return reordered
+
+    return lxy(x, copy)
 
 
 def fc_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
@@ -878,10 +875,9 @@ def fc_backward(
 ) -> list:
     residual, matrix = out_residuals[0], weights["weights"]
     batch = residual.shape[0]
-    width, height, channels = layer.in_shapes[0]
-    lxy = residual.reshape(batch, -1) @ matrix.reshape(matrix.shape[0], -1)
-    in_residual = ws.result((batch, width, height, channels), lxy.dtype)
-    np.copyto(in_residual, lxy.reshape(batch, channels, width, height).transpose(0, 2, 3, 1))
+    rows = residual.reshape(batch, -1) @ matrix.reshape(matrix.shape[0], -1)
+    in_residual = ws.result((batch, *layer.in_shapes[0]), rows.dtype)
+    np.copyto(in_residual, from_lxy(rows, layer))
     return [in_residual]
 
 
@@ -892,36 +888,3 @@ def fc_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list) 
         "weights": weights_grad.reshape(layer.weight_shapes["weights"]),
         "biases": residual.sum(axis=0),
     }
-
-
-# The tables the backend dispatches on, by layer type. -----------------------------------
-
-FORWARD: dict[str, Callable[..., list]] = {
-    "conv": conv_forward,
-    "maxpool": maxpool_forward,
-    "avgpool": avgpool_forward,
-    "relu": relu_forward,
-    "concat": concat_forward,
-    "split": split_forward,
-    "depthwise": depthwise_forward,
-    "eltwise": eltwise_forward,
-    "fc": fc_forward,
-    "shuffle": shuffle_forward,
-}
-BACKWARD: dict[str, Callable[..., list]] = {
-    "conv": conv_backward,
-    "maxpool": maxpool_backward,
-    "avgpool": avgpool_backward,
-    "relu": relu_backward,
-    "concat": concat_backward,
-    "split": split_backward,
-    "depthwise": depthwise_backward,
-    "eltwise": eltwise_backward,
-    "fc": fc_backward,
-    "shuffle": shuffle_backward,
-}
-GRADIENT: dict[str, Callable[..., dict]] = {
-    "conv": conv_gradient,
-    "depthwise": depthwise_gradient,
-    "fc": fc_gradient,
-}

@@ -24,6 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ..common import images_per_chunk
+
 # One GEMM's im2col buffer holds at most this many bytes; the batch is processed in chunks
 # of whole images that fit (one image at a time if one image alone is larger).
 WORKSPACE_BYTES = 16 * 2**20
@@ -141,7 +143,7 @@ class Workspace:
 
     def images_per_chunk(self, bytes_per_image: int, batch: int) -> int:
         """Whole images whose workspace fits ``workspace_bytes`` (at least one)."""
-        return max(1, min(batch, self.workspace_bytes // max(bytes_per_image, 1)))
+        return images_per_chunk(batch, bytes_per_image, self.workspace_bytes)
 
     def parallel(self, task: Callable[[int, int, int], None], count: int, elements: int) -> None:
         """Run ``task(part, start, stop)`` over ``range(count)`` cut into contiguous parts.
