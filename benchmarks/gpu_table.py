@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.network import CYRILLIC, load_networks
-from pytest_gostcnn.performance.evaluation import relative_real_performance
+from pytest_gostcnn.performance.timing import relative_real_performance
 
 
 def peak_option(text: str) -> tuple[str, float]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
 
 import numpy as np
 
@@ -18,7 +17,7 @@ from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.model.network import Network, TableError, load_networks
-from pytest_gostcnn.plugin.session import MAX_BATCH, integer, select_networks
+from pytest_gostcnn.plugin.options import BY_NAME, select_networks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,18 +111,6 @@ def _reference_run(network: Network, batch: int, seed: int) -> str:
     )
 
 
-def _checked(option: str, low: int, high: int) -> Callable[[str], int]:
-    """An argparse type: an integer from ``low`` to ``high``, checked as the plugin does."""
-
-    def check(text: str) -> int:
-        try:
-            return integer(option, text, low, high)
-        except ValueError as exc:  # argparse names the option itself
-            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{option}=")) from None
-
-    return check
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pytest_gostcnn",
@@ -134,22 +121,10 @@ def _parser() -> argparse.ArgumentParser:
     reference = sub.add_parser(
         "reference", help="run one training iteration per network through the float64 reference"
     )
-    for command in (tables, reference):
-        command.add_argument(
-            "--tables", metavar="DIR", help="directory of network tables (default: shipped ones)"
-        )
-    reference.add_argument(
-        "--networks", help="comma-separated letters, Latin or Cyrillic, or names (default all)"
-    )
-    reference.add_argument(
-        "--batch",
-        type=_checked("--batch", 1, MAX_BATCH),
-        default=2,
-        help="batch size B (default 2)",
-    )
-    reference.add_argument(
-        "--seed", type=_checked("--seed", 0, 2**63 - 1), default=0, help="random seed (default 0)"
-    )
+    # The same options as the plugin's --gost-*, with the same checks.
+    BY_NAME["tables"].add_argument(tables)
+    for name in ("tables", "networks", "batch", "seed"):
+        BY_NAME[name].add_argument(reference)
     return parser
 
 

@@ -2,12 +2,9 @@
 
 import pytest
 
-from pytest_gostcnn.performance.evaluation import (
-    designate_evaluation,
-    designate_test,
-    evaluate,
-    relative_real_performance,
-)
+from pytest_gostcnn.performance.designations import designate_evaluation, designate_test
+from pytest_gostcnn.performance.evaluation import evaluate
+from pytest_gostcnn.performance.timing import relative_real_performance
 
 SIX = {"M": 10.0, "G": 20.0, "V": 30.0, "S": 40.0, "R": 50.0, "Sh": 60.0}
 

@@ -196,7 +196,7 @@ def test_report_folder_that_cannot_be_written_is_refused_before_the_run(pytester
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("pytest_gostcnn.plugin.session.tempfile.mkstemp", refuse)
+    monkeypatch.setattr("pytest_gostcnn.plugin.options.tempfile.mkstemp", refuse)
     result = pytester.runpytest(*SMALL, f"--gost-report={pytester.path / 'r.json'}")
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -37,6 +37,38 @@ UNCERTAINTY = 4.0
 SAFETY = 2.0
 
 
+# The rule by which each layer type's error follows from its inputs' (docs/verification.md):
+# ``ErrorModelKernels._forward_<rule>`` and ``_backward_<rule>``. A layer type without a rule
+# here has no СКОП: the lookup fails loudly rather than guess.
+RULES: dict[str, str] = {
+    "conv": "weighted",
+    "depthwise": "weighted",
+    "fc": "weighted",
+    "relu": "relu",
+    "maxpool": "maxpool",
+    "avgpool": "avgpool",
+    "eltwise": "eltwise",
+    "concat": "moved",
+    "split": "moved",
+    "shuffle": "moved",
+}
+
+
+class NoErrorRule(LookupError):
+    """A layer type the error model has no rule for, so no СКОП can be derived."""
+
+
+def rule(type_name: str) -> str:
+    """The error model's rule for a layer type; ``NoErrorRule`` for a type it lacks."""
+    try:
+        return RULES[type_name]
+    except KeyError:
+        raise NoErrorRule(
+            f"the error model behind СКОП has no rule for layer type {type_name!r}; add one "
+            "to RULES in pytest_gostcnn/conformance/error_model.py"
+        ) from None
+
+
 class Bounded:
     """A float64 reference array and the variance of an implementation's error per element."""
 
@@ -99,48 +131,13 @@ class ErrorModelKernels:
         coherence = np.divide(total, magnitude, out=np.zeros_like(total), where=magnitude > 0)
         return (length * self.precision.accumulate * total * coherence / 2) ** 2
 
-    # forward -------------------------------------------------------------------------
+    # forward and backward: one rule per layer type, found in RULES. -----------------------
     def forward(self, layer: Layer, inputs: list[Bounded], weights: dict[str, Bounded]) -> list:
         module = MODULES[layer.type.name]
-        kind = layer.type.name
         values = module.forward(layer, [x.value for x in inputs], _values(weights))
-        if layer.has_weights:
-            # var(sum w*x) = sum w^2 var(x) + sum x^2 (var(w) + c w^2), c from the sum's length.
-            squares = _squares(weights)
-            c = self._sum_of_products(_forward_length(layer))
-            var = module.forward(layer, [inputs[0].var], _no_bias(layer, squares))[0]
-            var += module.forward(
-                layer,
-                [inputs[0].value ** 2],
-                _no_bias(layer, {k: weights[k].var + c * squares[k] for k in squares}),
-            )[0]
-            var += weights["biases"].var
-            return [self._stored(values[0], var)]
-        if kind == "relu":
-            x = inputs[0]
-            passes = (x.value > 0) | _uncertain(x.value, x.var)
-            return [Bounded(values[0], np.where(passes, x.var, 0.0), x.storage)]
-        if kind == "maxpool":
-            # max is 1-Lipschitz: its error is at most the largest error in the window.
-            return [
-                Bounded(values[0], module.forward(layer, [inputs[0].var], {})[0], inputs[0].storage)
-            ]
-        if kind == "avgpool":
-            window = layer.params["Rx"] * layer.params["Ry"]
-            x = inputs[0]
-            c = self._sum_of_products(window)
-            var = module.forward(layer, [x.var + c * x.value**2], {})[0] / window
-            magnitude = module.forward(layer, [np.abs(x.value)], {})[0]
-            return [self._stored(values[0], var + self._drift(window, values[0], magnitude))]
-        if kind == "eltwise":
-            return [self._stored(values[0], inputs[0].var + inputs[1].var)]
-        # concat, split, shuffle move values: the errors move with them.
-        variances = module.forward(layer, [x.var for x in inputs], {})
-        return [
-            Bounded(v, var, inputs[0].storage) for v, var in zip(values, variances, strict=True)
-        ]
+        forward = getattr(self, f"_forward_{rule(layer.type.name)}")
+        return forward(layer, module, inputs, weights, values)
 
-    # backward ------------------------------------------------------------------------
     def backward(
         self,
         layer: Layer,
@@ -150,49 +147,107 @@ class ErrorModelKernels:
         weights: dict[str, Bounded],
     ) -> list:
         module = MODULES[layer.type.name]
-        kind = layer.type.name
         in_values = [x.value for x in inputs]
         out_values = [o.value for o in outputs]
         values = module.backward(
             layer, in_values, out_values, [r.value for r in out_residuals], _values(weights)
         )
+        backward = getattr(self, f"_backward_{rule(layer.type.name)}")
+        return backward(layer, module, inputs, outputs, out_residuals, weights, values)
+
+    def _forward_weighted(self, layer, module, inputs, weights, values) -> list:
+        # var(sum w*x) = sum w^2 var(x) + sum x^2 (var(w) + c w^2), c from the sum's length.
+        squares = _squares(weights)
+        c = self._sum_of_products(_forward_length(layer))
+        var = module.forward(layer, [inputs[0].var], _no_bias(layer, squares))[0]
+        var += module.forward(
+            layer,
+            [inputs[0].value ** 2],
+            _no_bias(layer, {k: weights[k].var + c * squares[k] for k in squares}),
+        )[0]
+        var += weights["biases"].var
+        return [self._stored(values[0], var)]
+
+    def _backward_weighted(self, layer, module, inputs, outputs, out_residuals, weights, values):
         r = out_residuals[0]
-        if layer.has_weights:
-            squares = _squares(weights)
-            c = self._sum_of_products(_backward_length(layer))
-            var = module.backward(layer, in_values, out_values, [r.var], squares)[0]
-            var += module.backward(
-                layer,
-                in_values,
-                out_values,
-                [r.value**2],
-                {k: weights[k].var + c * squares[k] for k in squares},
-            )[0]
-            return [self._stored(values[0], var)]
-        if kind == "relu":
-            x = inputs[0]
-            flipped = _uncertain(x.value, x.var)
-            var = np.where(x.value > 0, r.var, 0.0) + np.where(
-                flipped, (np.abs(r.value) + np.sqrt(r.var)) ** 2, 0.0
-            )
-            return [Bounded(values[0], var, r.storage)]
-        if kind == "maxpool":
-            # Overlapping windows add their residuals at a shared maximum: that sum rounds.
-            c = self._sum_of_products(_overlap(layer))
-            routed = module.backward(layer, in_values, out_values, [r.value**2], {})[0]
-            var = _maxpool_residual_var(layer, inputs[0], outputs[0], r) + c * routed
-            return [self._stored(values[0], var)]
-        if kind == "avgpool":
-            window = layer.params["Rx"] * layer.params["Ry"]
-            c = self._sum_of_products(_overlap(layer) + 1)
-            var = module.backward(layer, in_values, out_values, [r.var + c * r.value**2], {})[0]
-            return [self._stored(values[0], var / window)]
-        if kind == "eltwise":
-            return [r, r]
+        in_values, out_values = [x.value for x in inputs], [o.value for o in outputs]
+        squares = _squares(weights)
+        c = self._sum_of_products(_backward_length(layer))
+        var = module.backward(layer, in_values, out_values, [r.var], squares)[0]
+        var += module.backward(
+            layer,
+            in_values,
+            out_values,
+            [r.value**2],
+            {k: weights[k].var + c * squares[k] for k in squares},
+        )[0]
+        return [self._stored(values[0], var)]
+
+    def _forward_relu(self, layer, module, inputs, weights, values) -> list:
+        x = inputs[0]
+        passes = (x.value > 0) | _uncertain(x.value, x.var)
+        return [Bounded(values[0], np.where(passes, x.var, 0.0), x.storage)]
+
+    def _backward_relu(self, layer, module, inputs, outputs, out_residuals, weights, values):
+        x, r = inputs[0], out_residuals[0]
+        flipped = _uncertain(x.value, x.var)
+        var = np.where(x.value > 0, r.var, 0.0) + np.where(
+            flipped, (np.abs(r.value) + np.sqrt(r.var)) ** 2, 0.0
+        )
+        return [Bounded(values[0], var, r.storage)]
+
+    def _forward_maxpool(self, layer, module, inputs, weights, values) -> list:
+        # max is 1-Lipschitz: its error is at most the largest error in the window.
+        return [
+            Bounded(values[0], module.forward(layer, [inputs[0].var], {})[0], inputs[0].storage)
+        ]
+
+    def _backward_maxpool(self, layer, module, inputs, outputs, out_residuals, weights, values):
+        # Overlapping windows add their residuals at a shared maximum: that sum rounds.
+        r = out_residuals[0]
+        in_values, out_values = [x.value for x in inputs], [o.value for o in outputs]
+        c = self._sum_of_products(_overlap(layer))
+        routed = module.backward(layer, in_values, out_values, [r.value**2], {})[0]
+        var = _maxpool_residual_var(layer, inputs[0], outputs[0], r) + c * routed
+        return [self._stored(values[0], var)]
+
+    def _forward_avgpool(self, layer, module, inputs, weights, values) -> list:
+        window = layer.params["Rx"] * layer.params["Ry"]
+        x = inputs[0]
+        c = self._sum_of_products(window)
+        var = module.forward(layer, [x.var + c * x.value**2], {})[0] / window
+        magnitude = module.forward(layer, [np.abs(x.value)], {})[0]
+        return [self._stored(values[0], var + self._drift(window, values[0], magnitude))]
+
+    def _backward_avgpool(self, layer, module, inputs, outputs, out_residuals, weights, values):
+        r = out_residuals[0]
+        in_values, out_values = [x.value for x in inputs], [o.value for o in outputs]
+        window = layer.params["Rx"] * layer.params["Ry"]
+        c = self._sum_of_products(_overlap(layer) + 1)
+        var = module.backward(layer, in_values, out_values, [r.var + c * r.value**2], {})[0]
+        return [self._stored(values[0], var / window)]
+
+    def _forward_eltwise(self, layer, module, inputs, weights, values) -> list:
+        return [self._stored(values[0], inputs[0].var + inputs[1].var)]
+
+    def _backward_eltwise(self, layer, module, inputs, outputs, out_residuals, weights, values):
+        r = out_residuals[0]
+        return [r, r]
+
+    def _forward_moved(self, layer, module, inputs, weights, values) -> list:
+        # The layer moves values: the errors move with them.
+        variances = module.forward(layer, [x.var for x in inputs], {})
+        return [
+            Bounded(v, var, inputs[0].storage) for v, var in zip(values, variances, strict=True)
+        ]
+
+    def _backward_moved(self, layer, module, inputs, outputs, out_residuals, weights, values):
+        in_values, out_values = [x.value for x in inputs], [o.value for o in outputs]
         variances = module.backward(
             layer, in_values, out_values, [o.var for o in out_residuals], {}
         )
-        return [Bounded(v, var, r.storage) for v, var in zip(values, variances, strict=True)]
+        storage = out_residuals[0].storage
+        return [Bounded(v, var, storage) for v, var in zip(values, variances, strict=True)]
 
     # gradient and update -------------------------------------------------------------
     def gradient(

@@ -75,6 +75,15 @@ class ArrayCheck:
             return 0.0
         return self.rmse / self.admissible if self.admissible > 0 else math.inf
 
+    def as_dict(self) -> dict:
+        return {
+            "array": self.name,
+            "rmse": self.rmse,
+            "admissible_rmse": self.admissible,
+            "ratio": None if math.isinf(self.ratio) else self.ratio,
+            "problem": self.problem,
+        }
+
     def describe(self) -> str:
         if self.problem is not None:
             return f"{self.name}: {self.problem}"
@@ -111,6 +120,14 @@ class Verification:
             return self.error
         failed = next((c for c in self.checks if not c.passed), None)
         return failed.describe() if failed else None
+
+    def as_dict(self) -> dict:
+        return {
+            "subject": self.subject,
+            "verdict": self.verdict,
+            "error": self.error,
+            "checks": [check.as_dict() for check in self.checks],
+        }
 
 
 def rmse(got: np.ndarray, reference: np.ndarray) -> float:

@@ -1,49 +1,31 @@
-"""Section 9: relative real performance (ОРП) of each test, and the evaluation of the system.
+"""Section 9.8: the evaluation of a system over its six tests, its comment and compliance.
 
-ОРП (3.9, 9.5) = real performance / theoretical peak, in percent, where real performance is
-the MACs the test did (the project's Table 1 count per image, times the images) over the
-time it took. The evaluation (9.8) drops the single smallest of the six results and
-averages the other five: the first result, in percent; the second result is the first times
-the system's peak over 100, in MAC/s. The designations follow the project's notation,
-``docs/notation.md`` (the standard's Figures 3 and 4 are lost).
+The evaluation drops the single smallest of the six ОРП results and averages the other
+five: the first result, in percent; the second result is the first times the system's peak
+over 100, in MAC/s (standard.md §7).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import platform
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pytest_gostcnn.machine.peak import si
+from pytest_gostcnn.machine.facts import libraries
+from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CYRILLIC, LATIN
 
-MODE_LETTERS = {"training": "О", "inference": "П"}  # обучение, применение
-FULL_PROFILE_IMAGES = 1_000_000  # section 9.3: each cell's own set of 1,000,000 images
-
-
-def relative_real_performance(
-    macs_per_image: int, images: int, seconds: float, peak_macs_per_second: float
-) -> float:
-    """ОРП in percent: (MACs per image x images) / time / peak x 100."""
-    if seconds <= 0 or peak_macs_per_second <= 0:
-        raise ValueError("time and peak must be positive")
-    return 100.0 * macs_per_image * images / seconds / peak_macs_per_second
-
-
-def designate_test(latin: str, mode: str, dtype: str, batch: int, compliant: bool) -> str:
-    """The project's designation of one test, e.g. ``ТП-Р-О-float32-B16``."""
-    text = f"ТП-{CYRILLIC[latin]}-{MODE_LETTERS[mode]}-{dtype}-B{batch}"
-    return text if compliant else f"{text} (quick, non-compliant)"
-
-
-def designate_evaluation(mode: str, dtype: str, batch: int, cells: int, compliant: bool) -> str:
-    """The project's designation of an evaluation, e.g. ``ОП-О-float32-B16-N1``."""
-    text = f"ОП-{MODE_LETTERS[mode]}-{dtype}-B{batch}-N{cells}"
-    return text if compliant else f"{text} (quick, non-compliant)"
+from .designations import designate_evaluation
+from .timing import Timing
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Section 9.8 over the six results of one mode; ``first`` is None when any is missing."""
+    """Section 9.8 over the six results of one mode; ``first`` is None when any is missing.
+
+    ``designation`` and ``comment`` are filled by ``evaluate_system``, which knows the run.
+    """
 
     mode: str
     results: Mapping[str, float]  # Latin id -> ОРП in percent
@@ -51,10 +33,27 @@ class Evaluation:
     dropped: str | None
     first: float | None  # percent
     second: float | None  # MAC/s
+    designation: str = ""
+    cells: int = 1
+    comment: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
         return not self.missing
+
+    def as_dict(self) -> dict:
+        return {
+            "mode": self.mode,
+            "designation": self.designation,
+            "cells": self.cells,
+            "results_percent": dict(self.results),
+            "missing": list(self.missing),
+            "complete": self.complete,
+            "dropped": self.dropped,
+            "first_result_percent": self.first,
+            "second_result_macs_per_second": self.second,
+            "comment": list(self.comment),
+        }
 
 
 def evaluate(mode: str, results: Mapping[str, float], system_peak: float) -> Evaluation:
@@ -72,6 +71,88 @@ def evaluate(mode: str, results: Mapping[str, float], system_peak: float) -> Eva
     kept = [value for latin, value in ordered.items() if latin != dropped]
     first = sum(kept) / len(kept)
     return Evaluation(mode, ordered, (), dropped, first, first * system_peak / 100.0)
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the comment of 9.7 and 9.8 states beside the results of a run."""
+
+    dtype: str
+    batch: int
+    cells: int
+    device: str | None  # the one cell's device, for a single-cell system
+    peak: Peak | None  # one cell's peak
+    system_peak: float | None  # the sum of every cell's peak
+    software: str
+
+
+def software(backend_name: str, backend_version: str | None) -> str:
+    """The software particulars of 9.7: Python, the libraries, the backend."""
+    parts = [f"Python {platform.python_version()}"]
+    parts += [f"{package} {number}" for package, number in libraries().items()]
+    parts.append(f"backend {backend_name} {backend_version}")
+    return ", ".join(parts)
+
+
+def full_profile(timings: Iterable[Timing]) -> bool:
+    """Every timing ran the 1,000,000 images per cell of section 9.3."""
+    timings = list(timings)
+    return bool(timings) and all(t.compliant for t in timings)
+
+
+def evaluate_system(modes: Iterable[str], timings: Iterable[Timing], run: Run) -> list[Evaluation]:
+    """Section 9.8 for each of ``modes`` over the timings of that mode, with its comment."""
+    timings = list(timings)
+    full = full_profile(timings)
+    out = []
+    for mode in modes:
+        results = {t.latin: t.orp for t in timings if t.mode == mode and t.orp is not None}
+        evaluation = evaluate(mode, results, run.system_peak or 0.0)
+        designation = designate_evaluation(mode, run.dtype, run.batch, run.cells, full)
+        out.append(
+            dataclasses.replace(
+                evaluation,
+                designation=designation,
+                cells=run.cells,
+                comment=tuple(comment(evaluation, run)),
+            )
+        )
+    return out
+
+
+def compliant(timings: Iterable[Timing], evaluated: list[Evaluation], cells_failed: bool) -> bool:
+    """A result a certifying body may take: full profile, complete evaluations, no failure."""
+    complete = bool(evaluated) and all(e.complete for e in evaluated)
+    return full_profile(timings) and complete and not cells_failed
+
+
+def comment(evaluation: Evaluation, run: Run) -> list[str]:
+    """The comment sections 9.7 and 9.8 ask for beside the results."""
+    peak = run.peak
+    peak_text = (
+        "unknown"
+        if peak is None
+        else (
+            f"{si(peak.macs_per_second)}MAC/s" + (" (estimated)" if peak.estimated else " (given)")
+        )
+    )
+    dropped = (
+        f"{CYRILLIC[evaluation.dropped]} ({evaluation.dropped}), "
+        f"{evaluation.results[evaluation.dropped]:.3g}%"
+        if evaluation.dropped
+        else "none (incomplete)"
+    )
+    if run.cells > 1:
+        cells = f"{run.cells} identical cells, one MPI rank each"
+        unused = "everything outside these cells"
+    else:
+        cells = f"1 ({run.device})"
+        unused = "everything outside this cell"
+    return [
+        f"comment: data type {run.dtype}; computing cells: {cells}; not used: {unused}",
+        f"comment: dropped test {dropped}; cell peak {peak_text}",
+        f"comment: software {run.software}",
+    ]
 
 
 def describe(evaluation: Evaluation) -> list[str]:

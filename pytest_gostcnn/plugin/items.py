@@ -1,7 +1,7 @@
 """What each suite item does: verify a layer step or a network, or time a network.
 
-The suite (``suite/conformance.py``) calls these with the session the options built; the
-arithmetic lives in ``verification.py`` and ``benchmark.py``.
+The suite (``suite/conformance.py``) calls these with the plugin's session; the arithmetic
+lives in ``conformance/verification.py`` and ``performance/rounds.py``.
 """
 
 from __future__ import annotations
@@ -11,17 +11,46 @@ import zlib
 import numpy as np
 import pytest
 
-from pytest_gostcnn.conformance.layer_cases import LayerCase
-from pytest_gostcnn.conformance.verification import Verification, verify_layer, verify_network
+from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases
+from pytest_gostcnn.conformance.verification import (
+    Verification,
+    layer_steps,
+    verify_layer,
+    verify_network,
+)
 from pytest_gostcnn.performance.cells import Cells
-from pytest_gostcnn.performance.evaluation import designate_test
-from pytest_gostcnn.performance.timing import CellTiming, Rounds, Timing, macs_per_image, plan
+from pytest_gostcnn.performance.rounds import Rounds, plan
+from pytest_gostcnn.performance.timing import CellTiming, Timing, macs_per_image
 
 from .session import GostSession
 
 
-def network_id(session: GostSession, latin: str, mode: str) -> str:
-    return f"{latin}-{mode}-B{session.batch}"
+def network_id(batch: int, latin: str, mode: str) -> str:
+    return f"{latin}-{mode}-B{batch}"
+
+
+def parametrize(session: GostSession, metafunc: pytest.Metafunc) -> None:
+    """The suite's items: every layer case's steps, every network in every mode."""
+    wanted = {"gost_layer_case", "gost_network_case", "gost_benchmark_case"} & set(
+        metafunc.fixturenames
+    )
+    if not wanted:
+        return
+    options, networks = session.options, session.setup.networks
+    if "gost_layer_case" in wanted:
+        inference = options.modes == ("inference",)
+        params = [
+            (case, step)
+            for case in layer_cases()
+            for step in (("forward",) if inference else layer_steps(case.layer))
+        ]
+        ids = [f"{c.layer.type.name}-{step}-{c.tag}-{options.dtype}" for c, step in params]
+        metafunc.parametrize("gost_layer_case", params, ids=ids)
+    for name in ("gost_network_case", "gost_benchmark_case"):
+        if name in wanted:
+            params = [(latin, mode) for latin in networks for mode in options.modes]
+            ids = [network_id(options.batch, latin, mode) for latin, mode in params]
+            metafunc.parametrize(name, params, ids=ids)
 
 
 def case_seed(seed: int, test_id: str) -> int:
@@ -31,48 +60,51 @@ def case_seed(seed: int, test_id: str) -> int:
 
 def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pytest.Item) -> None:
     layer_case, step = case
-    test_id = node.callspec.id
+    options, test_id = session.options, node.callspec.id
     result = verify_layer(
-        session.backend,
+        session.setup.backend,
         layer_case.layer,
         step,
-        session.batch,
-        case_seed(session.seed, test_id),
+        options.batch,
+        case_seed(options.seed, test_id),
         subject=test_id,
-        threshold=session.threshold,
+        threshold=options.rmse_threshold,
         draw_input=layer_case.draw_input,
     )
-    session.layer_results.append(result)
+    session.results.layers.append(result)
     if result.failed:
-        _fail(session, result, session.rerun(f"test_layer and {test_id}"))
+        _fail(options.seed, result, session.rerun(f"test_layer and {test_id}"))
 
 
 def run_network_case(session: GostSession, case: tuple[str, str], node: pytest.Item) -> None:
     latin, mode = case
     result = _verified(session, latin, mode)
     if result.failed:
-        _fail(session, result, session.rerun("test_network", networks=latin, mode=mode))
+        command = session.rerun("test_network", networks=latin, mode=mode)
+        _fail(session.options.seed, result, command)
 
 
 def _verified(session: GostSession, latin: str, mode: str) -> Verification:
     """This session's verification of a network in a mode, run now if it has not been."""
-    if (latin, mode) not in session.results:
-        session.results[(latin, mode)] = verify_network(
-            session.backend,
-            session.networks[latin],
+    options, verified = session.options, session.results.networks
+    if (latin, mode) not in verified:
+        verified[(latin, mode)] = verify_network(
+            session.setup.backend,
+            session.setup.networks[latin],
             mode,
-            session.batch,
-            case_seed(session.seed, network_id(session, latin, mode)),
-            session.threshold,
+            options.batch,
+            case_seed(options.seed, network_id(options.batch, latin, mode)),
+            options.rmse_threshold,
         )
-    return session.results[(latin, mode)]
+    return verified[(latin, mode)]
 
 
 def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -> None:
     """Section 9: time one network in one mode, after it verified correct (section 8)."""
     latin, mode = case
-    session.benchmarked.append(case)
-    cells = session.cells
+    options, setup = session.options, session.setup
+    session.results.benchmarked.append(case)
+    cells = setup.cells
     verification = _verified(session, latin, mode)
     own = verification.first_failure if verification.failed else None
     failed = [(cell, why) for cell, why in enumerate(cells.allgather(own)) if why is not None]
@@ -82,16 +114,16 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
             f"{verification.subject} is not verified correct in this session ({reasons}); "
             "section 9 times verified implementations only"
         )
-    network = session.networks[latin]
-    run_plan = plan(session.profile, session.batch)
+    network = setup.networks[latin]
+    run_plan = plan(options.profile, options.batch)
     rounds, error = None, None
     try:
         rounds = Rounds(
-            session.backend,
+            setup.backend,
             network,
             mode,
             run_plan,
-            session.seed,
+            options.seed,
             cells.rank,
             session.progress,
             before_round=cells.barrier if cells.size > 1 else None,
@@ -111,32 +143,30 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
     stats = benchmark.stats.stats
     own_timing = CellTiming(
         cell=cells.rank,
-        device=f"{cells.host}: {session.device}",
+        device=f"{cells.host}: {setup.device}",
         images=run_plan.images,
         round_seconds=tuple(stats.data),
-        peak=session.peak,
+        peak=setup.peak,
         first_image=rounds.first_image,
     )
     timing = Timing(
         latin=latin,
         mode=mode,
-        dtype=session.dtype,
-        batch=session.batch,
+        dtype=options.dtype,
+        batch=options.batch,
         rounds=run_plan.rounds,
         macs_per_image=macs_per_image(network, mode),
         compliant=run_plan.compliant,
         cells=tuple(cells.allgather(own_timing)),
     )
-    session.timings[(latin, mode)] = timing
+    session.results.timings[(latin, mode)] = timing
     benchmark.extra_info.update(
         {
             "images": timing.images,
             "MAC/s": timing.macs_per_second,
             "ОРП %": timing.orp,
             "compliant": timing.compliant,
-            "designation": designate_test(
-                latin, mode, timing.dtype, timing.batch, timing.compliant
-            ),
+            "designation": timing.designation,
         }
     )
 
@@ -151,11 +181,11 @@ def _fail_if_any_cell(cells: Cells, error: str | None, stage: str) -> None:
         )
 
 
-def _fail(session: GostSession, result: Verification, command: str) -> None:
+def _fail(seed: int, result: Verification, command: str) -> None:
     lines = [f"{result.subject}: {result.verdict}", f"first failure: {result.first_failure}"]
     failing = [c for c in result.checks if not c.passed]
     if len(failing) > 1:
         lines.append(f"{len(failing)} of {len(result.checks)} arrays failed; the worst:")
         lines += [f"  {c.describe()}" for c in sorted(failing, key=lambda c: -c.ratio)[:5]]
-    lines += [f"seed: --gost-seed={session.seed}", f"rerun: {command}"]
+    lines += [f"seed: --gost-seed={seed}", f"rerun: {command}"]
     pytest.fail("\n".join(lines), pytrace=False)

@@ -9,30 +9,27 @@ report on disk is always whole.
 from __future__ import annotations
 
 import json
-import math
 import os
 import platform
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from pytest_gostcnn.conformance.verification import Verification
 from pytest_gostcnn.machine.facts import cpu_model, libraries
 from pytest_gostcnn.model.network import CYRILLIC
-from pytest_gostcnn.performance.evaluation import designate_evaluation, designate_test
+from pytest_gostcnn.performance.evaluation import Evaluation, compliant
 
-from .summary import comment, compliant, evaluations, full_profile
-
-if TYPE_CHECKING:
-    from .session import GostSession
+from .options import REPORT_TEMPORARY_PREFIX, Options
+from .results import Results
+from .setup import Setup
 
 FORMAT = "pytest-gostcnn report 1"
 
 
-def build_report(session: GostSession) -> dict:
-    backend = session.backend
-    evaluated = evaluations(session) if backend is not None else []
+def build_report(
+    options: Options, setup: Setup, results: Results, evaluations: list[Evaluation]
+) -> dict:
+    """The report of a session: each result's own report form, with the run around them."""
     return {
         "format": FORMAT,
         "standard": "GOST R 57700.36-2021",
@@ -44,110 +41,44 @@ def build_report(session: GostSession) -> dict:
             "python": platform.python_version(),
             "libraries": libraries(),
             "backend": {
-                **session.system,  # the backend's own facts first: they cannot replace ours
-                "name": session.backend_name,
-                "version": type(backend).version if backend else None,
-                "device": session.device,
-                "unavailable": session.unavailable,
+                **setup.system,  # the backend's own facts first: they cannot replace ours
+                "name": setup.backend_name,
+                "version": setup.version,
+                "device": setup.device,
+                "unavailable": setup.unavailable,
             },
         },
         "options": {
-            "backend": session.backend_name,
-            "dtype": session.dtype,
-            "batch": session.batch,
-            "modes": list(session.modes),
-            "networks": list(session.networks),
-            "seed": session.seed,
-            "tables": session.tables,
-            "tables_provenance": sorted({n.provenance for n in session.networks.values()}),
-            "rmse_threshold": session.threshold,
-            "profile": session.profile,
-            "local_cell": session.local_cell,
+            "backend": options.backend,
+            "dtype": options.dtype,
+            "batch": options.batch,
+            "modes": list(options.modes),
+            "networks": list(setup.networks),
+            "seed": options.seed,
+            "tables": options.tables,
+            "tables_provenance": sorted({n.provenance for n in setup.networks.values()}),
+            "rmse_threshold": options.rmse_threshold,
+            "profile": options.profile,
+            "local_cell": setup.local_cell,
         },
-        "exit_status": session.exitstatus,
-        "compliant": compliant(session, evaluated),
-        "cells": session.cell_reports,
-        "peak": session.peak.as_dict() if session.peak else None,
+        "exit_status": results.exitstatus,
+        "compliant": compliant(
+            results.timings.values(),
+            evaluations,
+            cells_failed=any(report["failures"] for report in results.cell_reports),
+        ),
+        "cells": results.cell_reports,
+        "peak": setup.peak.as_dict() if setup.peak else None,
         "verification": {
-            "layers": [_verification(v) for v in session.layer_results],
+            "layers": [v.as_dict() for v in results.layers],
             "networks": [
-                {"network": latin, "letter": CYRILLIC[latin], "mode": mode, **_verification(v)}
-                for (latin, mode), v in session.results.items()
+                {"network": latin, "letter": CYRILLIC[latin], "mode": mode, **v.as_dict()}
+                for (latin, mode), v in results.networks.items()
             ],
         },
-        "benchmarks": [
-            {
-                "network": t.latin,
-                "letter": CYRILLIC[t.latin],
-                "mode": t.mode,
-                "designation": designate_test(t.latin, t.mode, t.dtype, t.batch, t.compliant),
-                "compliant": t.compliant,
-                "batch": t.batch,
-                "images": t.images,
-                "rounds": t.rounds,
-                "seconds": t.seconds,
-                "macs_per_image": t.macs_per_image,
-                "macs_per_second": t.macs_per_second,
-                "peak_macs_per_second": t.peak_macs_per_second,
-                "orp_percent": t.orp,
-                "cells": [
-                    {
-                        "cell": c.cell,
-                        "device": c.device,
-                        "images": c.images,
-                        "seconds": c.seconds,
-                        "round_seconds": {
-                            "min": min(c.round_seconds),
-                            "mean": c.seconds / len(c.round_seconds),
-                            "max": max(c.round_seconds),
-                        },
-                        "first_image_crc32": c.first_image,
-                        "orp_percent": t.cell_orp(c),
-                    }
-                    for c in t.cells
-                ],
-            }
-            for t in session.timings.values()
-        ],
-        "evaluations": [
-            {
-                "mode": e.mode,
-                "designation": designate_evaluation(
-                    e.mode, session.dtype, session.batch, session.cells.size, full_profile(session)
-                ),
-                "cells": session.cells.size,
-                "results_percent": dict(e.results),
-                "missing": list(e.missing),
-                "complete": e.complete,
-                "dropped": e.dropped,
-                "first_result_percent": e.first,
-                "second_result_macs_per_second": e.second,
-                "comment": comment(session, e),
-            }
-            for e in evaluated
-        ],
+        "benchmarks": [t.as_dict() for t in results.timings.values()],
+        "evaluations": [e.as_dict() for e in evaluations],
     }
-
-
-def _verification(result: Verification) -> dict:
-    return {
-        "subject": result.subject,
-        "verdict": result.verdict,
-        "error": result.error,
-        "checks": [
-            {
-                "array": c.name,
-                "rmse": c.rmse,
-                "admissible_rmse": c.admissible,
-                "ratio": None if math.isinf(c.ratio) else c.ratio,
-                "problem": c.problem,
-            }
-            for c in result.checks
-        ],
-    }
-
-
-TEMPORARY_PREFIX = ".gost-report."  # short: a long report name must still fit beside it
 
 
 def _mode(path: Path) -> int:
@@ -165,7 +96,7 @@ def write_report(path: str | Path, report: dict) -> None:
     """Write ``report`` as JSON to ``path`` atomically: a temporary file, then a rename."""
     path = Path(path)
     text = json.dumps(report, ensure_ascii=False, indent=2, allow_nan=False)
-    handle, temporary = tempfile.mkstemp(prefix=TEMPORARY_PREFIX, dir=path.parent)
+    handle, temporary = tempfile.mkstemp(prefix=REPORT_TEMPORARY_PREFIX, dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
             # mkstemp makes the file private (0600): the report keeps the permissions of

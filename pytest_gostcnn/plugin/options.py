@@ -1,0 +1,333 @@
+"""The ``--gost-*`` options, declared once: each with its help and its own parser.
+
+``OPTIONS`` generates the plugin's ``addoption`` calls, the arguments of
+``python -m pytest_gostcnn`` that mean the same, and the options of a rerun command.
+``Options.parse`` turns their texts into one frozen object; nothing here imports pytest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import re
+import shlex
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_gostcnn.machine.peak import Peak, parse_peak
+from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
+from pytest_gostcnn.model.network import CYRILLIC, LATIN, Network, network_key
+from pytest_gostcnn.performance.rounds import PROFILES, QUICK_IMAGES
+
+MODES = ("training", "inference", "both")
+MAX_BATCH = 1024  # standard.md §7: B is an integer from 1 to 1024
+REPORT_TEMPORARY_PREFIX = ".gost-report."  # short: a long report name must still fit beside it
+
+
+def integer(flag: str, text: str, low: int, high: int) -> int:
+    """``text`` as an integer from ``low`` to ``high``; ValueError naming ``flag``."""
+    if not re.fullmatch(r"\s*[+-]?[0-9]+\s*", text):  # int() would take "1_0" and "٣"
+        raise ValueError(f"{flag}={text}: not an integer")
+    value = int(text)
+    if not low <= value <= high:
+        raise ValueError(f"{flag}={value}: must be an integer from {low} to {high}")
+    return value
+
+
+def _integer(low: int, high: int) -> Callable[[str, str], int]:
+    return lambda flag, text: integer(flag, text, low, high)
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
+    def parse(flag: str, text: str) -> str:
+        if text not in choices:
+            raise ValueError(f"{flag}={text}: choose one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _dtype(flag: str, text: str) -> str:
+    if text not in INFERENCE_DTYPES:
+        raise ValueError(
+            f"{flag}={text}: not a data type of the standard "
+            f"(section 11: {', '.join(INFERENCE_DTYPES)})"
+        )
+    return text
+
+
+def _threshold(flag: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{flag}={text}: not a number") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{flag}={text}: must be a finite number >= 0")
+    return value
+
+
+def _text(flag: str, text: str) -> str:
+    return text
+
+
+def _peak(flag: str, text: str) -> Peak:
+    return parse_peak(text)
+
+
+def _report_path(flag: str, path: str) -> str:
+    """The report's path with ``~`` expanded, once it is clear a file can be written there
+    (checked now, not after a run of hours)."""
+    if not path.strip():
+        raise ValueError(f"{flag}=: empty; give a file name")
+    try:
+        given = Path(path).expanduser()
+        is_dir = given.is_dir()
+        target = given.resolve()  # a symbolic link: the file it points to
+        folder_exists = target.parent.is_dir()
+        special = target.exists() and not target.is_file()
+    except (OSError, RuntimeError) as exc:  # ~nouser, a name too long, a link loop
+        raise ValueError(f"{flag}={path}: {exc}") from None
+    folder = target.parent
+    if path.endswith(("/", os.sep)) or is_dir:
+        raise ValueError(f"{flag}={path}: is a directory; give a file name")
+    if not folder_exists:
+        raise ValueError(f"{flag}={path}: the folder {folder} does not exist")
+    if special:
+        raise ValueError(f"{flag}={path}: exists and is not a regular file")
+    try:  # the report is written as a temporary file in that folder, then renamed
+        handle, probe = tempfile.mkstemp(prefix=REPORT_TEMPORARY_PREFIX, dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ValueError(
+            f"{flag}={path}: cannot write in {folder}: {exc.strerror or exc}"
+        ) from None
+    return str(target)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One ``--gost-NAME`` option: its parser, its default text, and how a rerun repeats it.
+
+    ``rerun``: "always" repeats the value, "changed" only when it is not the default,
+    "never" leaves it out (the report and the peak do not change what is verified).
+    ``command``: the option is also ``--NAME`` of ``python -m pytest_gostcnn``.
+    """
+
+    name: str
+    metavar: str
+    help: str
+    parse: Callable[[str, str], Any]
+    default: str | None = None
+    rerun: str = "changed"
+    command: bool = False
+
+    @property
+    def flag(self) -> str:
+        return "--gost-" + self.name.replace("_", "-")
+
+    @property
+    def dest(self) -> str:
+        return "gost_" + self.name
+
+    def value(self, text: str | None, flag: str | None = None) -> Any:
+        """The parsed value of ``text`` (the default when None); ValueError naming the flag."""
+        text = self.default if text is None else text
+        return None if text is None else self.parse(flag or self.flag, text)
+
+    def add_argument(self, parser: argparse.ArgumentParser) -> None:
+        """This option as ``--NAME`` of an argparse command, checked by the same parser."""
+        flag = "--" + self.name.replace("_", "-")
+
+        def check(text: str) -> Any:
+            try:
+                return self.parse(flag, text)
+            except ValueError as exc:  # argparse names the option itself
+                raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag}=")) from None
+
+        default = None if self.default is None else self.parse(flag, self.default)
+        parser.add_argument(flag, metavar=self.metavar, type=check, default=default, help=self.help)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "backend",
+        "NAME",
+        "backend to verify: a registered name (numpy, ...) or package.module:Class "
+        "(default numpy). Given without test paths, runs the suite shipped with the plugin.",
+        _text,
+        default="numpy",
+        rerun="always",
+    ),
+    Option(
+        "dtype",
+        "TYPE",
+        f"data type: one of {', '.join(INFERENCE_DTYPES)} that the backend declares; "
+        f"training only {', '.join(TRAINING_DTYPES)} (default float32)",
+        _dtype,
+        default="float32",
+        rerun="always",
+    ),
+    Option(
+        "batch",
+        "B",
+        f"batch size B, 1..{MAX_BATCH} (section 9.8; default 2)",
+        _integer(1, MAX_BATCH),
+        default="2",
+        rerun="always",
+        command=True,
+    ),
+    Option("mode", "MODE", "training, inference or both (default both)", _choice(MODES), "both"),
+    Option(
+        "networks",
+        "LIST",
+        "comma-separated networks by letter (M G V S R Sh, or М Г В С Р Ш) or name (default all)",
+        _text,
+        command=True,
+    ),
+    Option(
+        "seed",
+        "N",
+        "seed of every random draw (default 0)",
+        _integer(0, 2**63 - 1),
+        default="0",
+        rerun="always",
+        command=True,
+    ),
+    Option(
+        "tables",
+        "DIR",
+        "directory of network tables (YAML) to use instead of the shipped reconstructions",
+        _text,
+        command=True,
+    ),
+    Option(
+        "rmse_threshold",
+        "SHARE",
+        "override СКОП: the admissible RMSE of every array as a share of the reference "
+        "array's RMS (0 admits only reference-grade results)",
+        _threshold,
+    ),
+    Option(
+        "profile",
+        "PROFILE",
+        f"benchmark profile: quick (at least {QUICK_IMAGES} images and 3 rounds of B per "
+        "test, not compliant; default) or full (1,000,000 images per cell, as section 9.3 "
+        "requires)",
+        _choice(PROFILES),
+        default="quick",
+    ),
+    Option(
+        "peak",
+        "MAC/s",
+        "theoretical peak of one computing cell in the chosen data type, e.g. 2.5e12 or "
+        "2.5T (default: estimated from the device, and labelled so)",
+        _peak,
+        rerun="never",
+    ),
+    Option(
+        "report",
+        "PATH",
+        "write a JSON report (system, options, verdicts, timings, ОРП, evaluation)",
+        _report_path,
+        rerun="never",
+    ),
+    Option(
+        "local_cell",
+        "K",
+        "run one process as the K-th computing cell of a node, on the device that cell "
+        "uses (e.g. GPU K); a failure on cell K of an MPI run gives it in its rerun command "
+        "(default: the MPI local rank, 0 without MPI)",
+        _integer(0, 2**31 - 1),
+    ),
+)
+BY_NAME = {option.name: option for option in OPTIONS}
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the ``--gost-*`` options say, each parsed and checked on its own.
+
+    What depends on more than one option or on the machine (a data type the backend
+    declares, a network the tables hold, the MPI local rank) is checked when the session
+    starts (``plugin/setup.py``). ``given`` names the options given on the command line.
+    """
+
+    backend: str
+    dtype: str
+    batch: int
+    mode: str
+    networks: str | None
+    seed: int
+    tables: str | None
+    rmse_threshold: float | None
+    profile: str
+    peak: Peak | None
+    report: str | None
+    local_cell: int | None
+    given: frozenset[str] = frozenset()
+
+    @classmethod
+    def parse(cls, texts: Mapping[str, str | None]) -> Options:
+        """The options from their texts by name (None: not given); ValueError naming one."""
+        values = {option.name: option.value(texts.get(option.name)) for option in OPTIONS}
+        given = frozenset(name for name in BY_NAME if texts.get(name) is not None)
+        return cls(**values, given=given)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        return ("training", "inference") if self.mode == "both" else (self.mode,)
+
+    def args(self, **changes: Any) -> list[str]:
+        """The ``--gost-*`` arguments that reproduce these options, with ``changes``."""
+        options = dataclasses.replace(self, **changes)
+        args = []
+        for option in OPTIONS:
+            value = getattr(options, option.name)
+            if option.rerun == "never" or value is None:
+                continue
+            if option.rerun == "changed" and option.default is not None:
+                if value == option.value(None):
+                    continue
+            args.append(f"{option.flag}={value}")
+        return args
+
+    def rerun(self, keyword: str, **changes: Any) -> str:
+        return shlex.join(["pytest", *self.args(**changes), "-k", keyword])
+
+
+def select_networks(
+    networks: dict[str, Network],
+    spec: str | None,
+    option: str = "--gost-networks",
+    tables_option: str = "--gost-tables",
+) -> dict[str, Network]:
+    """The networks ``spec`` names (letters, Latin or Cyrillic, or a name's start), in the
+    standard's order; all of them when ``spec`` is None or empty."""
+    if not spec:
+        return networks
+    chosen: dict[str, Network] = {}
+    for token in (t.strip() for t in spec.split(",")):
+        if not token:
+            continue
+        try:
+            latin = network_key(token)
+        except KeyError:
+            by_name = [n for n in networks.values() if n.name.lower().startswith(token.lower())]
+            if len(by_name) != 1:
+                known = ", ".join(f"{n.latin} ({n.letter}, {n.name})" for n in networks.values())
+                raise ValueError(f"{option}: unknown network {token!r}; known: {known}") from None
+            latin = by_name[0].latin
+        if latin not in networks:
+            raise ValueError(
+                f"{option}: network {latin} ({CYRILLIC[latin]}) has no table in {tables_option}"
+            )
+        chosen[latin] = networks[latin]
+    if not chosen:
+        raise ValueError(f"{option}={spec}: no network named")
+    return {latin: chosen[latin] for latin in LATIN.values() if latin in chosen}

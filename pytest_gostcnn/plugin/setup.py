@@ -1,0 +1,158 @@
+"""What the options resolve to on this machine: the tables, the backend, its device and peak.
+
+``resolve`` checks what needs more than one option or the machine (a data type the backend
+declares, networks the tables hold, the cell's index) and asks the backend its facts once,
+so a broken answer fails at the start, saying which. Nothing here imports pytest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+
+from pytest_gostcnn.backend import Backend, BackendError, load_backend_class
+from pytest_gostcnn.machine.peak import MIN_PEAK, Peak
+from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
+from pytest_gostcnn.model.network import Network, TableError, load_networks
+from pytest_gostcnn.performance.cells import Cells
+
+from .options import Options, select_networks
+
+
+@dataclass(frozen=True)
+class Setup:
+    """The session's backend (None when unavailable, with the reason), networks and facts."""
+
+    backend_name: str
+    backend: Backend | None
+    unavailable: str | None
+    networks: dict[str, Network]
+    cells: Cells
+    local_cell: int = 0  # the cell index the backend was given: its device
+    device: str | None = None  # the backend's device(), asked once
+    system: dict = field(default_factory=dict)  # the backend's system(), asked once
+    peak: Peak | None = None
+
+    @property
+    def version(self) -> str | None:
+        return type(self.backend).version if self.backend is not None else None
+
+    def without_backend(self, reason: str) -> Setup:
+        """This setup with the backend unavailable for ``reason`` (another cell lacks it)."""
+        return dataclasses.replace(self, backend=None, unavailable=reason, device=None, system={})
+
+
+def resolve(options: Options, cells: Cells) -> Setup:
+    """The setup ``options`` describe; ValueError, BackendError or TableError naming the
+    option that is wrong."""
+    try:
+        all_networks = load_networks(options.tables)
+    except TableError as exc:
+        raise TableError(f"--gost-tables: {exc}") from None
+    networks = select_networks(all_networks, options.networks)
+    name = options.backend
+    cls = load_backend_class(name)
+    _check_dtype(cls, name, options.dtype, options.modes)
+    try:
+        unavailable = cls.unavailable_reason()
+    except Exception as exc:  # a device probe that fails means no usable device
+        unavailable = f"its availability check raised {type(exc).__name__}: {exc}"
+    local_cell = _local_cell(options.local_cell, cells)
+    backend = None
+    if unavailable is None:
+        try:
+            backend = cls(options.dtype, cell=local_cell)
+        except Exception as exc:
+            raise BackendError(
+                f"backend {name!r} failed to start: {type(exc).__name__}: {exc}"
+            ) from exc
+    peak = options.peak
+    device, system = None, {}
+    if backend is not None:
+        device, system, estimate = _describe(backend, name, ask_peak=peak is None)
+        peak = peak or estimate
+    return Setup(
+        backend_name=name,
+        backend=backend,
+        unavailable=unavailable,
+        networks=networks,
+        cells=cells,
+        local_cell=local_cell,
+        device=device,
+        system=system,
+        peak=peak,
+    )
+
+
+def _describe(backend: Backend, name: str, ask_peak: bool) -> tuple[str, dict, Peak | None]:
+    """The backend's ``device()``, ``system()`` and (if asked) ``peak()``, each asked once."""
+    answers = {}
+    for method, expected in (("device", str), ("system", dict), ("peak", (Peak, type(None)))):
+        if method == "peak" and not ask_peak:
+            answers[method] = None
+            continue
+        try:
+            answer = getattr(backend, method)()
+        except Exception as exc:
+            raise BackendError(
+                f"backend {name!r}: its {method}() raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if not isinstance(answer, expected):
+            wanted = "a Peak or None" if method == "peak" else f"a {expected.__name__}"
+            raise BackendError(
+                f"backend {name!r}: its {method}() returned {type(answer).__name__} "
+                f"{answer!r:.60}, expected {wanted}"
+            )
+        answers[method] = answer
+    peak = answers["peak"]
+    if peak is not None and not (
+        isinstance(peak.macs_per_second, int | float)
+        and math.isfinite(peak.macs_per_second)
+        and peak.macs_per_second >= MIN_PEAK
+    ):
+        raise BackendError(
+            f"backend {name!r}: its peak() is {peak.macs_per_second!r} MAC/s, not a number of "
+            f"at least {MIN_PEAK:g}; give --gost-peak=MAC/s"
+        )
+    try:  # it goes into the report as it is
+        json.dumps(answers["system"], allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise BackendError(
+            f"backend {name!r}: its system() is not plain JSON data (text, numbers, lists, "
+            f"mappings): {exc}"
+        ) from None
+    return answers["device"], answers["system"], peak
+
+
+def _local_cell(given: int | None, cells: Cells) -> int:
+    """The index among its node's cells that the backend is given (it picks the device):
+    the MPI local rank, or ``--gost-local-cell`` in a single-process run."""
+    if given is None:
+        return cells.local_rank
+    if cells.size > 1:
+        raise ValueError(
+            f"--gost-local-cell={given}: under an MPI launcher each rank is the cell of its "
+            "local rank; give this option only to a single-process run"
+        )
+    return given
+
+
+def _check_dtype(cls: type[Backend], name: str, dtype: str, modes: tuple[str, ...]) -> None:
+    for mode, declared, allowed in (
+        ("inference", cls.inference_dtypes, INFERENCE_DTYPES),
+        ("training", cls.training_dtypes, TRAINING_DTYPES),
+    ):
+        if mode not in modes:
+            continue
+        if dtype not in allowed:
+            raise ValueError(
+                f"--gost-dtype={dtype}: the standard allows only {', '.join(allowed)} for "
+                f"{mode}; add --gost-mode=inference"
+            )
+        if dtype not in declared:
+            raise ValueError(
+                f"--gost-dtype={dtype}: backend {name!r} does not declare it for {mode} "
+                f"(it declares {', '.join(declared) or 'none'})"
+            )

@@ -1,0 +1,205 @@
+"""The house: imports run down its floors, only the plugin imports pytest, no cycle, and
+every layer type has each of its parts."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_gostcnn.conformance.error_model import RULES, ErrorModelKernels, NoErrorRule, rule
+from pytest_gostcnn.conformance.verification import layer_steps
+from pytest_gostcnn.model.dtypes import PRECISIONS
+from pytest_gostcnn.model.layers import LAYER_TYPES, make_layer
+from pytest_gostcnn.reference import MODULES
+
+REPOSITORY = Path(__file__).parent.parent
+# Where each importable part lives: the package, and the two folders that install inside it.
+SOURCES = {
+    "pytest_gostcnn": REPOSITORY / "pytest_gostcnn",
+    "pytest_gostcnn.reference": REPOSITORY / "reference",
+    "pytest_gostcnn.backends": REPOSITORY / "backends",
+}
+# Floors from the top: a module may import its own room and any room on a lower floor.
+FLOORS = (
+    {"__main__"},
+    {"api"},  # pytest_gostcnn/__init__.py, the public names
+    {"plugin"},
+    {"conformance", "performance"},
+    {"backends"},
+    {"backend"},
+    {"reference"},
+    {"model", "networks"},
+    {"machine"},
+)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package, folder in SOURCES.items():
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            name = ".".join((package, *parts))
+            if name.startswith("pytest_gostcnn.reference") and package == "pytest_gostcnn":
+                continue  # an installed copy's reference/ lies inside; the checkout's does not
+            found[name] = path
+    return found
+
+
+MODULES_BY_NAME = _modules()
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "api"
+    return parts[1]
+
+
+def _floor(room: str) -> int:
+    return next(i for i, rooms in enumerate(FLOORS) if room in rooms)
+
+
+def _imports(module: str, path: Path) -> set[str]:
+    """The package's modules ``module`` imports (for type hints too: a dependency all the
+    same)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base if is_package else base[:-1]
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            # ``from package import module`` needs the module; ``from module import name``
+            # needs the module the name is in.
+            submodules = {f"{target}.{alias.name}" for alias in node.names}
+            found |= submodules & MODULES_BY_NAME.keys() or {target}
+    return {name for name in found if name in MODULES_BY_NAME and name != module}
+
+
+GRAPH = {module: _imports(module, path) for module, path in MODULES_BY_NAME.items()}
+
+
+def test_the_house_has_its_rooms():
+    rooms = {_room(module) for module in MODULES_BY_NAME}
+    assert rooms == set().union(*FLOORS)
+
+
+def test_imports_run_down_the_floors():
+    upward = [
+        f"{module} imports {target}"
+        for module, targets in GRAPH.items()
+        for target in targets
+        if _room(target) != _room(module)
+        and _floor(_room(target)) <= _floor(_room(module))
+        and target != "pytest_gostcnn"  # every submodule's package: imported first, by Python
+    ]
+    assert upward == []
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every loop a depth-first walk of ``graph`` meets, as the modules along it."""
+    found, state = [], {}
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = "open"
+        for target in sorted(graph[module]):
+            if state.get(target) == "open":
+                found.append(path[path.index(target) :] + [target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    return found
+
+
+def test_no_import_cycle():
+    assert cycles(GRAPH) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    # The check above earns its keep only if it can fail.
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def test_only_the_plugin_imports_pytest():
+    importers = []
+    for module, path in MODULES_BY_NAME.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        if {"pytest", "_pytest"} & {name.split(".")[0] for name in names}:
+            importers.append(module)
+    assert importers and all(m.startswith("pytest_gostcnn.plugin.") for m in importers)
+    assert [m for m in importers if m.endswith((".options", ".setup"))] == []
+
+
+def test_the_command_line_does_not_import_pytest():
+    code = "import sys, pytest_gostcnn.__main__; print('pytest' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_no_text_cites_a_file_outside_the_repository():
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=REPOSITORY, capture_output=True, text=True, check=False
+    ).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    citing = []
+    for name in tracked:
+        path = REPOSITORY / name
+        if path.suffix not in {".py", ".md", ".yaml", ".sh", ".toml", ".cu"} or not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8")
+        if "SPEC §" in text or "../shared" in text:
+            citing.append(name)
+    assert citing == []
+
+
+@pytest.mark.parametrize("type_name", sorted(LAYER_TYPES))
+def test_every_layer_type_has_its_reference_and_error_rule(type_name):
+    module = MODULES[type_name]
+    layer = next(layer for layer in _example_layers() if layer.type.name == type_name)
+    for step in layer_steps(layer):
+        if step != "update":  # one update for every type: reference/update.py
+            assert callable(getattr(module, step)), f"reference/{type_name}.py has no {step}"
+    assert rule(type_name) in {r for r in RULES.values()}
+    kernels = ErrorModelKernels(PRECISIONS["float32"])
+    for step in ("forward", "backward"):
+        assert callable(getattr(kernels, f"_{step}_{rule(type_name)}"))
+
+
+def test_a_layer_type_without_an_error_rule_fails_loudly():
+    with pytest.raises(NoErrorRule, match="no rule for layer type 'winograd'"):
+        rule("winograd")
+
+
+def _example_layers():
+    window = {"Rx": 3, "Ry": 3, "S": 1, "Px": 1, "Py": 1}
+    return [
+        make_layer("conv", [(5, 5, 2)], F=3, **window),
+        make_layer("depthwise", [(5, 5, 2)], **window),
+        make_layer("maxpool", [(5, 5, 2)], **window),
+        make_layer("avgpool", [(5, 5, 2)], **window),
+        make_layer("relu", [(5, 5, 2)]),
+        make_layer("concat", [(5, 5, 2), (5, 5, 3)]),
+        make_layer("split", [(5, 5, 4)], L1=1),
+        make_layer("eltwise", [(5, 5, 2), (5, 5, 2)]),
+        make_layer("fc", [(2, 2, 3)], F=4),
+        make_layer("shuffle", [(2, 2, 4)], G=2),
+    ]
