@@ -1,14 +1,12 @@
 """pytest-gostcnn: conformance and benchmark suite for GOST R 57700.36-2021.
 
-The small Python API (see README, "Python API")::
-
-    from pytest_gostcnn import load_network, draw_weights, draw_input, draw_out_residual
-    from pytest_gostcnn.model import executor, inference_macs, training_macs
-    from pytest_gostcnn.reference import ReferenceKernels
+The public names of the Python API (docs/api.md): the tables, the executor, Table 1's
+counts, section 8's draws and the backend contract. Layout: docs/architecture.md.
 """
 
 from pathlib import Path
 
+from .backend import Backend, BackendError
 from .model import executor
 from .model.complexity import inference_macs, training_macs
 from .model.data import draw_input, draw_out_residual, draw_weights
@@ -16,13 +14,15 @@ from .model.layers import LAYER_TYPES, Layer, LayerShapeError, make_layer
 from .model.network import Network, TableError, load_network, load_networks, load_table
 
 # In a source checkout reference/ and backends/ sit beside this package, at the repository
-# root (README, "Layout"); an installed copy holds them inside it. Let the checkout import
+# root (docs/architecture.md); an installed copy holds them inside it. Let the checkout import
 # them as pytest_gostcnn.reference / pytest_gostcnn.backends either way.
 _checkout = Path(__file__).resolve().parent.parent
 if not (Path(__file__).parent / "reference").is_dir() and (_checkout / "reference").is_dir():
     __path__.append(str(_checkout))
 
 __all__ = [
+    "Backend",
+    "BackendError",
     "LAYER_TYPES",
     "Layer",
     "LayerShapeError",

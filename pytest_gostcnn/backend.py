@@ -1,12 +1,8 @@
 """The backend contract and how a backend is found (``--gost-backend``).
 
-A backend computes the layers of standard.md §4 on one device in one data type. It subclasses
-``Backend`` and provides the layer kernels of the executor; whole networks then run through
-the shared schedule (``pytest_gostcnn.model.executor``). A backend that compiles the whole graph
-overrides ``infer`` / ``train`` instead.
-
-Backends register under the entry-point group ``pytest_gostcnn.backends`` (the built-in ones
-too); ``--gost-backend=package.module:Class`` names one that is not registered.
+A backend subclasses ``Backend`` and provides the layer kernels the one executor runs (or
+overrides ``infer``/``train``); it registers under the entry-point group
+``pytest_gostcnn.backends``, or is named as ``package.module:Class``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """СКОП, the admissible RMSE of each compared array (standard.md §6), derived analytically.
 
-The reference runs in float64 with an error model beside it: every array becomes a
-``Bounded`` pair (the float64 value, and the variance an implementation's rounding error in
-the chosen data type may have at each element). Each layer propagates both through the
-same kernels, so the bound follows the network's actual magnitudes, reduction lengths and
-fan-outs; ``docs/verification.md`` derives every term. In short, with ``u`` the unit
-roundoff:
-
-* storing a value ``v`` adds ``(u*v)^2``;
-* a sum of ``n`` products ``w*x`` adds ``n*u_acc^2 * sum (w*x)^2`` (accumulation) and
-  carries ``sum w^2 var(x) + sum x^2 var(w)`` (propagation);
-* ReLU and max pooling are the discrete decisions: where the reference value lies within
-  ``UNCERTAINTY`` standard deviations of the decision (0 for ReLU, the runner-up for max
-  pooling) an implementation may decide the other way, and the whole residual that the
-  decision routes counts as error there.
-
-``admissible_rmse`` turns the variance of an array into its СКОП.
+The float64 reference runs with an error model beside it: each array is a ``Bounded`` pair
+of value and the variance a rounding implementation's error may have there, propagated by
+one rule per layer type (``RULES``); docs/verification.md derives every term.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """The single-layer shapes the conformance suite verifies every backend on.
 
-They cover the edge cases of the literal-oracle tests: stride 1/2/3, zero and non-zero
-padding, Px != Py and Rx != Ry, a window that drops the last column, a global pooling
-window, max pooling with exact ties and with all-negative windows (so the padding's 0
-wins), FC on a map with X, Y > 1, every split point of a small map, shuffle with G = 2, 3, 4.
-
-Section 8 draws inputs from U(-127, 128); two cases draw otherwise on purpose: ``ties``
-(integers from -2 to 2, so max pooling and ReLU meet exact ties and zeros) and
-``negative`` (U(-127, 0), so only the padding's 0 can be a window's maximum).
+They cover the edge cases of the literal-oracle tests (strides, paddings, windows that
+drop a column, global pooling, ties, every split point); see ``layer_cases``.
 """
 
 from __future__ import annotations
@@ -56,7 +50,15 @@ MAP = (9, 7, 4)
 
 
 def layer_cases() -> list[LayerCase]:
-    """Every case, in a stable order (their ids are test ids)."""
+    """Every case, in a stable order (their ids are test ids).
+
+    Stride 1/2/3, zero and non-zero padding, Px != Py and Rx != Ry, a window that drops the
+    last column, a global pooling window, max pooling with exact ties and with all-negative
+    windows (so the padding's 0 wins), FC on a map with X, Y > 1, every split point of a
+    small map, shuffle with G = 2, 3, 4. Section 8 draws inputs from U(-127, 128); two cases
+    draw otherwise on purpose: ``ties`` (integers from -2 to 2: exact ties and zeros) and
+    ``negative`` (U(-127, 0): only the padding's 0 can be a window's maximum).
+    """
     cases = []
     for window in (
         _window(3, 1, 1),

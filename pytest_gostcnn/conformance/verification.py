@@ -1,15 +1,7 @@
-"""Section 8: verify a backend against the reference, layer by layer and network by network.
+"""Section 8: verify a backend against the float64 reference, one layer step or one network.
 
-Both implementations get the same values, drawn as standard.md §6 says: input and output residual
-from U(-127, 128), weights from U(-1, 1). Each compared array gets its СКО (RMSE against the
-float64 reference) and its СКОП (``admissible.admissible_rmse``, or a user's override), and
-the verdict follows standard.md §6: reference-grade when every СКО is 0, correct when each is below
-its СКОП, not correct otherwise. Compared (the project's reading): for inference the network
-output; for training the output, the residual at the network input, every gradient and
-every updated weight array.
-
-A backend that raises, or returns NaN/Inf, a wrong shape or a wrong dtype, fails the
-verification with that reason; it never stops the session.
+Both get the same draws; each compared array's СКО is held against its СКОП, and a backend
+that raises or returns NaN, a wrong shape or dtype fails with that reason (standard.md §6).
 """
 
 from __future__ import annotations

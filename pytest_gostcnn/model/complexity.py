@@ -1,14 +1,7 @@
-"""Computational complexity (section 9.5, the project's Table 1): MACs per image.
+"""Computational complexity, the project's Table 1 (standard.md §7): MACs per image.
 
-Counted: the multiply-accumulates of convolution, depthwise convolution and fully connected
-layers, over the full window at every output position (padding positions included, as
-published complexity figures count them), so the count depends on the table alone and not
-on the algorithm a backend runs. Not counted: bias additions, pooling, ReLU, eltwise and the
-update's additions.
-
-A training iteration counts, per layer with weights, forward + backward (IN_D, also for the
-first layer, as the standard's backward step computes it) + gradient (the weight ``*_D``
-arrays); each of the three is one MAC per forward MAC, so training is 3x inference.
+Convolution, depthwise and fully connected MACs over the full window at every output
+position; a training iteration is forward + backward + gradient, 3x inference.
 """
 
 from __future__ import annotations

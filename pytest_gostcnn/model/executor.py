@@ -1,26 +1,8 @@
-"""The one schedule of the four training steps (standard.md §3, section 7.3), for any kernels.
+"""The one schedule of the four training steps (standard.md §3), for any kernels.
 
-``infer`` runs forward over the table in increasing row order. ``train`` runs one training
-iteration: forward; backward in decreasing row order, summing the residuals a map receives
-from each layer that reads it (standard.md §3 gap, fan-out); gradient for every layer with
-weights; then update of every weight array.
-
-Gradient of a layer reads only its IN and OUT_D, both fixed once its backward step is done,
-so it runs right after that step and OUT_D is released at once; the values are those of the
-standard's step order, and the memory held is one step's worth rather than every residual
-of the network. The updates run after all backward steps, as the standard orders the steps
-(standard.md §3). No other row reads a layer's weights, so updating each layer right after its
-gradient would give the same values; the order is the standard's, and the gradients are
-returned for comparison with the reference.
-
-Memory: the forward pass of inference drops each map after its last reader. A training
-forward pass keeps a map only if a later step reads it (a layer whose backward or gradient
-needs IN or OUT, see ``LayerType.keeps_inputs``/``keeps_outputs``), and backward drops it
-after the last such step.
-
-Every array a kernel returns is checked against the table's shapes as it enters the
-schedule; a wrong count, key or shape raises ``KernelError`` naming the kernels, the row
-and the step.
+``infer`` runs forward up the table; ``train`` runs forward, backward down the table
+(residuals summed at a fan-out), gradient and update. Every array a kernel returns is
+checked against the table's shapes; a wrong one raises ``KernelError``.
 """
 
 from __future__ import annotations
@@ -94,6 +76,8 @@ def train(
     """
     batch = _check_argument("image", image, network.input_shape)
     _check_argument("out_residual", out_residual, network.output_shape, batch)
+    # A training forward pass keeps a map only if a later step reads it (a layer whose
+    # backward or gradient needs IN or OUT: LayerType.keeps_inputs / keeps_outputs).
     kept = _kept_for_backward(network)
     maps = _forward(network, kernels, weights, image, keep=kept.keys())
     output_ref = network.layers[-1].outputs[0]
@@ -115,6 +99,9 @@ def train(
         for ref, residual in zip(layer.inputs, in_residuals, strict=True):
             # Out of place: a kernel may return one array for several inputs (eltwise).
             residuals[ref] = residuals[ref] + residual if ref in residuals else residual
+        # A layer's gradient reads only its IN and OUT_D, both fixed once its backward step
+        # is done: it runs now and OUT_D is released, so one step's residuals are held,
+        # not the network's; the values are those of the standard's step order.
         if layer.has_weights:
             grads = kernels.gradient(layer, inputs, out_residuals)
             _check_gradients(kernels, layer, grads)
@@ -123,6 +110,8 @@ def train(
         for ref in [r for r, row in release_at.items() if row == layer.number]:
             del maps[ref], release_at[ref]
 
+    # The updates run after every backward step, in the standard's order (no other row
+    # reads a layer's weights, so the values would be the same either way).
     for layer in network.weight_layers:
         kernels.update(layer, weights[layer.number], gradients[layer.number], batch)
     return TrainingResult(

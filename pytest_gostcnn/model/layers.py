@@ -1,11 +1,7 @@
-"""The nine typical layer types of the standard (section 6): parameters, shapes, weights, MACs.
+"""The nine typical layer types (section 6, standard.md §4): parameters, shapes, weights, MACs.
 
-This module knows what a layer *is*; what it *computes* lives in one module per type under
-``reference/`` (the float64 reference, Appendix A) and in each backend's kernels.
-
-Shapes are per image, ``(X, Y, L)``: width, height, channels, as the standard's
-``[B][X][Y][L]`` without the batch. A fully connected layer's output ``[B][F]`` is the map
-``(1, 1, F)`` for the layers after it (standard.md §4).
+What a layer computes lives in ``reference/<type>.py`` and each backend's kernels. Shapes are
+per image, ``(X, Y, L)``; a fully connected layer's output is the map ``(1, 1, F)``.
 """
 
 from __future__ import annotations

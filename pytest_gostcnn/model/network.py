@@ -1,9 +1,7 @@
 """Network tables (section 7, Appendix Б) as YAML data, and the loader that checks them.
 
-A table file mirrors the standard's table: one row per layer with its number, type, inputs
-``in1``/``in2`` (a row number, ``n.1``/``n.2`` for the outputs of split row ``n``, ``-``
-or absent for none) and the layer's parameters, plus the network's letter, name, input map
-and provenance. See README, "Network tables", for the format.
+A table mirrors the standard's: one row per layer with its number, type, inputs and
+parameters, plus the network's letter, name, input map and provenance (docs/tables.md).
 """
 
 from __future__ import annotations

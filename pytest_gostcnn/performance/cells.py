@@ -1,10 +1,7 @@
 """Computing cells (section 9.3): one MPI rank per cell, or a single cell without MPI.
 
-Under ``mpirun -n N pytest ...`` (or Slurm's ``srun``) every rank runs the same pytest
-session as one cell: it picks its device by its rank on the node, verifies, and times
-with its own image set. The ranks meet only at the collective calls below, which every
-rank makes in the same order because every rank collects the same items. Without an MPI
-launcher, or with one rank, there is one cell and no MPI at all.
+Under ``mpirun -n N pytest ...`` every rank runs the same session as one cell; the ranks
+meet only at the collective calls below, in the same order (docs/cells.md).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Each computing cell's own image set (section 9.3), generated on demand.
 
-Image ``i`` of cell ``c`` is drawn from a counter-based generator (Philox) whose key is
-(seed, cell) and whose counter starts at the image index: any image is made directly,
-without drawing the ones before it, no two cells share a set, and the whole set of
-1,000,000 images never has to exist at once. Values are U(-127, 128), as section 8 draws a
-network input.
+Image ``i`` of cell ``c`` comes from a counter-based generator (Philox) keyed by (seed, cell)
+at counter ``i``: any image is made directly, no two cells share a set, and the 1,000,000
+images never exist at once. Values are U(-127, 128), as section 8 draws a network input.
 """
 
 from __future__ import annotations

@@ -1,24 +1,7 @@
-"""Section 9: the timed training and inference tests of one network on one computing cell.
+"""Section 9: the timed rounds of one test of one network on one computing cell.
 
-One timed round is one iteration over one batch of the cell's own images:
-
-* training (9.3): forward; the output residual filled; backward; gradient and update of
-  every layer with weights, through the backend's ``train``;
-* inference (9.4): forward over a fresh batch (nothing can be cached between rounds).
-
-With several cells (``cells.py``) every cell runs its rounds on its own image set and the
-rounds start together.
-
-The batch's images are generated, moved to the device and the output residual filled in
-the round's *setup*, outside the timed region: the standard times the network's
-computation on a cell's image set, which an HPC system would stream from storage, and the
-generator's cost is the project's, not the implementation's. Every round ends with the
-backend's ``synchronize``. Warm-up rounds (untimed) run every layer once first.
-
-Benchmark data keep a million iterations of ``W += W_D / B`` finite and away from subnormal
-numbers (which would time a CPU's slow path, not the implementation): weights are drawn
-from U(-a, a) with a = sqrt(6 / fan-in), and the output residual from U(-1, 1) x 2^-20.
-Section 9 leaves both free ("any float values"); section 8's ranges are for verification.
+A round is one training iteration (9.3) or one forward pass (9.4) over one batch of the
+cell's own images; preparing the batch is the round's untimed setup (docs/benchmarking.md).
 """
 
 from __future__ import annotations
@@ -44,6 +27,10 @@ PROFILES = ("quick", "full")
 QUICK_IMAGES = 16
 QUICK_MIN_ROUNDS = 3
 WARMUP_ROUNDS = 1
+# Benchmark data keep a million iterations of W += W_D / B finite and away from subnormal
+# numbers (which would time a CPU's slow path, not the implementation): weights from
+# U(-a, a), a = sqrt(6 / fan-in), and the output residual from U(-1, 1) x 2^-20. Section 9
+# leaves both free ("any float values"); section 8's ranges are for verification.
 RESIDUAL_SCALE = 2.0**-20
 
 
@@ -118,6 +105,9 @@ class Rounds:
         self.started = time.monotonic()
         self.last_report = self.started
 
+    # The batch is generated, moved to the device and its residual filled in the setup,
+    # outside the timed region: the standard times the computation on a cell's image set
+    # (which a system would stream from storage), not the project's generator.
     def setup(self) -> tuple[tuple, dict]:
         batch = self.plan.batch
         arguments: tuple = (None,)
