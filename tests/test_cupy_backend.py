@@ -120,7 +120,7 @@ def verify_steps(backend, case, steps=None, batch=2):
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
-def test_xp_kernels_pass_every_layer_step_in_float32_one_image_per_chunk(case):
+def test_the_xp_kernel_set_passes_every_layer_step_in_float32_one_image_per_chunk(case):
     # workspace_bytes=1: the im2col and col2im loops run one image at a time (batch 3).
     backend = NumpyXp("float32", workspace_bytes=1)
     for result in verify_steps(backend, case, batch=3):
@@ -130,7 +130,7 @@ def test_xp_kernels_pass_every_layer_step_in_float32_one_image_per_chunk(case):
 
 @pytest.mark.parametrize("mode", ["inference", "training"])
 @pytest.mark.parametrize("latin", ["M", "R", "Sh"])
-def test_xp_kernels_pass_networks_in_float32_within_half_the_threshold(
+def test_the_xp_kernel_set_passes_networks_in_float32_within_half_the_threshold(
     shipped_networks, latin, mode
 ):
     # М: depthwise; Р: fan-out residuals, 1x1 stride-2 projection; Ш: split, concat, shuffle.
@@ -616,7 +616,7 @@ def fused_layers() -> list[tuple[str, Layer, Callable]]:
 
 @requires_cuda
 @pytest.mark.parametrize("dtype", ["float32", "tf32", "float16", "bfloat16"])
-def test_fused_cuda_kernels_compute_what_the_shared_kernels_compute(dtype):
+def test_the_fused_kernels_compute_what_the_shared_kernels_compute(dtype):
     # backends/cupy/cuda_kernels.py replaces im2col, col2im, depthwise and max pooling steps;
     # each must give the shared xp code's numbers, up to float32 summation order and FMA;
     # max pooling, which only compares and adds in the same order, exactly.

@@ -1,28 +1,7 @@
-"""The CuPy backend's fused CUDA kernels: what a GPU does in one pass that ``XpKernels``
-does in many array operations.
-
-``CudaKernels`` is ``XpKernels`` (``backends/_xp_kernels.py``) with these steps replaced:
-
-* im2col: one kernel writes a chunk's columns (zeros where the window lies on padding);
-* col2im: one kernel per chunk gathers, for every input position, the columns of the windows
-  that read it, in window-offset order, and writes the input residual in the storage type:
-  no float32 padded buffer, no crop;
-* depthwise convolution forward, input residual (gathered) and FILTERS_D (per-block
-  partial sums over image positions, then summed: deterministic, no atomics);
-* max pooling forward and input residual, with SPEC §4's readings: padding counts as the
-  value 0, the residual goes to every tied maximum;
-* TF32 and bfloat16 rounding, and the bfloat16 GEMM operands, as one elementwise kernel
-  each.
-
-Every sum is in float32, over the window offsets in the order of the ``XpKernels`` step it
-replaces (FILTERS_D's sum over positions runs per thread, then per block, then over the
-blocks: a different but fixed order), and every result is rounded once to the storage
-type: float32, float16, or bfloat16 held in float32. NVRTC may fuse a product and its sum
-into one FMA (one rounding fewer than the shared code), so results can differ from the
-shared steps in the last bit. The CPU tests of the shared code speak for the algorithm;
-these kernels are checked on a GPU against it and against the float64 reference
-(``tests/test_cupy_backend.py``, ``benchmarks/gpu_check.sh``), and in CI compiled with
-NVRTC and their launches checked against their signatures.
+"""The CuPy backend's fused CUDA kernels (source: ``kernels.cu``): ``CudaKernels`` is
+``XpKernels`` with the steps a GPU does in one pass that the xp code does in many array
+operations (im2col, col2im, depthwise convolution, max pooling, the TF32 / bfloat16
+roundings) replaced; docs/gpu.md lists them and says how they are checked.
 """
 
 from __future__ import annotations
@@ -40,7 +19,9 @@ from .xp_kernels import Gemm, XpKernels
 # Storage kinds, the kernels' template argument K.
 FLOAT32, FLOAT16, BFLOAT16 = 0, 1, 2
 THREADS = 256
-OPTIONS = ("-std=c++17",)  # NVRTC's, through cupy.RawModule
+# NVRTC's, through cupy.RawModule. NVRTC may fuse a product and its sum into one FMA (one
+# rounding fewer than the xp code), so results can differ from the xp steps in the last bit.
+OPTIONS = ("-std=c++17",)
 MAX_BLOCKS = 65536
 # depthwise FILTERS_D: threads per block over channels x over positions (SOURCE's
 # ``rows[8][32]`` has this shape: a test holds the two together), and blocks.
@@ -50,7 +31,7 @@ GRADIENT_CHANNELS, GRADIENT_ROWS, GRADIENT_BLOCKS = 32, 8, 512
 SOURCE = resources.files(__package__).joinpath("kernels.cu").read_text(encoding="utf-8")
 
 # Round to nearest, ties to even, clearing the low {bits} bits; a NaN stays a quiet NaN
-# (``_xp_kernels._rounded_bits`` in one pass).
+# (``xp_kernels._rounded_bits`` in one pass).
 ROUNDED = """
 unsigned int b = __float_as_uint(x);
 const unsigned int keep = 0xffffffffu << {bits};
@@ -170,6 +151,8 @@ class CudaKernels(XpKernels):
         return [in_residual]
 
     def depthwise_gradient(self, layer: Layer, x, out_residual) -> dict:
+        # FILTERS_D sums over positions per thread, then per block, then over the blocks: an
+        # order other than the xp step's, but a fixed one (deterministic, no atomics).
         if not fits_int32(layer):
             return super().depthwise_gradient(layer, x, out_residual)
         rx, ry = layer.params["Rx"], layer.params["Ry"]

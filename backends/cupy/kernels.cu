@@ -1,3 +1,8 @@
+// The CuPy backend's fused kernels (cuda_kernels.py compiles them with NVRTC through
+// cupy.RawModule and launches them). Every sum is float32, over the window offsets in the
+// order of the xp step a kernel replaces; every result is rounded once to the storage type
+// K: 0 float32, 1 float16, 2 bfloat16 held in float32.
+
 typedef long long i64;
 
 template <int K> struct Storage { typedef float type; };
@@ -191,7 +196,7 @@ __global__ void depthwise_gradient(const T* in, const T* out_d, float* partial,
     }
 }
 
-// OUT = the window's maximum; a window position on padding is the value 0 (SPEC §4).
+// OUT = the window's maximum; a window position on padding is the value 0 (docs/standard.md §4).
 template <typename T>
 __global__ void maxpool_forward(const T* in, T* out, i64 total, GEOMETRY) {
     GEOMETRY_STRUCT;

@@ -1,27 +1,8 @@
-"""The layer kernels of the CuPy backend, written once against an array module (``xp``).
-
-The project's own tests run this code with NumPy on the CPU (``tests/test_cupy_backend.py``),
-so everything here is verified in CI without a GPU. Every convolution, 1x1 convolution and
-fully connected step (forward, input residual, weight gradient) is one 2-D product through
-the ``gemm`` hook: ``xp.matmul``, or cuBLAS on a GPU (``backends/cupy_gpu.py``). On a GPU,
-``backends/_cuda_kernels.py`` replaces some of the steps here by fused CUDA kernels that
-compute the same sums; the rest run as written.
-
-Arrays are the standard's, channels last: maps [B][X][Y][L], FILTERS [Rx][Ry][L][F],
-depthwise FILTERS [Rx][Ry][L], FC WEIGHTS [F][L][X][Y] (SPEC §2). The arithmetic is
-Appendix A's; ``reference/`` states every reading of a gap.
-
-Data types (SPEC §8), each with float32 accumulation:
-
-* float32: float32 arrays, float32 GEMMs;
-* tf32: float32 arrays; the GEMM's factors are rounded to TF32 (10 mantissa bits, to
-  nearest) and multiplied in tensor cores (cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32);
-  everything else is float32;
-* float16: float16 arrays (IEEE binary16); every sum (GEMM, window, bias gradient, col2im)
-  accumulates in float32 and the result is rounded to float16 once;
-* bfloat16: NumPy and CuPy have no bfloat16 dtype, so values are held in float32 arrays,
-  each computed array rounded to the nearest bfloat16 (``round_bfloat16``); the GEMM reads
-  them as bfloat16 (exact) and accumulates in float32.
+"""The layer kernels of the CuPy backend, written once against an array module ``xp``
+and run with NumPy on the CPU by the tests. Every convolution and fully connected step is
+one 2-D product through the ``gemm`` hook (``xp.matmul``, or cuBLAS: ``cublas.py``); on a
+GPU ``cuda_kernels.py`` fuses some steps. Arrays are the standard's, channels last
+(docs/standard.md §2); the data types and their float32 sums: docs/gpu.md, "Data types".
 """
 
 from __future__ import annotations
@@ -183,7 +164,7 @@ class XpKernels:
         return self.gemm(self.xp.ones((1, rows.shape[0]), dtype=rows.dtype), rows)[0]
 
     def _pad(self, a, layer: Layer):
-        """``a`` with Px / Py zero rows and columns on each side (SPEC §4: padding is 0)."""
+        """``a`` with Px / Py zero rows and columns on each side (docs/standard.md §4)."""
         px, py = layer.params["Px"], layer.params["Py"]
         if px == py == 0:
             return a
@@ -328,7 +309,7 @@ class XpKernels:
             "biases": self.store(self._channel_sums(out_residual)),
         }
 
-    # Pooling (section 6.2): SPEC §4, padding is the value 0, the divisor is Rx*Ry. --------
+    # Pooling (section 6.2): padding is the value 0, the divisor Rx*Ry (docs/standard.md §4).
 
     def maxpool_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         padded = self._pad(inputs[0], layer)  # zeros: a padding position counts as 0
@@ -382,7 +363,7 @@ class XpKernels:
     def relu_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        # SPEC §4: decided on IN, not OUT.
+        # docs/standard.md §4: decided on IN, not OUT.
         residual = out_residuals[0]
         zero = self.xp.zeros((), dtype=residual.dtype)
         return [self.xp.where(inputs[0] > 0, residual, zero)]

@@ -1,12 +1,6 @@
-"""The NumPy CPU backend: float32, channels last, GEMMs in BLAS, the rest over threads.
-
-Arrays keep the standard's layouts at the boundary (maps [B][X][Y][L], which is channels
-last; FILTERS [Rx][Ry][L][F]; FC WEIGHTS [F][L][X][Y]). The kernels
-(``backends/_numpy_kernels.py``) run convolution and fully connected layers as single
-GEMMs (im2col in a bounded, reused workspace for windows larger than 1x1) and every
-element-wise pass over a pool of worker threads, one per core of the cell
-(``backends/_numpy_workspace.py``). The reference's kernels (``reference/``) are the
-float64 specification this backend is verified against (section 8).
+"""The NumPy CPU backend: float32, channels last, GEMMs in BLAS, the rest over threads
+(kernels in ``kernels.py``, their buffers and threads in ``workspace.py``), verified
+against the float64 reference (``reference/``, section 8).
 """
 
 from __future__ import annotations

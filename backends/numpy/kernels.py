@@ -1,26 +1,9 @@
-"""The layer kernels of the NumPy backend, laid out for BLAS and for the caches.
+"""The layer kernels of the NumPy backend: Appendix A's arithmetic, the work ordered for
+BLAS, the caches and the worker threads (docs/performance.md, "What the backend does").
 
-Arrays are the standard's, channels last: maps [B][X][Y][L], FILTERS [Rx][Ry][L][F],
-depthwise FILTERS [Rx][Ry][L], FC WEIGHTS [F][L][X][Y] (SPEC §2). The arithmetic is
-Appendix A's (``reference/`` states every reading of a gap); what differs is the order of
-the work:
-
-* convolution is one GEMM: the map itself for a 1x1 stride-1 layer, otherwise an im2col
-  buffer with a column of ones (so BIASES ride in the GEMM, and BIASES_D falls out of the
-  FILTERS_D GEMM), filled a chunk of whole images at a time within a bounded workspace;
-  IN_D of a stride-1 layer is the convolution of OUT_D with the flipped filters (the same
-  im2col GEMM), of a strided one a GEMM then a scatter of its columns (col2im);
-* fully connected is one GEMM on the map reordered to (l, x, y), never on reordered
-  weights: the map is B times smaller than the weights at any batch;
-* depthwise convolution and pooling walk the Rx*Ry window offsets over strided views, each
-  offset clipped to its in-bounds outputs (so nothing is padded), in blocks of output
-  rows small enough to stay in cache, the blocks spread over the worker threads;
-* every other pass (ReLU, add, concat, split, shuffle) is split over the threads by images.
-
-Kernels never write into their arguments. What they return is theirs alone: a fresh array
-or one of their earlier results that nobody holds any more (``Workspace.result``); the
-im2col buffers and other scratch (``Workspace.scratch``) are never returned. Every kernel
-computes in its arguments' dtype.
+Arrays are the standard's, channels last (docs/standard.md §2). Kernels never write into
+their arguments; what they return is theirs alone, fresh or a result nobody holds any more
+(``Workspace.result``), never scratch. Every kernel computes in its arguments' dtype.
 """
 
 from __future__ import annotations
@@ -620,7 +603,7 @@ def depthwise_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals:
     }
 
 
-# Max pooling (section 6.2): SPEC §4, the padding counts as the value 0 (Phases' zeros). --
+# Max pooling (section 6.2): padding counts as the value 0 (docs/standard.md §4; Phases' zeros).
 
 
 def maxpool_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
@@ -652,9 +635,9 @@ def _reduce_windows(ws: Workspace, layer: Layer, x: np.ndarray, combine, scale=N
 def maxpool_backward(
     ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
 ) -> list:
-    # SPEC §4: OUT_D goes to every in-bounds input equal to the output (all tied maxima),
-    # summed over overlapping windows. Padding equal to the output gets a share too, in
-    # the phases, which merge() drops.
+    # docs/standard.md §4: OUT_D goes to every in-bounds input equal to the output (all
+    # tied maxima), summed over overlapping windows. Padding equal to the output gets a
+    # share too, in the phases, which merge() drops.
     x, out, out_residual = inputs[0], outputs[0], out_residuals[0]
     geometry = Geometry.of(layer)
     in_residual = ws.result(x.shape, x.dtype)
@@ -683,7 +666,7 @@ def maxpool_backward(
     return [in_residual]
 
 
-# Average pooling (section 6.2): SPEC §4, the divisor is Rx*Ry always. --------------------
+# Average pooling (section 6.2): the divisor is Rx*Ry always (docs/standard.md §4). -------
 
 
 def avgpool_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
@@ -737,7 +720,7 @@ def _flat_pass(ws: Workspace, size: int, step: Callable[[int, slice], None]) -> 
 
 
 def relu_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
-    # SPEC §4: IN > 0 ? IN : 0; max(IN, 0) is that for every input but NaN.
+    # docs/standard.md §4: IN > 0 ? IN : 0; max(IN, 0) is that for every input but NaN.
     x = inputs[0].reshape(-1)
     out = ws.result(x.shape, x.dtype)
     _flat_pass(ws, x.size, lambda part, s: np.maximum(x[s], 0, out=out[s]))
@@ -747,7 +730,7 @@ def relu_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> li
 def relu_backward(
     ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
 ) -> list:
-    # SPEC §4: decided on IN, not OUT.
+    # docs/standard.md §4: decided on IN, not OUT.
     x, residual = inputs[0].reshape(-1), out_residuals[0].reshape(-1)
     in_residual = ws.result(x.shape, residual.dtype)
 

@@ -1,17 +1,9 @@
-"""Scratch memory and worker threads of the NumPy backend (``backends/numpy_cpu.py``).
+"""Scratch memory and worker threads of the NumPy backend (docs/performance.md).
 
-Threads: BLAS (OpenBLAS in NumPy's wheels) already runs every GEMM on all the cores the
-process may use, but a NumPy ufunc runs on the calling thread only. The backend's
-element-wise passes (im2col copies, depthwise convolution, pooling, ReLU, ...) therefore
-split their work over a thread pool of ``worker_threads()`` threads; NumPy releases the GIL
-inside a ufunc loop on large arrays, so the parts run at once.
-
-Memory: im2col buffers and other workspaces are kept here between calls, one growing
-buffer per purpose, so an iteration allocates no workspace after the first. A workspace is
-never a kernel's result. Results come from ``result``: a large array the backend handed out
-before is handed out again only once nobody else holds a reference to it (the executor
-dropped it, and every view of it is gone), so a result stays valid for as long as anyone
-holds it, and a training iteration does not pay the kernel for fresh pages of every map.
+BLAS threads every GEMM itself, but a NumPy ufunc runs on the calling thread (releasing
+the GIL in its loop), so the element-wise passes split their work over a pool. Scratch
+buffers are kept between calls; a result array is handed out again only once nobody holds
+a reference to it (``Workspace.result``).
 """
 
 from __future__ import annotations
