@@ -12,9 +12,9 @@ How to run it (PyTorch only for this script, never a dependency of the project):
 Both sides run in one process on the same tables (``load_networks``) and the same
 weights, float32, batch 16 by default. The NumPy side is exactly what the suite runs:
 ``executor.infer`` / ``executor.train`` with ``NumpyBackend``'s kernels. The PyTorch side
-translates each table row to torch ops on channels-last tensors (SPEC §4 semantics: max
-pooling pads with zeros, average pooling divides by Rx*Ry, FC reads the map in (l, x, y)
-order). Training is forward, backward from a fixed output residual (the network input's
+translates each table row to torch ops on channels-last tensors (docs/standard.md §4
+semantics: max pooling pads with zeros, average pooling divides by Rx*Ry, FC reads the map
+in (l, x, y) order). Training is forward, backward from a fixed output residual (the network input's
 residual too, as the standard's backward step computes it for the first layer), weight
 gradients, and the standard's update ``W += W_D / B``.
 
@@ -100,10 +100,10 @@ def torch_layer(layer: Layer, inputs: list, params: dict) -> list:
         out = F.conv2d(x, params["w"], params["b"], p["S"], (p["Px"], p["Py"]))
     elif name == "depthwise":
         out = F.conv2d(x, params["w"], params["b"], p["S"], (p["Px"], p["Py"]), groups=x.shape[1])
-    elif name == "maxpool":  # SPEC §4: padding counts as the value 0
+    elif name == "maxpool":  # docs/standard.md §4: padding counts as the value 0
         padded = F.pad(x, (p["Py"], p["Py"], p["Px"], p["Px"]))
         out = F.max_pool2d(padded, (p["Rx"], p["Ry"]), p["S"])
-    elif name == "avgpool":  # SPEC §4: divided by Rx*Ry always
+    elif name == "avgpool":  # docs/standard.md §4: divided by Rx*Ry always
         out = F.avg_pool2d(
             x, (p["Rx"], p["Ry"]), p["S"], (p["Px"], p["Py"]), count_include_pad=True
         )

@@ -7,9 +7,9 @@ the project. ``benchmarks/gpu_check.sh`` runs it; by hand::
     python benchmarks/compare_torch_gpu.py --networks R,Sh --dtypes float16 --repeats 3
 
 Both sides run the same tables (``load_networks``), the same weights and the same batch,
-channels last. The table-to-torch translation (SPEC §4 semantics: max pooling pads with
-zeros, average pooling divides by Rx*Ry, FC reads the map in (l, x, y) order) and the
-draws are imported from ``benchmarks/compare_torch.py``, the CPU comparison, and moved to
+channels last. The table-to-torch translation (docs/standard.md §4 semantics: max pooling
+pads with zeros, average pooling divides by Rx*Ry, FC reads the map in (l, x, y) order) and
+the draws are imported from ``benchmarks/compare_torch.py``, the CPU comparison, and moved to
 the GPU here. Data types: float32 (TF32 off on both sides), tf32 (inference: cuBLAS
 FAST_TF32 against torch with ``allow_tf32``), float16 (float16 parameters and maps on both
 sides, float32 accumulation). Training is forward, backward from a fixed output residual
@@ -179,7 +179,7 @@ def main() -> None:
             batch = args.training_batch if mode == "training" else args.inference_batch
             for dtype in (d.strip() for d in args.dtypes.split(",")):
                 if mode == "training" and dtype == "tf32":
-                    continue  # SPEC §8: training in float32 or float16 only
+                    continue  # docs/standard.md §8: training in float32 or float16 only
                 row = {"network": key, "mode": mode, "dtype": dtype, "batch": batch}
                 steps = None
                 try:

@@ -46,7 +46,7 @@ PY"
 
 step unit-tests 45 "$PYTHON" -m pytest tests/test_cupy_backend.py tests/test_peak.py -q -rs
 
-# float32 and float16 in both modes; tf32 and bfloat16 are inference types (SPEC §8).
+# float32 and float16 in both modes; tf32 and bfloat16 are inference types (docs/standard.md §8).
 # float16 networks are expected to fail: section 8's values exceed float16 (docs/gpu.md).
 for dtype in float32 float16 tf32 bfloat16; do
     mode=both seconds=40

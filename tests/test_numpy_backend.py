@@ -32,9 +32,9 @@ def test_numpy_backend_is_correct_within_half_the_threshold(shipped_networks, la
 
 @pytest.mark.parametrize("type_name", ["relu", "maxpool", "concat", "split", "shuffle"])
 def test_layers_that_only_select_values_are_reference_grade(type_name):
-    # The draws are rounded to float32 before both implementations see them (SPEC §6: the
-    # same values), so a forward step that only copies or selects values reproduces the
-    # float64 reference exactly: every СКО is 0.
+    # The draws are rounded to float32 before both implementations see them (the same
+    # values: docs/standard.md §6), so a forward step that only copies or selects values
+    # reproduces the float64 reference exactly: every СКО is 0.
     for case in (c for c in layer_cases() if c.layer.type.name == type_name):
         result = verify_layer(
             NumpyBackend("float32"),
