@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pytest_gostcnn.machine.facts import cpu_model, libraries
 from pytest_gostcnn.model.network import CYRILLIC
-from pytest_gostcnn.performance.evaluation import Evaluation, compliant
+from pytest_gostcnn.performance.evaluation import Evaluation
 
 from .options import REPORT_TEMPORARY_PREFIX, Options
 from .results import Results
@@ -27,7 +27,11 @@ FORMAT = "pytest-gostcnn report 1"
 
 
 def build_report(
-    options: Options, setup: Setup, results: Results, evaluations: list[Evaluation]
+    options: Options,
+    setup: Setup,
+    results: Results,
+    evaluations: list[Evaluation],
+    compliant: bool,
 ) -> dict:
     """The report of a session: each result's own report form, with the run around them."""
     return {
@@ -62,11 +66,7 @@ def build_report(
             "local_cell": setup.local_cell,
         },
         "exit_status": results.exitstatus,
-        "compliant": compliant(
-            results.timings.values(),
-            evaluations,
-            cells_failed=any(report["failures"] for report in results.cell_reports),
-        ),
+        "compliant": compliant,
         "cells": results.cell_reports,
         "peak": setup.peak.as_dict() if setup.peak else None,
         "verification": {

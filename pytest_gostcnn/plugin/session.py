@@ -14,7 +14,13 @@ from pytest_gostcnn.backend import BackendError
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.model.network import TableError
 from pytest_gostcnn.performance.cells import CellsError, detect
-from pytest_gostcnn.performance.evaluation import Evaluation, Run, evaluate_system, software
+from pytest_gostcnn.performance.evaluation import (
+    Evaluation,
+    Run,
+    compliant,
+    evaluate_system,
+    software,
+)
 
 from . import report, summary
 from .options import OPTIONS, Options
@@ -142,6 +148,11 @@ class GostSession:
             f"gostcnn: networks {networks}",
         ]
 
+    def compliant(self, evaluations: list[Evaluation]) -> bool:
+        """Whether a certifying body may take this run's evaluations (standard.md §7)."""
+        cells_failed = any(cell["failures"] for cell in self.results.cell_reports)
+        return compliant(self.results.timings.values(), evaluations, cells_failed)
+
     def collected(self, item: pytest.Item) -> None:
         if item.get_closest_marker("gost_suite"):
             self.results.suite_items += 1
@@ -172,9 +183,11 @@ class GostSession:
         if path is None:
             return
         try:
-            report.write_report(
-                path, report.build_report(self.options, setup, self.results, self.evaluations())
+            evaluations = self.evaluations()
+            whole = report.build_report(
+                self.options, setup, self.results, evaluations, self.compliant(evaluations)
             )
+            report.write_report(path, whole)
         except (OSError, ValueError, TypeError) as exc:  # Value/TypeError: not JSON
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             if reporter is not None:
