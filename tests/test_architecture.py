@@ -1,5 +1,5 @@
 """The house: imports run down its floors, only the plugin imports pytest, no cycle, and
-every layer type has each of its parts."""
+every layer type has each of its parts (README, "Add a layer type")."""
 
 import ast
 import subprocess
@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gostcnn.backends.common import has_kernel
+from pytest_gostcnn.backends.cupy.xp_kernels import XpKernels
+from pytest_gostcnn.backends.numpy import kernels as numpy_kernels
 from pytest_gostcnn.conformance.error_model import RULES, ErrorModelKernels, NoErrorRule, rule
 from pytest_gostcnn.conformance.verification import layer_steps
 from pytest_gostcnn.model.dtypes import PRECISIONS
@@ -172,7 +175,7 @@ def test_no_text_cites_a_file_outside_the_repository():
 
 
 @pytest.mark.parametrize("type_name", sorted(LAYER_TYPES))
-def test_every_layer_type_has_its_reference_and_error_rule(type_name):
+def test_every_layer_type_has_its_reference_error_rule_and_kernels(type_name):
     module = MODULES[type_name]
     layer = next(layer for layer in _example_layers() if layer.type.name == type_name)
     for step in layer_steps(layer):
@@ -182,6 +185,10 @@ def test_every_layer_type_has_its_reference_and_error_rule(type_name):
     kernels = ErrorModelKernels(PRECISIONS["float32"])
     for step in ("forward", "backward"):
         assert callable(getattr(kernels, f"_{step}_{rule(type_name)}"))
+    for kernel_set in (numpy_kernels, XpKernels):  # the CuPy backend's set is XpKernels
+        for step in layer_steps(layer):
+            if step != "update":
+                assert has_kernel(kernel_set, type_name, step), (kernel_set, step)
 
 
 def test_a_layer_type_without_an_error_rule_fails_loudly():
