@@ -17,7 +17,7 @@ from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.model.network import Network, TableError, load_networks
-from pytest_gostcnn.plugin.options import BY_NAME, select_networks
+from pytest_gostcnn.plugin.options import BY_NAME, OPTIONS, select_networks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,8 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     # The same options as the plugin's --gost-*, with the same checks.
     BY_NAME["tables"].add_argument(tables)
-    for name in ("tables", "networks", "batch", "seed"):
-        BY_NAME[name].add_argument(reference)
+    for option in OPTIONS:
+        if option.command:
+            option.add_argument(reference)
     return parser
 
 

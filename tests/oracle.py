@@ -2,7 +2,7 @@
 
 Each function transcribes one section (forward, backward, gradient or update) of one
 Appendix A fragment, with the same loops in the same order and the same conditions, so a
-reader can hold it next to the C text (``standard/GOST_R_57700.36-2021.ru.txt``). It is
+reader can hold it next to the C text of the standard's Appendix A. It is
 slow on purpose and only meant for the small shapes of ``test_oracle.py``, which checks
 the vectorised reference (``reference/``) against it.
 
