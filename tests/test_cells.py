@@ -70,40 +70,22 @@ needs_mpi = pytest.mark.skipif(
     not (MPIRUN and HAVE_MPI4PY), reason="needs mpirun (Open MPI) and mpi4py: see .ci/run"
 )
 
-FAILS_ON_CELL_1 = '''
-import os
-
-from pytest_gostcnn.backends.numpy import NumpyBackend
-
-
-class RaisesOnCell1(NumpyBackend):
-    """Verifies on both cells; on cell 1 its whole-network inference raises when timed."""
-
-    def infer(self, network, weights, image):
-        if os.environ.get("OMPI_COMM_WORLD_RANK") == "1" and image.shape[0] == 1 and self.timing:
-            raise RuntimeError("device lost")
-        return super().infer(network, weights, image)
-
-    timing = False
-
-    def to_device(self, host):
-        # Benchmark images arrive as float32 from the image set; verification's as float64.
-        RaisesOnCell1.timing = host.dtype == "float32"
-        return super().to_device(host)
+# Third-party backends, named on the command line as mymod:Class.
+BACKENDS = Path(__file__).with_name("gost_test_backends.py")
+SCHEMA = json.loads(
+    (Path(__file__).parent.parent / "docs" / "report.schema.json").read_text(encoding="utf-8")
+)
 
 
-class FailsOnCell1(NumpyBackend):
-    """Correct on cell 0; on cell 1 every forward output is off by one."""
-
-    def forward(self, layer, inputs, weights):
-        outputs = super().forward(layer, inputs, weights)
-        if os.environ.get("OMPI_COMM_WORLD_RANK") == "1":
-            outputs = [o + 1 for o in outputs]
-        return outputs
-'''
+def read_report(path: Path) -> dict:
+    """The ``--gost-report`` a run wrote, checked against its schema."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    jsonschema.validate(data, SCHEMA)
+    return data
 
 
 def mpirun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    (tmp_path / "mymod.py").write_text(BACKENDS.read_text(encoding="utf-8"), encoding="utf-8")
     env = {
         **os.environ,
         "OMPI_ALLOW_RUN_AS_ROOT": "1",
@@ -126,12 +108,13 @@ def test_two_ranks_print_one_evaluation_with_two_cells_and_report_both(tmp_path)
     report = tmp_path / "report.json"
     run = mpirun(tmp_path, "--gost-backend=numpy", *SMALL, f"--gost-report={report}")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    # Only cell 0 prints the summary.
-    assert run.stdout.count("section 8: verification") == 1
-    assert run.stdout.count("evaluation ОП-П-float32-B1-N2") == 1
-    data = json.loads(report.read_text(encoding="utf-8"))
-    schema = Path(__file__).parent.parent / "docs" / "report.schema.json"
-    jsonschema.validate(data, json.loads(schema.read_text(encoding="utf-8")))
+    data = read_report(report)
+    (evaluation,) = data["evaluations"]
+    assert evaluation["cells"] == 2
+    assert evaluation["designation"].startswith("ОП-П-float32-B1-N2")
+    # Only cell 0 prints the summary: the plugin's section and evaluation appear once.
+    assert run.stdout.count("GOST R 57700.36-2021, section 8: verification") == 1
+    assert run.stdout.count(f"evaluation {evaluation['designation']}:") == 1
     assert [c["cell"] for c in data["cells"]] == [0, 1]
     (benchmark,) = data["benchmarks"]
     cells = benchmark["cells"]
@@ -151,44 +134,49 @@ def test_two_ranks_print_one_evaluation_with_two_cells_and_report_both(tmp_path)
 
 @needs_mpi
 def test_a_cell_that_fails_verification_is_listed_and_leaves_the_evaluation_incomplete(tmp_path):
-    (tmp_path / "cellmod.py").write_text(FAILS_ON_CELL_1, encoding="utf-8")
     report = tmp_path / "report.json"
     run = mpirun(
         tmp_path,
-        "--gost-backend=cellmod:FailsOnCell1",
+        "--gost-backend=mymod:FailsOnCell1",
         *SMALL,
         "-k",
         "test_network or test_benchmark",
         f"--gost-report={report}",
     )
     assert run.returncode != 0
-    assert "cell 1 failed test_network[Sh-inference-B1]" in run.stdout
+    data = read_report(report)
+    assert data["cells"][0]["failures"] == []
+    ((item, why),) = data["cells"][1]["failures"]
+    assert item == "test_network[Sh-inference-B1]"
     # Its rerun command runs one process on cell 1's device.
-    (line,) = [line for line in run.stdout.splitlines() if "cell 1 failed" in line]
-    assert "rerun: pytest --gost-backend=cellmod:FailsOnCell1" in line
-    assert line.endswith("--gost-local-cell=1 -k test_network")
+    assert "rerun: pytest --gost-backend=mymod:FailsOnCell1" in why
+    assert why.endswith("--gost-local-cell=1 -k test_network")
+    # The summary lists it as the report does.
+    assert f"cell 1 failed {item}: {why}" in run.stdout
     # No cell times an implementation that one cell failed to verify.
-    assert "incomplete: no result for" in run.stdout
-    data = json.loads(report.read_text(encoding="utf-8"))
     assert data["benchmarks"] == []
-    assert data["cells"][1]["failures"] and not data["cells"][0]["failures"]
+    (evaluation,) = data["evaluations"]
+    assert evaluation["complete"] is False and "Sh" in evaluation["missing"]
 
 
 @needs_mpi
 def test_a_cell_whose_backend_raises_while_timed_fails_the_item_on_every_cell(tmp_path):
-    (tmp_path / "cellmod.py").write_text(FAILS_ON_CELL_1, encoding="utf-8")
+    report = tmp_path / "report.json"
     run = mpirun(
         tmp_path,
-        "--gost-backend=cellmod:RaisesOnCell1",
+        "--gost-backend=mymod:RaisesOnCell1",
         *SMALL,
         "-k",
         "test_network or test_benchmark",
+        f"--gost-report={report}",
     )
     # No rank waits forever for another: the run ends, failed, naming the cell.
     assert run.returncode != 0
-    assert "cell 1 failed while timing: the backend raised RuntimeError: device lost" in (
-        run.stdout
-    )
+    data = read_report(report)
+    said = "cell 1 failed while timing: the backend raised RuntimeError: device lost"
+    for cell in data["cells"]:
+        ((item, why),) = cell["failures"]
+        assert item == "test_benchmark[Sh-inference-B1]" and said in why
 
 
 @needs_mpi

@@ -2,9 +2,16 @@
 
 Runs that must see the installed package as a user's would (the suite collected from the
 entry point in an empty directory, a backend verified, a failure rerun) go through a fresh
-interpreter (``runpytest_subprocess``); runs that only check options and discovery run
-in-process, which is quicker and loads the same entry points. Every run is small: network
-Ш (Sh), batch 1, inference, and ``-k`` where a few items suffice.
+interpreter (``as_user``); runs that only check options and discovery run in-process, which
+is quicker and loads the same entry points. Every run is small: network Ш (Sh), batch 1,
+inference, and ``-k`` where a few items suffice.
+
+The tests read what a run found as data, not from pytest's terminal text, whose wording
+changes between pytest versions: the exit code, the ``--gost-report`` JSON, and the test
+reports (an in-process run's ``HookRecorder``; a subprocess's, recorded by
+``tests/gost_test_recorder.py``), whose longrepr is a failure's message. A few tests check
+the layout of the plugin's own terminal summary, and a usage error's message is read where
+pytest prints it, on stderr.
 """
 
 import json
@@ -13,8 +20,10 @@ import shlex
 import sys
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
+from gost_test_recorder import Recorded, as_user, read, recording
 
 from pytest_gostcnn.conformance.layer_cases import layer_cases
 from pytest_gostcnn.model.network import default_tables_dir
@@ -25,8 +34,12 @@ from pytest_gostcnn.model.network import default_tables_dir
 pytest_plugins = ["pytester"]
 
 REPOSITORY = Path(__file__).parent.parent
+SCHEMA = json.loads((REPOSITORY / "docs" / "report.schema.json").read_text(encoding="utf-8"))
+# Third-party backends, named on the command line as mymod:Class.
+BACKENDS = Path(__file__).with_name("gost_test_backends.py")
 SMALL = ("--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")
 SUMMARY_HEADER = "GOST R 57700.36-2021, section 8: verification"
+GOST_GROUP = "GOST R 57700.36-2021 conformance (pytest-gostcnn)"
 GOST_OPTIONS = {
     "--gost-backend",
     "--gost-dtype",
@@ -41,227 +54,149 @@ GOST_OPTIONS = {
     "--gost-report",
     "--gost-local-cell",
 }
-
-# Third-party backends, named on the command line as mymod:Class.
-MYMOD = '''
-import numpy as np
-
-from pytest_gostcnn.backends.numpy import NumpyBackend
-
-
-class Mine(NumpyBackend):
-    name = "mine"
-
-
-class NotABackend:
-    """Has a name, but does not subclass pytest_gostcnn.backend.Backend."""
-
-    name = "not-a-backend"
-
-
-class NoDevice(NumpyBackend):
-    @classmethod
-    def unavailable_reason(cls):
-        return "no CUDA device"
-
-
-class ProbeRaises(NumpyBackend):
-    """Its availability check fails the way a GPU runtime without a device does."""
-
-    @classmethod
-    def unavailable_reason(cls):
-        raise RuntimeError("cudaErrorNoDevice")
-
-
-class RaisesOnRelu(NumpyBackend):
-    def forward(self, layer, inputs, weights):
-        if layer.type.name == "relu":
-            raise RuntimeError("relu kernel missing")
-        return super().forward(layer, inputs, weights)
-
-
-class ReturnsNaN(NumpyBackend):
-    def forward(self, layer, inputs, weights):
-        return [np.full_like(out, np.nan) for out in super().forward(layer, inputs, weights)]
-
-
-class Float64(NumpyBackend):
-    def to_device(self, host):
-        return np.array(host, dtype=np.float64)
-
-    def to_host(self, array):
-        return np.asarray(array, dtype=np.float64)
-
-
-class ScaledConv(NumpyBackend):
-    """Every conv output 0.1 % too large: an error that depends on the drawn data."""
-
-    def forward(self, layer, inputs, weights):
-        outputs = super().forward(layer, inputs, weights)
-        if layer.type.name == "conv":
-            outputs = [out * np.float32(1.001) for out in outputs]
-        return outputs
-
-
-class PeakRaises(NumpyBackend):
-    def peak(self):
-        raise RuntimeError("peak boom")
-
-
-class PeakIsANumber(NumpyBackend):
-    def peak(self):
-        return 1e12
-
-
-class DeviceRaises(NumpyBackend):
-    def device(self):
-        raise RuntimeError("nvml gone")
-
-
-class PeakTiny(NumpyBackend):
-    def peak(self):
-        from pytest_gostcnn.machine.peak import Peak
-
-        return Peak(1e-300, "estimated")
-
-
-class SystemNotJson(NumpyBackend):
-    def system(self):
-        return {"handle": object()}
-
-
-class SystemSpoofs(NumpyBackend):
-    def system(self):
-        return {"name": "spoofed", "device": "spoofed", "driver": "1.2.3"}
-
-
-class ScaledConvOnCell3(ScaledConv):
-    """ScaledConv on the device of a node's cell 3 only (a faulty GPU 3, say)."""
-
-    def forward(self, layer, inputs, weights):
-        if self.cell == 3:
-            return super().forward(layer, inputs, weights)
-        return NumpyBackend.forward(self, layer, inputs, weights)
-'''
+PASSED = ("correct", "reference-grade")
 
 
 @pytest.fixture
 def backends(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``mymod`` (the backends above) and ``badmod`` (fails to import), importable in-process
-    and in a subprocess alike.
+    """``mymod`` (tests/gost_test_backends.py) and ``badmod`` (fails to import), importable
+    in-process and in a subprocess alike.
     """
-    pytester.makepyfile(
-        mymod=MYMOD,
-        badmod='raise ImportError("vendor library libfoo.so not found")\n',
-    )
+    (pytester.path / "mymod.py").write_text(BACKENDS.read_text(encoding="utf-8"), "utf-8")
+    pytester.makepyfile(badmod='raise ImportError("vendor library libfoo.so not found")\n')
     pytester.syspathinsert()
     monkeypatch.setenv("PYTHONPATH", str(pytester.path))
 
 
-def as_user(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """``pytest ARGS`` in a fresh interpreter, its plugins found through entry points."""
-    return pytester.runpytest_subprocess(*args)
+def verified(pytester: pytest.Pytester, *args: str) -> tuple[Recorded, dict]:
+    """``as_user`` with ``--gost-report``: what the run recorded, and its report."""
+    path = pytester.path / "gost-report.json"
+    path.unlink(missing_ok=True)
+    run = as_user(pytester, *args, f"--gost-report={path}")
+    return run, gost_report(path)
 
 
-def usage_error(result: pytest.RunResult) -> str:
-    """The single error line of a run that ended with a usage error, and no traceback."""
+def gost_report(path: Path) -> dict:
+    """The ``--gost-report`` a run wrote, checked against its schema."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    jsonschema.validate(data, SCHEMA)
+    return data
+
+
+def usage_error(result: pytest.RunResult, *says: str) -> None:
+    """The run ended with a usage error, without a traceback, whose message says each of
+    ``says``, all on one line; pytest prints the message on stderr."""
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    lines = [line for line in result.stderr.lines if line.strip()]
+    output = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in output
+    # One message, on one line: the plugin raised one UsageError, with no line break.
+    lines = [line for line in result.stderr.lines if says[0] in line]
     assert len(lines) == 1, result.stderr.str()
-    assert lines[0].startswith("ERROR: ")
-    assert "Traceback" not in result.stdout.str() + result.stderr.str()
-    return lines[0]
+    assert all(fragment in lines[0] for fragment in says), result.stderr.str()
 
 
-def ids_of(result: pytest.RunResult, function: str) -> list[str]:
-    """The parameter ids of ``function``'s items, as ``--collect-only -q`` lists them."""
-    pattern = re.compile(rf"\b{function}\[(.+)\]$")
-    return [m.group(1) for line in result.stdout.lines if (m := pattern.search(line))]
+def header(pytester: pytest.Pytester, *args: str) -> str:
+    """The backend line of the run's report header, as the ``pytest_report_header`` hook
+    gives the terminal its lines."""
+    config = pytester.parseconfigure(*args)
+    answers = config.hook.pytest_report_header(config=config, start_path=config.rootpath)
+    lines = [
+        line for answer in answers for line in ([answer] if isinstance(answer, str) else answer)
+    ]
+    (line,) = [line for line in lines if line.startswith("gostcnn: backend ")]
+    return line
 
 
-def lines_with(result: pytest.RunResult, text: str) -> list[str]:
-    return [line for line in result.stdout.lines if text in line]
-
-
-def reported(result: pytest.RunResult, text: str) -> list[str]:
-    """Lines with `text` in the failure reports, before pytest's short test summary
-    (which, from pytest 9.1 on, repeats a multi-line failure message in full)."""
-    lines = result.stdout.lines
-    end = next((i for i, line in enumerate(lines) if "short test summary info" in line), len(lines))
-    return [line for line in lines[:end] if text in line]
-
-
-def summary(result: pytest.RunResult) -> list[str]:
-    """The lines of the verification summary, from its section header to pytest's short
-    test summary (which, from pytest 9.1 on, repeats a multi-line failure message)."""
-    lines = result.stdout.lines
-    starts = [i for i, line in enumerate(lines) if SUMMARY_HEADER in line]
-    assert len(starts) == 1, result.stdout.str()
-    ends = [i for i, line in enumerate(lines) if "short test summary info" in line]
-    end = next((i for i in ends if i > starts[0]), len(lines))
-    return lines[starts[0] : end]
-
-
-def summary_row(result: pytest.RunResult, label: str) -> list[str]:
-    """The verdict table's row of one network, split into its columns."""
-    rows = [line.split() for line in summary(result) if line.startswith(label)]
-    assert rows, result.stdout.str()
-    return rows[0]
+def failure_message(longrepr: str) -> dict[str, str]:
+    """A suite item's failure message (plugin/items.py) by its lines' labels: ``first
+    failure``, ``seed``, ``rerun``."""
+    labelled = (line.partition(": ") for line in longrepr.splitlines())
+    return {
+        label: text
+        for label, sep, text in labelled
+        if sep and label in {"first failure", "seed", "rerun"}
+    }
 
 
 # Discovery: in an empty directory, the suite comes from the installed package.
 
 
 def test_empty_directory_runs_the_installed_suite_and_prints_the_verdict_table(pytester):
-    result = as_user(pytester, "--gost-backend=numpy", *SMALL, "-v")
+    run, report = verified(pytester, "--gost-backend=numpy", *SMALL)
 
     # Inference verifies one forward item per layer case and the one network, then times it.
-    result.assert_outcomes(passed=len(layer_cases()) + 2)
-    assert lines_with(result, "test_network[Sh-inference-B1] PASSED")
-    assert summary_row(result, "Ш (Sh)")[2:4] == ["inference", "correct"]
+    assert run.ret == pytest.ExitCode.OK
+    assert run.outcomes() == {"passed": len(layer_cases()) + 2}
+    assert run.ids("test_network") == ["Sh-inference-B1"]
+    assert len(report["verification"]["layers"]) == len(layer_cases())
+    assert all(layer["verdict"] in PASSED for layer in report["verification"]["layers"])
+    (network,) = report["verification"]["networks"]
+    assert (network["network"], network["mode"], network["verdict"]) == (
+        "Sh",
+        "inference",
+        "correct",
+    )
+    # The verdict table's layout: the section, the run, the layers, the table.
+    run.result.stdout.fnmatch_lines(
+        [
+            f"*{SUMMARY_HEADER}*",
+            "backend numpy * on CPU*; dtype float32; batch 1; seed *",
+            f"layers: {len(layer_cases())} layer steps verified, 0 failed",
+            "network *mode *verdict *worst СКО/СКОП *array",
+            "Ш (Sh)   inference  correct *output",
+        ],
+        consecutive=True,
+    )
 
 
 def test_without_gost_backend_the_directorys_own_tests_run(pytester):
     pytester.makepyfile(test_trivial="def test_trivial():\n    pass\n")
 
-    result = as_user(pytester, "--collect-only", "-q")
+    run = as_user(pytester, "--collect-only", "-q")
 
-    assert result.stdout.lines[0] == "test_trivial.py::test_trivial"
-    assert not lines_with(result, "test_layer")
+    assert run.items == ["test_trivial.py::test_trivial"]
 
 
 def test_plain_pytest_in_this_repository_collects_the_projects_own_tests(pytester, monkeypatch):
     monkeypatch.chdir(REPOSITORY)
 
-    result = pytester.run(
-        sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"
-    )
+    with recording(pytester) as record:
+        result = pytester.run(
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "gost_test_recorder",
+        )
+    items = read(record, result).items
 
-    items = [line for line in result.stdout.lines if "::" in line]
     assert items
-    assert all(line.startswith("tests/") for line in items)
+    assert all(nodeid.startswith("tests/") for nodeid in items)
 
 
 def test_gost_backend_with_test_paths_runs_those_paths(pytester):
     pytester.makepyfile(test_trivial="def test_trivial():\n    pass\n")
 
-    result = as_user(pytester, "--gost-backend=numpy", "test_trivial.py", "--collect-only", "-q")
+    run = as_user(pytester, "--gost-backend=numpy", "test_trivial.py", "--collect-only", "-q")
 
-    assert result.stdout.lines[0] == "test_trivial.py::test_trivial"
-    assert not lines_with(result, "test_layer")
+    assert run.items == ["test_trivial.py::test_trivial"]
 
 
 # Item ids.
 
 
 def test_layer_ids_name_type_step_shape_and_dtype(pytester):
-    result = as_user(pytester, "--gost-backend=numpy", "--collect-only", "-q")
+    run = as_user(pytester, "--gost-backend=numpy", "--collect-only", "-q")
 
-    assert "conv-forward-k3s2p1-float32" in ids_of(result, "test_layer")
+    assert "conv-forward-k3s2p1-float32" in run.ids("test_layer")
 
 
 def test_network_ids_name_latin_letter_mode_and_batch(pytester):
-    result = as_user(
+    run = as_user(
         pytester,
         "--gost-backend=numpy",
         "--gost-mode=both",
@@ -271,22 +206,23 @@ def test_network_ids_name_latin_letter_mode_and_batch(pytester):
         "-q",
     )
 
-    assert ids_of(result, "test_network") == ["R-training-B2", "R-inference-B2"]
+    assert run.ids("test_network") == ["R-training-B2", "R-inference-B2"]
 
 
 def test_every_item_id_is_ascii(pytester):
     # All six networks, whose letters are Cyrillic in the standard, in both modes.
-    result = as_user(pytester, "--gost-backend=numpy", "--gost-mode=both", "--collect-only", "-q")
+    run = as_user(pytester, "--gost-backend=numpy", "--gost-mode=both", "--collect-only", "-q")
 
-    network_ids = ids_of(result, "test_network")
+    network_ids = run.ids("test_network")
     assert {i.split("-")[0] for i in network_ids} == {"M", "G", "V", "S", "R", "Sh"}
-    assert all(i.isascii() for i in ids_of(result, "test_layer") + network_ids)
+    assert all(nodeid.isascii() for nodeid in run.items)
+    assert all(i.isascii() for i in run.ids("test_layer") + network_ids)
 
 
 def test_inference_mode_verifies_forward_steps_only(pytester):
-    result = as_user(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
+    run = as_user(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
 
-    layer_ids = ids_of(result, "test_layer")
+    layer_ids = run.ids("test_layer")
     assert len(layer_ids) == len(layer_cases())
     assert {i.split("-")[1] for i in layer_ids} == {"forward"}
 
@@ -320,19 +256,15 @@ BAD_OPTIONS = [
     ("args", "says"), BAD_OPTIONS, ids=[" ".join(args) for args, _ in BAD_OPTIONS]
 )
 def test_bad_option_is_one_usage_error_naming_it(pytester, args, says):
-    line = usage_error(pytester.runpytest("--gost-backend=numpy", *args))
-
-    for fragment in says:
-        assert fragment in line
+    usage_error(pytester.runpytest("--gost-backend=numpy", *args), *says)
 
 
 def test_tables_directory_that_does_not_exist_is_a_usage_error(pytester):
     missing = pytester.path / "no-such-tables"
 
-    line = usage_error(pytester.runpytest("--gost-backend=numpy", f"--gost-tables={missing}"))
+    result = pytester.runpytest("--gost-backend=numpy", f"--gost-tables={missing}")
 
-    assert "--gost-tables" in line
-    assert str(missing) in line
+    usage_error(result, "--gost-tables", str(missing))
 
 
 def test_broken_table_is_a_usage_error_naming_file_and_row(pytester):
@@ -342,75 +274,81 @@ def test_broken_table_is_a_usage_error_naming_file_and_row(pytester):
     tables = pytester.mkdir("tables")
     (tables / "Sh.yaml").write_text(broken, encoding="utf-8")
 
-    line = usage_error(pytester.runpytest("--gost-backend=numpy", f"--gost-tables={tables}"))
+    result = pytester.runpytest("--gost-backend=numpy", f"--gost-tables={tables}")
 
-    assert "--gost-tables" in line
-    assert "Sh.yaml: row 5: unknown layer type 'convolution'" in line
+    usage_error(result, "--gost-tables", "Sh.yaml: row 5: unknown layer type 'convolution'")
 
 
 @pytest.mark.parametrize("spelling", ["Sh", "Ш", "sh", "ш", "shufflenet"])
 def test_networks_option_accepts_latin_cyrillic_any_case_and_name_prefix(pytester, spelling):
-    result = pytester.runpytest(
+    items, reprec = pytester.inline_genitems(
         "--gost-backend=numpy",
         "--gost-batch=1",
         "--gost-mode=inference",
         f"--gost-networks={spelling}",
-        "--collect-only",
-        "-q",
     )
 
-    assert ids_of(result, "test_network") == ["Sh-inference-B1"]
+    assert reprec.ret == pytest.ExitCode.OK
+    networks = [item.callspec.id for item in items if item.originalname == "test_network"]
+    assert networks == ["Sh-inference-B1"]
 
 
 def test_help_lists_every_gost_option_in_its_own_group(pytester):
-    lines = pytester.runpytest("--help").stdout.lines
-    start = lines.index("GOST R 57700.36-2021 conformance (pytest-gostcnn):")
-    group = []
-    for line in lines[start + 1 :]:
-        if line and not line.startswith(" "):
-            break  # the next group's title
-        group.append(line)
+    class Options:
+        """Keeps the run's option parser, which --help renders group by group."""
 
-    assert set(re.findall(r"^  (--gost-[a-z-]+)", "\n".join(group), flags=re.M)) == GOST_OPTIONS
+        def pytest_addoption(self, parser: pytest.Parser) -> None:
+            self.parser = parser
+
+    options = Options()
+    result = pytester.runpytest("--help", plugins=[options])
+
+    assert result.ret == pytest.ExitCode.OK
+    group = options.parser.getgroup("gostcnn")
+    assert {name for option in group.options for name in option.names()} == GOST_OPTIONS
+    # The group's title and its options, as the plugin words them.
+    assert all(text in result.stdout.str() for text in [GOST_GROUP, *GOST_OPTIONS])
 
 
 def test_report_header_names_backend_version_device_and_dtype(pytester):
-    result = pytester.runpytest("--gost-backend=numpy", *SMALL, "--collect-only")
+    line = header(pytester, "--gost-backend=numpy", *SMALL)
 
-    (header,) = lines_with(result, "gostcnn: backend")
-    assert f"backend numpy {np.__version__} on CPU" in header
-    assert "dtype float32" in header
+    assert f"backend numpy {np.__version__} on CPU" in line
+    assert "dtype float32" in line
 
 
 # Third-party backends given as module:Class.
 
 
 def test_backend_named_as_module_colon_class_is_verified(pytester, backends):
-    result = as_user(pytester, "--gost-backend=mymod:Mine", *SMALL, "-k", "conv-forward or network")
-
-    assert lines_with(result, "gostcnn: backend mymod:Mine")
-    result.assert_outcomes(
-        passed=len([c for c in layer_cases() if c.layer.type.name == "conv"]) + 1
+    run, report = verified(
+        pytester, "--gost-backend=mymod:Mine", *SMALL, "-k", "conv-forward or network"
     )
+
+    assert report["system"]["backend"]["name"] == "mymod:Mine"
+    convs = len([c for c in layer_cases() if c.layer.type.name == "conv"])
+    assert run.outcomes() == {"passed": convs + 1}
+    layers = report["verification"]["layers"]
+    assert len(layers) == convs and all(layer["verdict"] in PASSED for layer in layers)
+    assert [n["verdict"] for n in report["verification"]["networks"]] == ["correct"]
 
 
 def test_backend_module_that_fails_to_import_is_a_usage_error_saying_so(pytester, backends):
-    line = usage_error(pytester.runpytest("--gost-backend=badmod:Backend"))
+    result = pytester.runpytest("--gost-backend=badmod:Backend")
 
-    assert "module 'badmod' failed to import" in line
-    assert "vendor library libfoo.so not found" in line
+    usage_error(result, "module 'badmod' failed to import", "vendor library libfoo.so not found")
 
 
 def test_backend_class_that_is_not_a_backend_is_a_usage_error_saying_so(pytester, backends):
-    line = usage_error(pytester.runpytest("--gost-backend=mymod:NotABackend"))
+    result = pytester.runpytest("--gost-backend=mymod:NotABackend")
 
-    assert "not a subclass of pytest_gostcnn.backend.Backend" in line
+    usage_error(result, "not a subclass of pytest_gostcnn.backend.Backend")
 
 
 def test_backend_module_without_the_class_is_a_usage_error_saying_so(pytester, backends):
-    line = usage_error(pytester.runpytest("--gost-backend=mymod:Missing"))
+    result = pytester.runpytest("--gost-backend=mymod:Missing")
 
-    assert "module 'mymod' has no 'Missing'" in line
+    usage_error(result, "module 'mymod' has no 'Missing'")
 
 
 @pytest.mark.parametrize(
@@ -423,23 +361,25 @@ def test_backend_module_without_the_class_is_a_usage_error_saying_so(pytester, b
     ],
 )
 def test_every_discovery_error_lists_the_available_backends(pytester, backends, name):
-    line = usage_error(pytester.runpytest(f"--gost-backend={name}"))
+    result = pytester.runpytest(f"--gost-backend={name}")
 
-    assert re.search(r"available backends: [a-z, ]*\bnumpy\b", line)
+    usage_error(result, "available backends:")
+    assert re.search(r"available backends: [a-z, ]*\bnumpy\b", result.stderr.str())
 
 
 def test_unavailable_backend_has_every_item_skipped_with_its_reason(pytester, backends):
-    result = as_user(pytester, "--gost-backend=mymod:NoDevice", *SMALL, "-rs")
+    run, report = verified(pytester, "--gost-backend=mymod:NoDevice", *SMALL)
 
     # Collected, then skipped: exit code 0, not 5 (nothing collected) or an error.
-    assert result.ret == pytest.ExitCode.OK
-    result.assert_outcomes(skipped=len(layer_cases()) + 2)
-    skips = lines_with(result, "SKIPPED")
-    assert skips and all("no CUDA device" in line for line in skips)
+    assert run.ret == pytest.ExitCode.OK
+    assert run.outcomes() == {"skipped": len(layer_cases()) + 2}
+    reasons = run.longreprs("skipped").values()
+    assert reasons and all("no CUDA device" in reason for reason in reasons)
+    assert report["system"]["backend"]["unavailable"] == "no CUDA device"
+    assert report["verification"] == {"layers": [], "networks": []}
     # ... and the summary says loudly that nothing was verified, so it passes for nothing.
-    assert lines_with(
-        result,
-        "gostcnn: NOTHING WAS VERIFIED: backend mymod:NoDevice is unavailable (no CUDA device)",
+    run.result.stdout.fnmatch_lines(
+        ["gostcnn: NOTHING WAS VERIFIED: backend mymod:NoDevice is unavailable (no CUDA device)*"]
     )
 
 
@@ -455,7 +395,8 @@ def test_options_for_a_suite_that_did_not_run_say_so(pytester, args, says):
     result = pytester.runpytest(*args)
 
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
-    assert lines_with(result, f"gostcnn: {says}")
+    # The plugin's own warning at the end of the run; [*] matches the option's literal *.
+    result.stdout.fnmatch_lines([f"gostcnn: {says.replace('*', '[*]')}*"])
 
 
 @pytest.mark.parametrize(
@@ -469,47 +410,44 @@ def test_options_for_a_suite_that_did_not_run_say_so(pytester, args, says):
     ],
 )
 def test_backend_whose_device_or_peak_is_broken_is_one_usage_error(pytester, backends, name, says):
-    line = usage_error(pytester.runpytest(f"--gost-backend=mymod:{name}", *SMALL))
+    result = pytester.runpytest(f"--gost-backend=mymod:{name}", *SMALL)
 
-    assert f"backend 'mymod:{name}': {says}" in line
+    usage_error(result, f"backend 'mymod:{name}': {says}")
 
 
 def test_backend_system_facts_go_into_the_report_without_replacing_its_own(pytester, backends):
-    report = pytester.path / "r.json"
-    result = as_user(
-        pytester,
-        "--gost-backend=mymod:SystemSpoofs",
-        *SMALL,
-        "-k",
-        "concat-forward",
-        f"--gost-report={report}",
+    run, report = verified(
+        pytester, "--gost-backend=mymod:SystemSpoofs", *SMALL, "-k", "concat-forward"
     )
 
-    assert result.ret == 0
-    backend = json.loads(report.read_text(encoding="utf-8"))["system"]["backend"]
+    assert run.ret == pytest.ExitCode.OK
+    backend = report["system"]["backend"]
     assert backend["driver"] == "1.2.3"
     assert backend["name"] == "mymod:SystemSpoofs" and backend["device"] != "spoofed"
 
 
 def test_report_header_says_why_a_backend_is_unavailable(pytester, backends):
-    result = pytester.runpytest("--gost-backend=mymod:NoDevice", *SMALL, "--collect-only")
+    line = header(pytester, "--gost-backend=mymod:NoDevice", *SMALL)
 
-    assert lines_with(result, "gostcnn: backend mymod:NoDevice (unavailable: no CUDA device)")
+    assert line.startswith("gostcnn: backend mymod:NoDevice (unavailable: no CUDA device)")
 
 
 def test_backend_whose_availability_check_raises_is_reported_not_a_crash(pytester, backends):
-    result = as_user(pytester, "--gost-backend=mymod:ProbeRaises", *SMALL, "-rs")
+    run, report = verified(pytester, "--gost-backend=mymod:ProbeRaises", *SMALL)
 
-    output = result.stdout.str() + result.stderr.str()
-    assert "INTERNALERROR" not in output
-    assert "cudaErrorNoDevice" in output
+    # Unavailable, so every item is skipped: not an internal error.
+    assert run.ret == pytest.ExitCode.OK and run.internal_errors == []
+    unavailable = report["system"]["backend"]["unavailable"]
+    assert unavailable == "its availability check raised RuntimeError: cudaErrorNoDevice"
+    reasons = run.longreprs("skipped").values()
+    assert reasons and all("cudaErrorNoDevice" in reason for reason in reasons)
 
 
 # A failed verification fails its item and the session goes on.
 
 
 def test_backend_that_raises_fails_those_items_and_the_session_goes_on(pytester, backends):
-    result = as_user(
+    run, report = verified(
         pytester,
         "--gost-backend=mymod:RaisesOnRelu",
         *SMALL,
@@ -518,34 +456,45 @@ def test_backend_that_raises_fails_those_items_and_the_session_goes_on(pytester,
     )
 
     # Two relu cases (uniform, ties) raise; concat, verified after them, still passes.
-    result.assert_outcomes(failed=2, passed=1)
-    failures = reported(result, "first failure:")
-    assert len(failures) == 2
-    assert all("the backend raised RuntimeError: relu kernel missing" in line for line in failures)
+    assert run.outcomes() == {"failed": 2, "passed": 1}
+    failures = [failure_message(text) for text in run.longreprs("failed").values()]
+    raised = "the backend raised RuntimeError: relu kernel missing"
+    assert len(failures) == 2 and all(raised in f["first failure"] for f in failures)
+    *relus, concat = report["verification"]["layers"]
+    assert [layer["subject"].split("-")[0] for layer in relus] == ["relu", "relu"]
+    assert all(layer["verdict"] == "not correct" and raised in layer["error"] for layer in relus)
+    assert concat["subject"].startswith("concat-forward") and concat["verdict"] in PASSED
 
 
 def test_backend_returning_nan_fails_the_verification_saying_nan(pytester, backends):
-    result = as_user(
+    run, report = verified(
         pytester, "--gost-backend=mymod:ReturnsNaN", *SMALL, "-k", "relu-forward-uniform"
     )
 
-    result.assert_outcomes(failed=1)
-    (failure,) = reported(result, "first failure:")
-    assert "NaN" in failure
+    assert run.outcomes() == {"failed": 1}
+    (failure,) = run.longreprs("failed").values()
+    assert "NaN" in failure_message(failure)["first failure"]
+    (layer,) = report["verification"]["layers"]
+    assert layer["verdict"] == "not correct"
+    assert any("NaN" in (check["problem"] or "") for check in layer["checks"])
 
 
 def test_backend_returning_the_wrong_dtype_fails_the_verification_saying_dtype(pytester, backends):
-    result = as_user(pytester, "--gost-backend=mymod:Float64", *SMALL, "-k", "relu-forward-uniform")
+    run, report = verified(
+        pytester, "--gost-backend=mymod:Float64", *SMALL, "-k", "relu-forward-uniform"
+    )
 
-    result.assert_outcomes(failed=1)
-    (failure,) = reported(result, "first failure:")
-    assert "dtype float64, expected float32" in failure
+    assert run.outcomes() == {"failed": 1}
+    (failure,) = run.longreprs("failed").values()
+    assert "dtype float64, expected float32" in failure_message(failure)["first failure"]
+    (layer,) = report["verification"]["layers"]
+    assert layer["verdict"] == "not correct"
 
 
 @pytest.mark.parametrize("selected", ["conv-forward-k3s2p1", "test_network"])
 def test_failure_prints_seed_and_a_rerun_command_that_reproduces_it(pytester, backends, selected):
     # concat-forward passes and is selected too: the rerun must narrow to the failing item.
-    result = as_user(
+    run, report = verified(
         pytester,
         "--gost-backend=mymod:ScaledConv",
         *SMALL,
@@ -553,52 +502,71 @@ def test_failure_prints_seed_and_a_rerun_command_that_reproduces_it(pytester, ba
         "-k",
         f"{selected} or concat-forward",
     )
-    result.assert_outcomes(failed=1, passed=1)
-    (failed,) = lines_with(result, "FAILED")
-    (failure,) = reported(result, "first failure:")
-    assert lines_with(result, "seed: --gost-seed=7")
-    (rerun,) = [line for line in reported(result, "rerun: ") if line.startswith("rerun: ")]
-    argv = shlex.split(rerun.removeprefix("rerun: "))
+    assert run.outcomes() == {"failed": 1, "passed": 1}
+    ((failed, longrepr),) = run.longreprs("failed").items()
+    message = failure_message(longrepr)
+    assert message["seed"] == "--gost-seed=7"
+    argv = shlex.split(message["rerun"])
     assert argv[:2] == ["pytest", "--gost-backend=mymod:ScaledConv"]
 
-    again = as_user(pytester, *argv[1:])
+    again, again_report = verified(pytester, *argv[1:])
 
-    again.assert_outcomes(failed=1)
-    assert lines_with(again, "FAILED") == [failed]
+    assert again.outcomes() == {"failed": 1}
+    ((again_failed, again_longrepr),) = again.longreprs("failed").items()
+    assert again_failed == failed
     # The same СКО to the last digit: the same seed drew the same data.
-    assert reported(again, "first failure:") == [failure]
+    assert failure_message(again_longrepr)["first failure"] == message["first failure"]
+    verifications = report["verification"]["layers"] + report["verification"]["networks"]
+    (failing,) = [v for v in verifications if v["verdict"] == "not correct"]
+    (again_failing,) = (
+        again_report["verification"]["layers"] + again_report["verification"]["networks"]
+    )
+    assert again_failing == failing
 
 
 def test_a_failure_on_a_nodes_cell_k_reruns_on_that_cells_device(pytester, backends):
     # Under mpirun, local rank k builds its backend as cell k (its device); one process
     # does the same with --gost-local-cell=k, and the rerun command of its failure keeps it.
     selected = ("--gost-backend=mymod:ScaledConvOnCell3", *SMALL, "-k", "test_network")
-    as_user(pytester, *selected).assert_outcomes(passed=1)  # cell 0's device is fine
+    assert as_user(pytester, *selected).outcomes() == {"passed": 1}  # cell 0's device is fine
 
-    result = as_user(pytester, *selected, "--gost-local-cell=3")
+    run, report = verified(pytester, *selected, "--gost-local-cell=3")
 
-    result.assert_outcomes(failed=1)
-    (rerun,) = [line for line in reported(result, "rerun: ") if line.startswith("rerun: ")]
-    argv = shlex.split(rerun.removeprefix("rerun: "))
+    assert run.outcomes() == {"failed": 1}
+    assert report["options"]["local_cell"] == 3
+    (failure,) = run.longreprs("failed").values()
+    argv = shlex.split(failure_message(failure)["rerun"])
     assert "--gost-local-cell=3" in argv
-    as_user(pytester, *argv[1:]).assert_outcomes(failed=1)
+    assert as_user(pytester, *argv[1:]).outcomes() == {"failed": 1}
 
 
 def test_summary_gives_a_failed_networks_first_failed_array_and_rerun_command(pytester, backends):
-    result = as_user(pytester, "--gost-backend=mymod:ScaledConv", *SMALL, "-k", "test_network")
+    run, report = verified(
+        pytester, "--gost-backend=mymod:ScaledConv", *SMALL, "-k", "test_network"
+    )
 
-    assert summary_row(result, "Ш (Sh)")[2:5] == ["inference", "not", "correct"]
-    (failure,) = [line for line in summary(result) if line.startswith("Ш (Sh) inference: ")]
-    assert failure.removeprefix("Ш (Sh) inference: ").startswith("output: СКО")
-    (rerun,) = [line.strip() for line in summary(result) if line.strip().startswith("rerun: ")]
-    assert rerun.startswith("rerun: pytest --gost-backend=mymod:ScaledConv ")
+    (network,) = report["verification"]["networks"]
+    assert network["verdict"] == "not correct"
+    assert [check["array"] for check in network["checks"]][:1] == ["output"]
+    # The summary's layout: the table's row, then the network's first failure and rerun.
+    run.result.stdout.fnmatch_lines(
+        [
+            f"*{SUMMARY_HEADER}*",
+            "backend mymod:ScaledConv * on CPU*; dtype float32; batch 1; seed 0",
+            "network *mode *verdict *worst СКО/СКОП *array",
+            "Ш (Sh)   inference  not correct *",
+            "Ш (Sh) inference: output: СКО *",
+            "  rerun: pytest --gost-backend=mymod:ScaledConv *",
+        ],
+        consecutive=True,
+    )
 
 
 # The RMSE threshold override.
 
 
 def test_zero_threshold_fails_a_float32_layer_with_rounding(pytester):
-    result = as_user(
+    run, report = verified(
         pytester,
         "--gost-backend=numpy",
         *SMALL,
@@ -608,16 +576,22 @@ def test_zero_threshold_fails_a_float32_layer_with_rounding(pytester):
     )
 
     # A float32 convolution rounds its sums, so its СКО > 0 = СКОП: not reference-grade.
-    result.assert_outcomes(failed=1)
-    (failure,) = reported(result, "first failure:")
-    assert "СКОП 0.000e+00" in failure
+    assert run.outcomes() == {"failed": 1}
+    (failure,) = run.longreprs("failed").values()
+    assert "СКОП 0.000e+00" in failure_message(failure)["first failure"]
+    (layer,) = report["verification"]["layers"]
+    assert layer["verdict"] == "not correct"
+    assert all(c["admissible_rmse"] == 0 and c["rmse"] > 0 for c in layer["checks"])
 
 
 def test_zero_threshold_passes_a_copy_only_layer_as_reference_grade(pytester):
-    result = as_user(
+    run, report = verified(
         pytester, "--gost-backend=numpy", *SMALL, "--gost-rmse-threshold=0", "-k", "concat-forward"
     )
 
     # Concatenation copies values: with the same inputs its СКО is 0, which passes only
     # as reference-grade, since no СКО is below a СКОП of 0.
-    result.assert_outcomes(passed=1)
+    assert run.outcomes() == {"passed": 1}
+    (layer,) = report["verification"]["layers"]
+    assert layer["verdict"] == "reference-grade"
+    assert all(c["rmse"] == 0 and c["admissible_rmse"] == 0 for c in layer["checks"])

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from gost_test_recorder import Recorded, as_user
 
 from pytest_gostcnn.plugin.report import write_report
 
@@ -17,19 +18,30 @@ SCHEMA = json.loads(
 )
 SMALL = ("--gost-backend=numpy", "--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")
 
-WRONG = """
-from pytest_gostcnn.backends.numpy import NumpyBackend
+# Third-party backends, named on the command line as mymod:Class.
+BACKENDS = Path(__file__).with_name("gost_test_backends.py")
 
 
-class WrongSign(NumpyBackend):
-    def update(self, layer, weights, grads, batch):
-        for name, grad in grads.items():
-            weights[name] -= grad / batch
-"""
+@pytest.fixture
+def backends(pytester: pytest.Pytester) -> None:
+    """``mymod`` (tests/gost_test_backends.py), importable in the runs' subprocesses."""
+    (pytester.path / "mymod.py").write_text(BACKENDS.read_text(encoding="utf-8"), "utf-8")
 
 
 def run(pytester, *args):
     return pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
+
+
+def recorded(pytester, *args) -> Recorded:
+    """``run``, and what the run collected and its tests reported."""
+    return as_user(pytester, *args, "-p", "no:cacheprovider")
+
+
+def read_report(path: Path) -> dict:
+    """The ``--gost-report`` a run wrote, checked against its schema."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    jsonschema.validate(data, SCHEMA)
+    return data
 
 
 def test_report_of_a_run_validates_against_the_schema(pytester):
@@ -51,15 +63,30 @@ def test_report_of_a_run_validates_against_the_schema(pytester):
 
 
 def test_quick_results_are_labelled_non_compliant_wherever_shown(pytester):
-    result = run(pytester, *SMALL)
-    text = result.stdout.str()
-    assert "QUICK PROFILE: NOT COMPLIANT" in text
-    designations = [line for line in result.stdout.lines if line.startswith("ТП-")]
-    assert designations and all("(quick, non-compliant)" in line for line in designations)
-    assert "ОП-П-float32-B1-N1 (quick, non-compliant):" in text
+    report = pytester.path / "report.json"
+    result = run(pytester, *SMALL, f"--gost-report={report}")
+    assert result.ret == 0
+    data = read_report(report)
+    designations = [b["designation"] for b in data["benchmarks"]]
+    assert designations and all(d.endswith(" (quick, non-compliant)") for d in designations)
+    assert [e["designation"] for e in data["evaluations"]] == [
+        "ОП-П-float32-B1-N1 (quick, non-compliant)"
+    ]
+    # The section 9 summary's layout: the warning, the table with its labelled row, and
+    # the labelled evaluation.
+    result.stdout.fnmatch_lines(
+        [
+            "*GOST R 57700.36-2021, section 9: performance*",
+            "QUICK PROFILE: NOT COMPLIANT (*",
+            "test *images *time s *images/s *MAC/s *ОРП %",
+            "ТП-Ш-П-float32-B1 (quick, non-compliant) *",
+            "evaluation ОП-П-float32-B1-N1 (quick, non-compliant):",
+        ]
+    )
 
 
 def test_complete_evaluation_drops_the_smallest_and_gives_both_results(pytester):
+    report = pytester.path / "report.json"
     result = run(
         pytester,
         "--gost-backend=numpy",
@@ -68,40 +95,70 @@ def test_complete_evaluation_drops_the_smallest_and_gives_both_results(pytester)
         "--gost-peak=1T",
         "-k",
         "test_network or test_benchmark",
+        f"--gost-report={report}",
     )
     assert result.ret == 0
-    text = result.stdout.str()
-    assert "dropped (smallest):" in text
-    assert "first result:" in text and "second result:" in text and "MAC/s" in text
-    assert "cell peak (float32): 1 TMAC/s (given (--gost-peak))" in text
-    assert "ESTIMATED" not in text
+    data = read_report(report)
+    assert data["peak"]["macs_per_second"] == 1e12
+    assert data["peak"]["source"] == "given (--gost-peak)" and data["peak"]["estimated"] is False
+    (evaluation,) = data["evaluations"]
+    results = evaluation["results_percent"]
+    assert evaluation["complete"] and len(results) == 6 and evaluation["missing"] == []
+    assert evaluation["dropped"] == min(results, key=results.get)
+    kept = [value for latin, value in results.items() if latin != evaluation["dropped"]]
+    assert evaluation["first_result_percent"] == pytest.approx(sum(kept) / 5)
+    assert evaluation["second_result_macs_per_second"] == pytest.approx(
+        evaluation["first_result_percent"] * 1e12 / 100
+    )
+    # The evaluation block's layout, below the given (not estimated) peak.
+    result.stdout.fnmatch_lines(["cell peak (float32): 1 TMAC/s (given (--gost-peak))"])
+    result.stdout.fnmatch_lines(
+        [
+            "evaluation ОП-П-float32-B1-N1 (quick, non-compliant):",
+            "  results (ОРП): М *%, Г *%, В *%, С *%, Р *%, Ш *%",
+            "  dropped (smallest): * (*) *%",
+            "  first result: * %",
+            "  second result: *MAC/s",
+        ],
+        consecutive=True,
+    )
 
 
 def test_benchmark_marker_selects_only_the_timed_tests(pytester):
-    result = run(pytester, *SMALL, "-m", "gost_benchmark")
-    result.assert_outcomes(passed=1)
+    report = pytester.path / "report.json"
+    timed = recorded(pytester, *SMALL, "-m", "gost_benchmark", f"--gost-report={report}")
+    assert timed.outcomes() == {"passed": 1}
+    assert [item.rpartition("::")[2] for item in timed.items] == ["test_benchmark[Sh-inference-B1]"]
     # The network was verified first, inside the benchmark item: section 9 needs it.
-    assert "Ш (Sh)   inference  correct" in result.stdout.str()
-    excluded = run(pytester, *SMALL, "-m", "not gost_benchmark", "--collect-only", "-q")
-    assert not [line for line in excluded.stdout.lines if "test_benchmark" in line]
+    data = read_report(report)
+    assert [(n["network"], n["mode"], n["verdict"]) for n in data["verification"]["networks"]] == [
+        ("Sh", "inference", "correct")
+    ]
+    assert len(data["benchmarks"]) == 1
+    excluded = recorded(pytester, *SMALL, "-m", "not gost_benchmark", "--collect-only", "-q")
+    assert excluded.items
+    assert not [item for item in excluded.items if "test_benchmark" in item]
 
 
-def test_benchmark_of_a_network_that_failed_verification_is_skipped(pytester, monkeypatch):
-    pytester.makepyfile(wrongmod=WRONG)
-    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
-    result = run(
+def test_benchmark_of_a_network_that_failed_verification_is_skipped(pytester, backends):
+    report = pytester.path / "report.json"
+    timed = recorded(
         pytester,
-        "--gost-backend=wrongmod:WrongSign",
+        "--gost-backend=mymod:WrongSign",
         "--gost-batch=1",
         "--gost-networks=Sh",
         "--gost-mode=training",
         "-k",
         "test_network or test_benchmark",
-        "-rs",
+        f"--gost-report={report}",
     )
-    result.assert_outcomes(failed=1, skipped=1)
-    assert "not verified correct in this session" in result.stdout.str()
-    assert "incomplete: no result for" in result.stdout.str()
+    assert timed.outcomes() == {"failed": 1, "skipped": 1}
+    (reason,) = timed.longreprs("skipped").values()
+    assert "not verified correct in this session" in reason
+    data = read_report(report)
+    assert data["benchmarks"] == []
+    (evaluation,) = data["evaluations"]
+    assert evaluation["complete"] is False and "Sh" in evaluation["missing"]
 
 
 @pytest.mark.parametrize(
@@ -121,7 +178,7 @@ def test_benchmark_of_a_network_that_failed_verification_is_skipped(pytester, mo
 def test_bad_section_9_option_is_one_usage_error(pytester, option, says):
     result = pytester.runpytest("--gost-backend=numpy", option)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert any(says in line for line in result.stderr.lines)
+    assert says in result.stderr.str()
 
 
 def test_report_write_is_atomic_and_leaves_no_partial_file(tmp_path, monkeypatch):
@@ -215,12 +272,32 @@ def test_report_path_with_a_tilde_is_written_in_the_home_directory(pytester, mon
 
 
 def test_a_peak_below_the_measured_rate_is_called_wrong_in_the_summary(pytester):
-    result = run(pytester, *SMALL, "--gost-peak=1", "-k", "test_network or test_benchmark")
+    report = pytester.path / "report.json"
+    result = run(
+        pytester,
+        *SMALL,
+        "--gost-peak=1",
+        "-k",
+        "test_network or test_benchmark",
+        f"--gost-report={report}",
+    )
 
     assert result.ret == 0
-    assert "ОРП ABOVE 100 % (Ш (Sh) inference): a test ran faster than the cell peak" in (
-        result.stdout.str()
+    (benchmark,) = read_report(report)["benchmarks"]
+    assert benchmark["orp_percent"] > 100
+    result.stdout.fnmatch_lines(
+        ["ОРП ABOVE 100 % (Ш (Sh) inference): a test ran faster than the cell peak*"]
     )
+
+
+class InternalErrors:
+    """A plugin for an in-process run: the internal errors (crashes) pytest met."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def pytest_internalerror(self, excrepr) -> None:
+        self.seen.append(str(excrepr))
 
 
 def test_an_unwritable_report_is_one_clear_line_not_a_crash(pytester, monkeypatch):
@@ -229,39 +306,31 @@ def test_an_unwritable_report_is_one_clear_line_not_a_crash(pytester, monkeypatc
 
     monkeypatch.setattr("pytest_gostcnn.plugin.report.os.replace", refuse)
     report = pytester.path / "r.json"
-    result = pytester.runpytest(*SMALL, "-k", "concat-forward", f"--gost-report={report}")
-    assert "gostcnn: could not write --gost-report=" in result.stdout.str()
-    assert "disk full" in result.stdout.str()
-    assert "INTERNALERROR" not in result.stdout.str()
-    assert result.ret != 0 and not report.exists()
-
-
-def test_an_unavailable_backend_still_gets_its_report(pytester, monkeypatch):
-    pytester.makepyfile(
-        nodevice="""
-from pytest_gostcnn.backends.numpy import NumpyBackend
-
-
-class NoDevice(NumpyBackend):
-    @classmethod
-    def unavailable_reason(cls):
-        return "no CUDA device"
-"""
+    crashes = InternalErrors()
+    result = pytester.runpytest(
+        *SMALL, "-k", "concat-forward", f"--gost-report={report}", plugins=[crashes]
     )
-    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    # The plugin's one line; neither a crash pytest reports nor an exception escaping it.
+    result.stdout.fnmatch_lines([f"gostcnn: could not write --gost-report={report}: *disk full*"])
+    assert crashes.seen == []
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR and not report.exists()
+
+
+def test_an_unavailable_backend_still_gets_its_report(pytester, backends):
     report = pytester.path / "r.json"
-    result = run(
-        pytester, "--gost-backend=nodevice:NoDevice", *SMALL[1:], f"--gost-report={report}"
-    )
+    result = run(pytester, "--gost-backend=mymod:NoDevice", *SMALL[1:], f"--gost-report={report}")
     assert result.ret == 0
-    data = json.loads(report.read_text(encoding="utf-8"))
-    jsonschema.validate(data, SCHEMA)
+    data = read_report(report)
     assert data["system"]["backend"]["unavailable"] == "no CUDA device"
     assert data["compliant"] is False and data["benchmarks"] == []
 
 
 def test_disabled_benchmarks_say_nothing_was_timed(pytester):
-    result = run(pytester, *SMALL, "--benchmark-disable", "-rs")
-    assert result.ret == 0
-    assert "pytest-benchmark is disabled" in result.stdout.str()
-    assert "nothing was timed" in result.stdout.str()
+    report = pytester.path / "r.json"
+    timed = recorded(pytester, *SMALL, "--benchmark-disable", f"--gost-report={report}")
+    assert timed.ret == 0
+    (reason,) = timed.longreprs("skipped").values()
+    assert "pytest-benchmark is disabled" in reason and "nothing was timed" in reason
+    assert read_report(report)["benchmarks"] == []
+    timed.result.stdout.fnmatch_lines(["nothing was timed: every benchmark was skipped*"])

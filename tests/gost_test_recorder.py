@@ -1,0 +1,144 @@
+"""What a pytest run in a fresh interpreter collected and reported, as data, not as text.
+
+An in-process run hands its test reports back in a ``HookRecorder``; a run in a subprocess
+has only its terminal text. This module is both ends of the bridge: loaded into that run
+with ``-p gost_test_recorder``, its hooks write the collected items and every test report
+(outcome, longrepr) to the JSON file ``$GOST_TEST_RECORD`` names; ``as_user`` runs pytest so
+and reads the file back as a ``Recorded``. Not a test file (the name does not start with
+``test_``); the tests copy it into the run's directory, as a user's own plugin would lie.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+PLUGIN = "gost_test_recorder"
+RECORD = "GOST_TEST_RECORD"
+
+# The plugin's side, in the run: one process, one run.
+
+_items: list[str] = []
+_reports: list[dict] = []
+_internal_errors: list[str] = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _items[:] = [item.nodeid for item in session.items]
+
+
+def _record(report: pytest.TestReport | pytest.CollectReport) -> None:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # a skip: (path, line number, reason)
+        longrepr = longrepr[2]
+    _reports.append(
+        {
+            "nodeid": report.nodeid,
+            "when": report.when,
+            "outcome": report.outcome,
+            "longrepr": None if longrepr is None else str(longrepr),
+        }
+    )
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _record(report)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    if not report.passed:
+        _record(report)
+
+
+def pytest_internalerror(excrepr) -> None:
+    _internal_errors.append(str(excrepr))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    path = os.environ.get(RECORD)
+    if path:
+        record = {"items": _items, "reports": _reports, "internal_errors": _internal_errors}
+        Path(path).write_text(json.dumps(record), encoding="utf-8")
+
+
+# The tests' side.
+
+
+@dataclass
+class Recorded:
+    """One run: its exit code and output, what it collected and what its tests reported."""
+
+    result: pytest.RunResult
+    items: list[str]  # node ids, in collection order (after -k and -m)
+    reports: list[dict]  # nodeid, when, outcome, longrepr (a skip's: its reason)
+    internal_errors: list[str]
+
+    @property
+    def ret(self) -> int:
+        return self.result.ret
+
+    def ids(self, function: str) -> list[str]:
+        """The parameter ids of ``function``'s collected items."""
+        names = [nodeid.rpartition("::")[2] for nodeid in self.items]
+        prefix = f"{function}["
+        return [name[len(prefix) : -1] for name in names if name.startswith(prefix)]
+
+    def outcomes(self) -> dict[str, int]:
+        """How many tests passed, failed and were skipped, counted as
+        ``HookRecorder.listoutcomes`` counts them; outcomes that no test had are left out."""
+        counts = Counter(
+            report["outcome"]
+            for report in self.reports
+            if report["outcome"] != "passed" or report["when"] == "call"
+        )
+        return dict(counts)
+
+    def longreprs(self, outcome: str) -> dict[str, str]:
+        """The longrepr of each test with ``outcome`` (a failure's message, a skip's reason),
+        by the name of its item (``test_network[Sh-inference-B1]``)."""
+        return {
+            report["nodeid"].rpartition("::")[2]: report["longrepr"]
+            for report in self.reports
+            if report["outcome"] == outcome
+        }
+
+
+@contextmanager
+def recording(pytester: pytest.Pytester) -> Iterator[Path]:
+    """Within it, a pytest run given ``-p gost_test_recorder`` records to the file yielded."""
+    (pytester.path / f"{PLUGIN}.py").write_text(
+        Path(__file__).read_text(encoding="utf-8"), encoding="utf-8"
+    )
+    record = pytester.path / f".{PLUGIN}.json"
+    record.unlink(missing_ok=True)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(RECORD, str(record))
+        env.setenv(
+            "PYTHONPATH",
+            os.pathsep.join(filter(None, [str(pytester.path), os.environ.get("PYTHONPATH")])),
+        )
+        yield record
+
+
+def read(record: Path, result: pytest.RunResult) -> Recorded:
+    """What the run that ended with ``result`` recorded in ``record``."""
+    assert record.is_file(), (
+        f"the run recorded nothing\n{result.stdout.str()}\n{result.stderr.str()}"
+    )
+    data = json.loads(record.read_text(encoding="utf-8"))
+    return Recorded(result, data["items"], data["reports"], data["internal_errors"])
+
+
+def as_user(pytester: pytest.Pytester, *args: str) -> Recorded:
+    """``pytest ARGS`` in a fresh interpreter, its plugins found through entry points as in a
+    user's run, and what it collected and reported."""
+    with recording(pytester) as record:
+        result = pytester.runpytest_subprocess("-p", PLUGIN, *args)
+    return read(record, result)
