@@ -1,12 +1,11 @@
 """pytest-gostcnn: conformance and benchmark suite for GOST R 57700.36-2021.
 
 The public names of the Python API (docs/api.md): the tables, the executor, Table 1's
-counts, section 8's draws and the backend contract. Layout: docs/architecture.md.
+counts and section 8's draws. Layout: docs/architecture.md.
 """
 
 from pathlib import Path
 
-from .backend import Backend, BackendError
 from .model import executor
 from .model.complexity import inference_macs, training_macs
 from .model.data import draw_input, draw_out_residual, draw_weights
@@ -21,8 +20,6 @@ if not (Path(__file__).parent / "reference").is_dir() and (_checkout / "referenc
     __path__.append(str(_checkout))
 
 __all__ = [
-    "Backend",
-    "BackendError",
     "LAYER_TYPES",
     "Layer",
     "LayerShapeError",

@@ -76,7 +76,7 @@ def round_tf32(xp: Any, a) -> Any:
 
     The tf32 GEMM operands are rounded here, so the product does not depend on whether a
     device's tensor cores round or truncate the low 13 bits (truncation doubles the
-    error per factor, beyond what the error model of ``admissible.py`` admits).
+    error per factor, beyond what the error model of ``conformance/error_model.py`` admits).
     """
     return _rounded_bits(xp, a, 13).view(xp.float32)
 

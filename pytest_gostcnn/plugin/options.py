@@ -247,6 +247,21 @@ OPTIONS: tuple[Option, ...] = (
     ),
 )
 BY_NAME = {option.name: option for option in OPTIONS}
+# A rerun command names what it runs first, then what narrows it.
+RERUN_ORDER = (
+    "backend",
+    "dtype",
+    "batch",
+    "seed",
+    "tables",
+    "rmse_threshold",
+    "profile",
+    "networks",
+    "mode",
+    "local_cell",
+    "peak",
+    "report",
+)
 
 
 @dataclass(frozen=True)
@@ -287,9 +302,9 @@ class Options:
         """The ``--gost-*`` arguments that reproduce these options, with ``changes``."""
         options = dataclasses.replace(self, **changes)
         args = []
-        for option in OPTIONS:
+        for option in sorted(OPTIONS, key=lambda o: RERUN_ORDER.index(o.name)):
             value = getattr(options, option.name)
-            if option.rerun == "never" or value is None:
+            if option.rerun == "never" or value is None or value == "":
                 continue
             if option.rerun == "changed" and option.default is not None:
                 if value == option.value(None):

@@ -1,0 +1,78 @@
+"""The ``--gost-*`` options as data: one parser each, and the rerun command they give."""
+
+import pytest
+
+from pytest_gostcnn.plugin.options import BY_NAME, OPTIONS, Options
+
+
+def test_every_option_is_parsed_by_its_own_parser_to_its_default():
+    options = Options.parse({})
+    assert (options.backend, options.dtype, options.batch, options.mode, options.seed) == (
+        "numpy",
+        "float32",
+        2,
+        "both",
+        0,
+    )
+    assert options.modes == ("training", "inference") and options.given == frozenset()
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "says"),
+    [
+        ("batch", "0", "--gost-batch=0: must be an integer from 1 to 1024"),
+        ("batch", "1_0", "--gost-batch=1_0: not an integer"),
+        ("mode", "train", "--gost-mode=train: choose one of training, inference, both"),
+        ("dtype", "float64", "--gost-dtype=float64: not a data type of the standard"),
+        ("rmse_threshold", "-1", "--gost-rmse-threshold=-1: must be a finite number >= 0"),
+        ("profile", "medium", "--gost-profile=medium: choose one of quick, full"),
+        ("peak", "fast", "--gost-peak=fast: the peak must be a positive number of MAC/s"),
+        ("report", "", "--gost-report=: empty; give a file name"),
+    ],
+)
+def test_a_bad_option_is_a_value_error_naming_it(name, text, says):
+    with pytest.raises(ValueError, match="^" + says.replace("(", r"\(").replace(")", r"\)")):
+        Options.parse({name: text})
+
+
+def test_the_command_line_shares_the_parser_and_names_its_own_flag():
+    with pytest.raises(ValueError, match=r"^--batch=0: must be an integer from 1 to 1024"):
+        BY_NAME["batch"].value("0", flag="--batch")
+
+
+def test_a_rerun_repeats_what_was_chosen_in_a_fixed_order_and_narrows_it():
+    options = Options.parse({"rmse_threshold": "0", "profile": "full", "tables": "t"})
+    assert options.args(networks="S", mode="training") == [
+        "--gost-backend=numpy",
+        "--gost-dtype=float32",
+        "--gost-batch=2",
+        "--gost-seed=0",
+        "--gost-tables=t",
+        "--gost-rmse-threshold=0.0",  # 0 is a choice, not "not given"
+        "--gost-profile=full",
+        "--gost-networks=S",
+        "--gost-mode=training",
+    ]
+
+
+def test_a_rerun_leaves_out_defaults_empty_values_the_report_and_the_peak(tmp_path):
+    options = Options.parse(
+        {"networks": "", "mode": "both", "peak": "1T", "report": str(tmp_path / "r.json")}
+    )
+    assert options.args() == [
+        "--gost-backend=numpy",
+        "--gost-dtype=float32",
+        "--gost-batch=2",
+        "--gost-seed=0",
+    ]
+    assert options.args(local_cell=3)[-1] == "--gost-local-cell=3"
+
+
+def test_every_option_is_declared_once_with_a_flag_of_its_name():
+    names = [option.name for option in OPTIONS]
+    assert len(names) == len(set(names)) == 12
+    assert [option.flag for option in OPTIONS][:3] == [
+        "--gost-backend",
+        "--gost-dtype",
+        "--gost-batch",
+    ]
