@@ -186,6 +186,8 @@ def test_every_layer_type_has_its_reference_error_rule_and_kernels(type_name):
         if step != "update":  # one update for every type: reference/update.py
             assert callable(getattr(module, step)), f"reference/{type_name}.py has no {step}"
     assert rule(type_name) in {r for r in RULES.values()}
+    if layer.has_weights:  # the benchmark's weight scale and the error model read these
+        assert layer.fan_in > 0 and layer.fan_out > 0
     kernels = ErrorModelKernels(PRECISIONS["float32"])
     for step in ("forward", "backward"):
         assert callable(getattr(kernels, f"_{step}_{rule(type_name)}"))

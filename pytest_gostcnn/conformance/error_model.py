@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from pytest_gostcnn.model.dtypes import Precision
-from pytest_gostcnn.model.layers import Layer
+from pytest_gostcnn.model.layers import Layer, window_overlap
 from pytest_gostcnn.reference import MODULES
 from pytest_gostcnn.reference._window import crop, offsets, pad
 
@@ -145,7 +145,7 @@ class ErrorModelKernels:
     def _forward_weighted(self, layer, module, inputs, weights, values) -> list:
         # var(sum w*x) = sum w^2 var(x) + sum x^2 (var(w) + c w^2), c from the sum's length.
         squares = _squares(weights)
-        c = self._sum_of_products(_forward_length(layer))
+        c = self._sum_of_products(layer.fan_in + 1)  # the bias too
         var = module.forward(layer, [inputs[0].var], _no_bias(layer, squares))[0]
         var += module.forward(
             layer,
@@ -159,7 +159,7 @@ class ErrorModelKernels:
         r = out_residuals[0]
         in_values, out_values = [x.value for x in inputs], [o.value for o in outputs]
         squares = _squares(weights)
-        c = self._sum_of_products(_backward_length(layer))
+        c = self._sum_of_products(layer.fan_out)
         var = module.backward(layer, in_values, out_values, [r.var], squares)[0]
         var += module.backward(
             layer,
@@ -193,7 +193,7 @@ class ErrorModelKernels:
         # Overlapping windows add their residuals at a shared maximum: that sum rounds.
         r = out_residuals[0]
         in_values, out_values = [x.value for x in inputs], [o.value for o in outputs]
-        c = self._sum_of_products(_overlap(layer))
+        c = self._sum_of_products(window_overlap(layer.params))
         routed = module.backward(layer, in_values, out_values, [r.value**2], {})[0]
         var = _maxpool_residual_var(layer, inputs[0], outputs[0], r) + c * routed
         return [self._stored(values[0], var)]
@@ -210,7 +210,7 @@ class ErrorModelKernels:
         r = out_residuals[0]
         in_values, out_values = [x.value for x in inputs], [o.value for o in outputs]
         window = layer.params["Rx"] * layer.params["Ry"]
-        c = self._sum_of_products(_overlap(layer) + 1)
+        c = self._sum_of_products(window_overlap(layer.params) + 1)
         var = module.backward(layer, in_values, out_values, [r.var + c * r.value**2], {})[0]
         return [self._stored(values[0], var / window)]
 
@@ -291,33 +291,8 @@ def _uncertain(value: np.ndarray, var: np.ndarray) -> np.ndarray:
     return (var > 0) & (np.abs(value) <= UNCERTAINTY * np.sqrt(var))
 
 
-def _forward_length(layer: Layer) -> int:
-    """Products summed into one output, the bias included (standard.md §4)."""
-    p, (x, y, channels) = layer.params, layer.in_shapes[0]
-    if layer.type.name == "fc":
-        return x * y * channels + 1
-    window = p["Rx"] * p["Ry"]
-    return window * (channels if layer.type.name == "conv" else 1) + 1
-
-
-def _backward_length(layer: Layer) -> int:
-    """Products summed into one input residual: overlapping windows times outputs."""
-    p = layer.params
-    if layer.type.name == "fc":
-        return p["F"]
-    return _overlap(layer) * (p["F"] if layer.type.name == "conv" else 1)
-
-
-def _overlap(layer: Layer) -> int:
-    """The most windows that share one input position: ceil(Rx/S) * ceil(Ry/S)."""
-    p = layer.params
-    return -(-p["Rx"] // p["S"]) * -(-p["Ry"] // p["S"])
-
-
 def _gradient_length(layer: Layer, batch: int) -> int:
     """Products summed into one weight gradient: every output position of the batch."""
-    if layer.type.name == "fc":
-        return batch
     x_out, y_out, _ = layer.out_shapes[0]
     return batch * x_out * y_out
 

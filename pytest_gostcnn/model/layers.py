@@ -101,6 +101,11 @@ class LayerType:
     macs: Callable[[tuple[Shape, ...], tuple[Shape, ...], Mapping[str, int]], int] = (
         lambda in_shapes, out_shapes, p: 0
     )
+    # Layers with weights: how many products one output sums (fan-in, the bias aside) and
+    # how many one input residual sums (fan-out); the benchmark's weight scale and the
+    # error model behind СКОП use them.
+    fan_in: Callable[[tuple[Shape, ...], Mapping[str, int]], int] | None = None
+    fan_out: Callable[[tuple[Shape, ...], Mapping[str, int]], int] | None = None
     keeps_inputs: bool = False
     keeps_outputs: bool = False
 
@@ -120,6 +125,11 @@ def _fc_macs(ins: tuple[Shape, ...], outs: tuple[Shape, ...], p: Mapping[str, in
     return p["F"] * channels * x * y
 
 
+def window_overlap(p: Mapping[str, int]) -> int:
+    """The most windows that share one input position: ceil(Rx/S) * ceil(Ry/S)."""
+    return -(-p["Rx"] // p["S"]) * -(-p["Ry"] // p["S"])
+
+
 _WINDOW = ("Rx", "Ry", "S", "Px", "Py")
 
 LAYER_TYPES: dict[str, LayerType] = {
@@ -136,6 +146,8 @@ LAYER_TYPES: dict[str, LayerType] = {
                 "biases": (p["F"],),
             },
             macs=_conv_macs,
+            fan_in=lambda ins, p: p["Rx"] * p["Ry"] * ins[0][2],
+            fan_out=lambda ins, p: window_overlap(p) * p["F"],
             keeps_inputs=True,
         ),
         LayerType(  # section 6.2
@@ -188,6 +200,8 @@ LAYER_TYPES: dict[str, LayerType] = {
                 "biases": (ins[0][2],),
             },
             macs=_depthwise_macs,
+            fan_in=lambda ins, p: p["Rx"] * p["Ry"],
+            fan_out=lambda ins, p: window_overlap(p),
             keeps_inputs=True,
         ),
         LayerType(  # section 6.7
@@ -209,6 +223,8 @@ LAYER_TYPES: dict[str, LayerType] = {
                 "biases": (p["F"],),
             },
             macs=_fc_macs,
+            fan_in=lambda ins, p: ins[0][0] * ins[0][1] * ins[0][2],
+            fan_out=lambda ins, p: p["F"],
             keeps_inputs=True,
         ),
         LayerType(  # section 6.9
@@ -249,6 +265,22 @@ class Layer:
     def macs(self) -> int:
         """Multiply-accumulates of one forward pass for one image (standard.md §7)."""
         return self.type.macs(self.in_shapes, self.out_shapes, self.params)
+
+    @property
+    def fan_in(self) -> int:
+        """Products summed into one output (a layer with weights), the bias aside."""
+        return self._fanned("fan_in")(self.in_shapes, self.params)
+
+    @property
+    def fan_out(self) -> int:
+        """Products summed into one input residual (a layer with weights)."""
+        return self._fanned("fan_out")(self.in_shapes, self.params)
+
+    def _fanned(self, which: str) -> Callable[[tuple[Shape, ...], Mapping[str, int]], int]:
+        count = getattr(self.type, which)
+        if count is None:
+            raise LayerShapeError(f"layer type {self.type.name!r} declares no {which}")
+        return count
 
     def output_name(self, index: int) -> str:
         """How a table names output ``index``: ``n`` for one output, ``n.1``/``n.2`` for split."""

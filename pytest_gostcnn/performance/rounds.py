@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_gostcnn.backend import Backend
-from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.model.network import Network
 
 from .images import ImageSet
@@ -63,19 +62,12 @@ def benchmark_weights(network: Network, rng: np.random.Generator) -> dict:
     """Weights from U(-a, a), a = sqrt(6 / fan-in): activations keep their scale."""
     weights = {}
     for layer in network.weight_layers:
-        bound = math.sqrt(6.0 / _fan_in(layer))
+        bound = math.sqrt(6.0 / layer.fan_in)
         weights[layer.number] = {
             name: rng.uniform(-bound, bound, size=shape)
             for name, shape in layer.weight_shapes.items()
         }
     return weights
-
-
-def _fan_in(layer: Layer) -> int:
-    p, (x, y, channels) = layer.params, layer.in_shapes[0]
-    if layer.type.name == "fc":
-        return x * y * channels
-    return p["Rx"] * p["Ry"] * (channels if layer.type.name == "conv" else 1)
 
 
 class Rounds:
