@@ -4,6 +4,7 @@ every layer type has each of its parts (README, "Adding a layer type")."""
 import ast
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,13 @@ def _example_layers():
         make_layer("fc", [(2, 2, 3)], F=4),
         make_layer("shuffle", [(2, 2, 4)], G=2),
     ]
+
+
+def test_every_package_is_listed_for_the_wheel():
+    # pyproject.toml lists packages by name (reference/ and backends/ are mapped into the
+    # package): one missing from the list is silently left out of a wheel.
+    config = tomllib.loads((REPOSITORY / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    found = {name for name, path in MODULES_BY_NAME.items() if path.name == "__init__.py"}
+    assert found - listed == set()
+    assert listed - found == set()
