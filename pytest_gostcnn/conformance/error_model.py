@@ -140,7 +140,8 @@ class ErrorModelKernels:
             layer, in_values, out_values, [r.value for r in out_residuals], _values(weights)
         )
         backward = getattr(self, f"_backward_{rule(layer.type.name)}")
-        return backward(layer, module, inputs, outputs, out_residuals, weights, values)
+        maps = (in_values, out_values)  # the float64 maps, for the rules' variance passes
+        return backward(layer, module, inputs, outputs, out_residuals, weights, values, maps)
 
     def _forward_weighted(self, layer, module, inputs, weights, values) -> list:
         # var(sum w*x) = sum w^2 var(x) + sum x^2 (var(w) + c w^2), c from the sum's length.
@@ -155,9 +156,11 @@ class ErrorModelKernels:
         var += weights["biases"].var
         return [self._stored(values[0], var)]
 
-    def _backward_weighted(self, layer, module, inputs, outputs, out_residuals, weights, values):
+    def _backward_weighted(
+        self, layer, module, inputs, outputs, out_residuals, weights, values, maps
+    ):
         r = out_residuals[0]
-        in_values, out_values = [x.value for x in inputs], [o.value for o in outputs]
+        in_values, out_values = maps
         squares = _squares(weights)
         c = self._sum_of_products(layer.fan_out)
         var = module.backward(layer, in_values, out_values, [r.var], squares)[0]
@@ -175,7 +178,7 @@ class ErrorModelKernels:
         passes = (x.value > 0) | _uncertain(x.value, x.var)
         return [Bounded(values[0], np.where(passes, x.var, 0.0), x.storage)]
 
-    def _backward_relu(self, layer, module, inputs, outputs, out_residuals, weights, values):
+    def _backward_relu(self, layer, module, inputs, outputs, out_residuals, weights, values, maps):
         x, r = inputs[0], out_residuals[0]
         flipped = _uncertain(x.value, x.var)
         var = np.where(x.value > 0, r.var, 0.0) + np.where(
@@ -189,10 +192,12 @@ class ErrorModelKernels:
             Bounded(values[0], module.forward(layer, [inputs[0].var], {})[0], inputs[0].storage)
         ]
 
-    def _backward_maxpool(self, layer, module, inputs, outputs, out_residuals, weights, values):
+    def _backward_maxpool(
+        self, layer, module, inputs, outputs, out_residuals, weights, values, maps
+    ):
         # Overlapping windows add their residuals at a shared maximum: that sum rounds.
         r = out_residuals[0]
-        in_values, out_values = [x.value for x in inputs], [o.value for o in outputs]
+        in_values, out_values = maps
         c = self._sum_of_products(window_overlap(layer.params))
         routed = module.backward(layer, in_values, out_values, [r.value**2], {})[0]
         var = _maxpool_residual_var(layer, inputs[0], outputs[0], r) + c * routed
@@ -206,9 +211,11 @@ class ErrorModelKernels:
         magnitude = module.forward(layer, [np.abs(x.value)], {})[0]
         return [self._stored(values[0], var + self._drift(window, values[0], magnitude))]
 
-    def _backward_avgpool(self, layer, module, inputs, outputs, out_residuals, weights, values):
+    def _backward_avgpool(
+        self, layer, module, inputs, outputs, out_residuals, weights, values, maps
+    ):
         r = out_residuals[0]
-        in_values, out_values = [x.value for x in inputs], [o.value for o in outputs]
+        in_values, out_values = maps
         window = layer.params["Rx"] * layer.params["Ry"]
         c = self._sum_of_products(window_overlap(layer.params) + 1)
         var = module.backward(layer, in_values, out_values, [r.var + c * r.value**2], {})[0]
@@ -217,7 +224,9 @@ class ErrorModelKernels:
     def _forward_eltwise(self, layer, module, inputs, weights, values) -> list:
         return [self._stored(values[0], inputs[0].var + inputs[1].var)]
 
-    def _backward_eltwise(self, layer, module, inputs, outputs, out_residuals, weights, values):
+    def _backward_eltwise(
+        self, layer, module, inputs, outputs, out_residuals, weights, values, maps
+    ):
         r = out_residuals[0]
         return [r, r]
 
@@ -228,8 +237,8 @@ class ErrorModelKernels:
             Bounded(v, var, inputs[0].storage) for v, var in zip(values, variances, strict=True)
         ]
 
-    def _backward_moved(self, layer, module, inputs, outputs, out_residuals, weights, values):
-        in_values, out_values = [x.value for x in inputs], [o.value for o in outputs]
+    def _backward_moved(self, layer, module, inputs, outputs, out_residuals, weights, values, maps):
+        in_values, out_values = maps
         variances = module.backward(
             layer, in_values, out_values, [o.var for o in out_residuals], {}
         )
