@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for network in networks.values():
         try:
-            print(_reference_run(network, args.batch, args.seed), flush=True)
+            print(_reference_run(network, args.batch, args.seed, args.weights), flush=True)
         except MemoryError:
             print(
                 f"error: {network.letter} ({network.latin}) at B={args.batch} does not fit in "
@@ -80,11 +80,11 @@ class _Largest:
         return outputs
 
 
-def _reference_run(network: Network, batch: int, seed: int) -> str:
+def _reference_run(network: Network, batch: int, seed: int, reading: str) -> str:
     from pytest_gostcnn.reference import ReferenceKernels
 
     rng = np.random.default_rng(seed)
-    weights = draw_weights(network, rng)
+    weights = draw_weights(network, rng, reading)
     image = draw_input(network, batch, rng)
     out_residual = draw_out_residual(network, batch, rng)
     kernels = _Largest(ReferenceKernels())
@@ -103,7 +103,8 @@ def _reference_run(network: Network, batch: int, seed: int) -> str:
     rows = len(network.layers)
     float16 = f"row {over[0][0]} (layer {over[0][1]} of {rows})" if over else "none"
     return (
-        f"{network.letter} ({network.latin}): one float64 training iteration at B={batch} "
+        f"{network.letter} ({network.latin}): one float64 training iteration at B={batch}, "
+        f"{reading} weights, "
         f"in {seconds:.2f} s; max |output| {np.abs(result.output).max():.3g}, "
         f"max |input residual| {np.abs(result.input_residual).max():.3g}, "
         f"largest forward value {max(kernels.by_row.values()):.3g}, "

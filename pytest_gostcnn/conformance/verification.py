@@ -255,8 +255,10 @@ def verify_network(
     batch: int,
     seed: int,
     threshold: float | None = None,
+    weights: str = "scaled",
 ) -> Verification:
-    """Section 8 for one network: ``mode`` is "inference" or "training"."""
+    """Section 8 for one network: ``mode`` is "inference" or "training"; ``weights`` is the
+    reading of 8.2's weight draw (standard.md §6), "scaled" or "full-range"."""
     subject = f"{network.latin}-{mode}-B{batch}"
     model, representable = _model(backend.dtype)
 
@@ -265,7 +267,7 @@ def verify_network(
         rng = np.random.default_rng(seed)
         host_weights = {
             n: {k: representable(a) for k, a in ws.items()}
-            for n, ws in draw_weights(network, rng).items()
+            for n, ws in draw_weights(network, rng, weights).items()
         }
         image = representable(draw_input(network, batch, rng))
         ref_weights = {
@@ -282,15 +284,15 @@ def verify_network(
 
     def run(result: Verification) -> None:
         host_weights, image, out_residual, ref_weights, reference = _suite_side(batch, prepare)
-        weights = backend.load_weights(network, host_weights)
+        loaded = backend.load_weights(network, host_weights)
         compare = _comparer(result, backend, threshold)
         if mode == "inference":
-            output = backend.infer(network, weights, backend.to_device(image))
+            output = backend.infer(network, loaded, backend.to_device(image))
             backend.synchronize()
             compare("output", output, reference)
             return
         got = backend.train(
-            network, weights, backend.to_device(image), backend.to_device(out_residual)
+            network, loaded, backend.to_device(image), backend.to_device(out_residual)
         )
         backend.synchronize()
         compare("output", got.output, reference.output)
@@ -304,7 +306,7 @@ def verify_network(
                 )
                 compare(
                     f"row {layer.number} {name} updated",
-                    weights[layer.number][name],
+                    loaded[layer.number][name],
                     ref_weights[layer.number][name],
                 )
 

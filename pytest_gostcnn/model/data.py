@@ -1,24 +1,45 @@
-"""The section 8 data: network input and output residual from U(-127, 128), weights from U(-1, 1).
+"""The section 8 data: network input and output residual from U(-127, 128), weights in [-1, 1].
 
-Every draw takes an explicit NumPy ``Generator`` so that one seed reproduces a run.
+A network's weights are drawn by one of two readings of 8.2 (standard.md §6): ``scaled``
+(the default) keeps every layer's values at the scale of its input, ``full-range`` draws
+every weight from U(-1, 1). Every draw takes an explicit NumPy ``Generator`` so that one
+seed reproduces a run.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .executor import Weights
+from .layers import Layer
 from .network import Network
 
 INPUT_RANGE = (-127.0, 128.0)
 WEIGHT_RANGE = (-1.0, 1.0)
+WEIGHT_READINGS = ("scaled", "full-range")
 
 
-def draw_weights(network: Network, rng: np.random.Generator) -> Weights:
-    """Every weight array of the network (filters, weights, biases) from U(-1, 1), float64."""
+def weight_bound(layer: Layer, name: str, reading: str = "scaled") -> float:
+    """The half-width ``a`` of U(-a, a) for one weight array of ``layer``.
+
+    ``scaled``: a = min(1, sqrt(6 / fan-in)) for filters and weights, 1 for biases, so each
+    weighted sum keeps the second moment of its input through ReLU (as He initialisation
+    does) and a bias stays visible beside it at any depth. ``full-range``: 1 for every array.
+    """
+    if reading not in WEIGHT_READINGS:
+        raise ValueError(f"unknown weight reading {reading!r}; choose one of {WEIGHT_READINGS}")
+    if reading == "full-range" or name == "biases":
+        return WEIGHT_RANGE[1]
+    return min(WEIGHT_RANGE[1], math.sqrt(6.0 / layer.fan_in))
+
+
+def draw_weights(network: Network, rng: np.random.Generator, reading: str = "scaled") -> Weights:
+    """Every weight array of the network (filters, weights, biases) by ``reading``, float64."""
     return {
         layer.number: {
-            name: rng.uniform(*WEIGHT_RANGE, size=shape)
+            name: rng.uniform(-1.0, 1.0, size=shape) * weight_bound(layer, name, reading)
             for name, shape in layer.weight_shapes.items()
         }
         for layer in network.weight_layers

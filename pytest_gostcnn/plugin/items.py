@@ -95,6 +95,7 @@ def _verified(session: GostSession, latin: str, mode: str) -> Verification:
             options.batch,
             case_seed(options.seed, network_id(options.batch, latin, mode)),
             options.rmse_threshold,
+            options.weights,
         )
     return verified[(latin, mode)]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_gostcnn.machine.peak import Peak, parse_peak
+from pytest_gostcnn.model.data import WEIGHT_READINGS
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
 from pytest_gostcnn.model.network import CYRILLIC, LATIN, Network, network_key
 from pytest_gostcnn.performance.rounds import PROFILES, QUICK_IMAGES
@@ -207,6 +208,16 @@ OPTIONS: tuple[Option, ...] = (
         command=True,
     ),
     Option(
+        "weights",
+        "READING",
+        "how section 8 draws a network's weights: scaled (default; each layer's from "
+        "U(-a, a), a = min(1, sqrt(6 / fan-in)), biases from U(-1, 1), so every term stays "
+        "visible at any depth) or full-range (every weight from U(-1, 1))",
+        _choice(WEIGHT_READINGS),
+        default="scaled",
+        command=True,
+    ),
+    Option(
         "rmse_threshold",
         "SHARE",
         "override СКОП: the admissible RMSE of every array as a share of the reference "
@@ -254,6 +265,7 @@ RERUN_ORDER = (
     "batch",
     "seed",
     "tables",
+    "weights",
     "rmse_threshold",
     "profile",
     "networks",
@@ -280,6 +292,7 @@ class Options:
     networks: str | None
     seed: int
     tables: str | None
+    weights: str
     rmse_threshold: float | None
     profile: str
     peak: Peak | None

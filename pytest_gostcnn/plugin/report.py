@@ -61,6 +61,7 @@ def build_report(
             "seed": options.seed,
             "tables": options.tables,
             "tables_provenance": sorted({n.provenance for n in setup.networks.values()}),
+            "weights": options.weights,
             "rmse_threshold": options.rmse_threshold,
             "profile": options.profile,
             "local_cell": setup.local_cell,

@@ -144,7 +144,7 @@ class GostSession:
         )
         return [
             f"gostcnn: backend {backend}; dtype {options.dtype}; batch {options.batch}; "
-            f"mode {'+'.join(options.modes)}; seed {options.seed}",
+            f"mode {'+'.join(options.modes)}; seed {options.seed}; weights {options.weights}",
             f"gostcnn: networks {networks}",
         ]
 
