@@ -1,8 +1,10 @@
 """The ``--gost-*`` options as data: one parser each, and the rerun command they give."""
 
+import dataclasses
+
 import pytest
 
-from pytest_gostcnn.plugin.options import BY_NAME, OPTIONS, Options
+from pytest_gostcnn.plugin.options import BY_NAME, OPTIONS, RERUN_ORDER, Options
 
 
 def test_every_option_is_parsed_by_its_own_parser_to_its_default():
@@ -70,7 +72,9 @@ def test_a_rerun_leaves_out_defaults_empty_values_the_report_and_the_peak(tmp_pa
 
 def test_every_option_is_declared_once_with_a_flag_of_its_name():
     names = [option.name for option in OPTIONS]
-    assert len(names) == len(set(names)) == 12
+    assert len(names) == len(set(names))
+    fields = {f.name for f in dataclasses.fields(Options)} - {"given"}
+    assert set(names) == fields == set(RERUN_ORDER)
     assert [option.flag for option in OPTIONS][:3] == [
         "--gost-backend",
         "--gost-dtype",

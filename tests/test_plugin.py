@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 from gost_test_recorder import Recorded, as_user, read, recording
 
-from pytest_gostcnn.conformance.layer_cases import layer_cases
-from pytest_gostcnn.model.network import default_tables_dir
+from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases
+from pytest_gostcnn.model.network import default_tables_dir, load_networks
 
 # Here rather than in the root conftest.py: with an editable install the shipped suite lies
 # below the repository root, so a user's run loads that conftest too, and there
@@ -38,6 +38,8 @@ SCHEMA = json.loads((REPOSITORY / "docs" / "report.schema.json").read_text(encod
 # Third-party backends, named on the command line as mymod:Class.
 BACKENDS = Path(__file__).with_name("gost_test_backends.py")
 SMALL = ("--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")
+# The layer cases of Ш at its own shapes, which a SMALL run verifies beside the small ones.
+SH_CASES = network_cases({"Sh": load_networks()["Sh"]})
 SUMMARY_HEADER = "GOST R 57700.36-2021, section 8: verification"
 GOST_GROUP = "GOST R 57700.36-2021 conformance (pytest-gostcnn)"
 GOST_OPTIONS = {
@@ -48,6 +50,7 @@ GOST_OPTIONS = {
     "--gost-networks",
     "--gost-seed",
     "--gost-tables",
+    "--gost-weights",
     "--gost-rmse-threshold",
     "--gost-profile",
     "--gost-peak",
@@ -124,11 +127,14 @@ def failure_message(longrepr: str) -> dict[str, str]:
 def test_empty_directory_runs_the_installed_suite_and_prints_the_verdict_table(pytester):
     run, report = verified(pytester, "--gost-backend=numpy", *SMALL)
 
-    # Inference verifies one forward item per layer case and the one network, then times it.
+    # Inference verifies one forward item per small layer case and per distinct layer of
+    # Ш at its own shape, and the one network, then times it.
+    small, shaped = len(layer_cases()), len(SH_CASES)
     assert run.ret == pytest.ExitCode.OK
-    assert run.outcomes() == {"passed": len(layer_cases()) + 2}
+    assert run.outcomes() == {"passed": small + shaped + 2}
     assert run.ids("test_network") == ["Sh-inference-B1"]
-    assert len(report["verification"]["layers"]) == len(layer_cases())
+    assert len(report["verification"]["layers"]) == small + shaped
+    assert sum(1 for layer in report["verification"]["layers"] if layer.get("rows")) == shaped
     assert all(layer["verdict"] in PASSED for layer in report["verification"]["layers"])
     (network,) = report["verification"]["networks"]
     assert (network["network"], network["mode"], network["verdict"]) == (
@@ -141,7 +147,8 @@ def test_empty_directory_runs_the_installed_suite_and_prints_the_verdict_table(p
         [
             f"*{SUMMARY_HEADER}*",
             "backend numpy * on CPU*; dtype float32; batch 1; seed *",
-            f"layers: {len(layer_cases())} layer steps verified, 0 failed",
+            f"layers: {small + shaped} layer steps verified ({small} small edge cases, "
+            f"{shaped} at the networks' own shapes), 0 failed",
             "network *mode *verdict *worst СКО/СКОП *array",
             "Ш (Sh)   inference  correct *output",
         ],
@@ -223,7 +230,7 @@ def test_inference_mode_verifies_forward_steps_only(pytester):
     run = as_user(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
 
     layer_ids = run.ids("test_layer")
-    assert len(layer_ids) == len(layer_cases())
+    assert len(layer_ids) == len(layer_cases()) + len(SH_CASES)
     assert {i.split("-")[1] for i in layer_ids} == {"forward"}
 
 
@@ -315,6 +322,10 @@ def test_report_header_names_backend_version_device_and_dtype(pytester):
 
     assert f"backend numpy {np.__version__} on CPU" in line
     assert "dtype float32" in line
+    assert "weights scaled" in line
+    assert "weights full-range" in header(
+        pytester, "--gost-backend=numpy", "--gost-weights=full-range", *SMALL
+    )
 
 
 # Third-party backends given as module:Class.
@@ -326,7 +337,7 @@ def test_backend_named_as_module_colon_class_is_verified(pytester, backends):
     )
 
     assert report["system"]["backend"]["name"] == "mymod:Mine"
-    convs = len([c for c in layer_cases() if c.layer.type.name == "conv"])
+    convs = len([c for c in layer_cases() + SH_CASES if c.layer.type.name == "conv"])
     assert run.outcomes() == {"passed": convs + 1}
     layers = report["verification"]["layers"]
     assert len(layers) == convs and all(layer["verdict"] in PASSED for layer in layers)
@@ -372,7 +383,7 @@ def test_unavailable_backend_has_every_item_skipped_with_its_reason(pytester, ba
 
     # Collected, then skipped: exit code 0, not 5 (nothing collected) or an error.
     assert run.ret == pytest.ExitCode.OK
-    assert run.outcomes() == {"skipped": len(layer_cases()) + 2}
+    assert run.outcomes() == {"skipped": len(layer_cases()) + len(SH_CASES) + 2}
     reasons = run.longreprs("skipped").values()
     assert reasons and all("no CUDA device" in reason for reason in reasons)
     assert report["system"]["backend"]["unavailable"] == "no CUDA device"
@@ -417,7 +428,7 @@ def test_backend_whose_device_or_peak_is_broken_is_one_usage_error(pytester, bac
 
 def test_backend_system_facts_go_into_the_report_without_replacing_its_own(pytester, backends):
     run, report = verified(
-        pytester, "--gost-backend=mymod:SystemSpoofs", *SMALL, "-k", "concat-forward"
+        pytester, "--gost-backend=mymod:SystemSpoofs", *SMALL, "-k", "concat-forward-L3"
     )
 
     assert run.ret == pytest.ExitCode.OK
@@ -452,7 +463,7 @@ def test_backend_that_raises_fails_those_items_and_the_session_goes_on(pytester,
         "--gost-backend=mymod:RaisesOnRelu",
         *SMALL,
         "-k",
-        "relu-forward or concat-forward",
+        "relu-forward-uniform or relu-forward-ties or concat-forward-L3",
     )
 
     # Two relu cases (uniform, ties) raise; concat, verified after them, still passes.
@@ -463,7 +474,7 @@ def test_backend_that_raises_fails_those_items_and_the_session_goes_on(pytester,
     *relus, concat = report["verification"]["layers"]
     assert [layer["subject"].split("-")[0] for layer in relus] == ["relu", "relu"]
     assert all(layer["verdict"] == "not correct" and raised in layer["error"] for layer in relus)
-    assert concat["subject"].startswith("concat-forward") and concat["verdict"] in PASSED
+    assert concat["subject"].startswith("concat-forward-L3") and concat["verdict"] in PASSED
 
 
 def test_backend_returning_nan_fails_the_verification_saying_nan(pytester, backends):
@@ -500,7 +511,7 @@ def test_failure_prints_seed_and_a_rerun_command_that_reproduces_it(pytester, ba
         *SMALL,
         "--gost-seed=7",
         "-k",
-        f"{selected} or concat-forward",
+        f"{selected} or concat-forward-L3",
     )
     assert run.outcomes() == {"failed": 1, "passed": 1}
     ((failed, longrepr),) = run.longreprs("failed").items()
@@ -586,7 +597,12 @@ def test_zero_threshold_fails_a_float32_layer_with_rounding(pytester):
 
 def test_zero_threshold_passes_a_copy_only_layer_as_reference_grade(pytester):
     run, report = verified(
-        pytester, "--gost-backend=numpy", *SMALL, "--gost-rmse-threshold=0", "-k", "concat-forward"
+        pytester,
+        "--gost-backend=numpy",
+        *SMALL,
+        "--gost-rmse-threshold=0",
+        "-k",
+        "concat-forward-L3",
     )
 
     # Concatenation copies values: with the same inputs its СКО is 0, which passes only

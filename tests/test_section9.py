@@ -232,7 +232,7 @@ def test_report_through_a_symbolic_link_replaces_the_file_the_link_names(pyteste
     link = pytester.path / "link.json"
     link.symlink_to(real)
 
-    result = run(pytester, *SMALL, "-k", "concat-forward", f"--gost-report={link}")
+    result = run(pytester, *SMALL, "-k", "concat-forward-L3", f"--gost-report={link}")
 
     assert result.ret == 0
     assert link.is_symlink()
@@ -265,7 +265,7 @@ def test_report_path_with_a_tilde_is_written_in_the_home_directory(pytester, mon
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
 
-    result = run(pytester, *SMALL, "-k", "concat-forward", "--gost-report=~/r.json")
+    result = run(pytester, *SMALL, "-k", "concat-forward-L3", "--gost-report=~/r.json")
 
     assert result.ret == 0
     jsonschema.validate(json.loads((home / "r.json").read_text(encoding="utf-8")), SCHEMA)
@@ -308,7 +308,7 @@ def test_an_unwritable_report_is_one_clear_line_not_a_crash(pytester, monkeypatc
     report = pytester.path / "r.json"
     crashes = InternalErrors()
     result = pytester.runpytest(
-        *SMALL, "-k", "concat-forward", f"--gost-report={report}", plugins=[crashes]
+        *SMALL, "-k", "concat-forward-L3", f"--gost-report={report}", plugins=[crashes]
     )
     # The plugin's one line; neither a crash pytest reports nor an exception escaping it.
     result.stdout.fnmatch_lines([f"gostcnn: could not write --gost-report={report}: *disk full*"])

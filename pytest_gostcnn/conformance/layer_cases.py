@@ -1,26 +1,38 @@
-"""The single-layer shapes the conformance suite verifies every backend on.
+"""The single layers the conformance suite verifies every backend on.
 
-They cover the edge cases of the literal-oracle tests (strides, paddings, windows that
-drop a column, global pooling, ties, every split point); see ``layer_cases``.
+Two kinds: small edge cases (strides, paddings, windows that drop a column, global
+pooling, ties, every split point; ``layer_cases``), and every distinct layer of the
+selected networks at its own shape (``network_cases``), as the networks run them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from pytest_gostcnn.model.data import INPUT_RANGE
 from pytest_gostcnn.model.layers import Layer, make_layer
+from pytest_gostcnn.model.network import Network
 
 
 @dataclass(frozen=True)
 class LayerCase:
-    """One layer to verify; ``tag`` names its shape in test ids (ASCII)."""
+    """One layer to verify; ``tag`` names its shape in test ids (ASCII).
+
+    ``rows`` names the network rows a network-shape case stands for, e.g. ("R1",); it is
+    empty for the small edge cases.
+    """
 
     tag: str
     layer: Layer
     draw: str = "uniform"
+    rows: tuple[str, ...] = ()
+
+    @property
+    def network_shape(self) -> bool:
+        return bool(self.rows)
 
     def draw_input(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         if self.draw == "ties":
@@ -30,7 +42,7 @@ class LayerCase:
         return rng.uniform(*INPUT_RANGE, size=shape)
 
 
-def _window_tag(p: dict[str, int]) -> str:
+def _window_tag(p: Mapping[str, int]) -> str:
     kernel = f"{p['Rx']}" if p["Rx"] == p["Ry"] else f"{p['Rx']}x{p['Ry']}"
     pad = f"{p['Px']}" if p["Px"] == p["Py"] else f"{p['Px']}x{p['Py']}"
     return f"k{kernel}s{p['S']}p{pad}"
@@ -95,3 +107,45 @@ def layer_cases() -> list[LayerCase]:
     for groups in (2, 3, 4):
         cases.append(LayerCase(f"G{groups}", make_layer("shuffle", [(4, 3, 12)], G=groups)))
     return cases
+
+
+def _shape_tag(layer: Layer) -> str:
+    """The input shapes and parameters of a layer, e.g. ``224x224x3-k7s2p3-F32``."""
+    shapes = "+".join("x".join(str(n) for n in shape) for shape in layer.in_shapes)
+    p = layer.params
+    parts = [shapes]
+    if "Rx" in p:
+        parts.append(_window_tag(p))
+    parts += [f"{name}{p[name]}" for name in ("F", "L1", "G") if name in p]
+    return "-".join(parts)
+
+
+def _rows_tag(rows: list[tuple[str, int]]) -> str:
+    """Rows by network, e.g. ``M16+G14.26.28+V13.15``: every row the case stands for."""
+    by_network: dict[str, list[int]] = {}
+    for latin, number in rows:
+        by_network.setdefault(latin, []).append(number)
+    return "+".join(latin + ".".join(map(str, numbers)) for latin, numbers in by_network.items())
+
+
+def network_cases(networks: Mapping[str, Network]) -> list[LayerCase]:
+    """Every distinct layer of ``networks`` (type, parameters, input shapes) at its shape.
+
+    A configuration that several rows share is one case, verified on the first row's layer
+    and named after all of them; the order follows the networks and their rows.
+    """
+    rows: dict[tuple, list[tuple[str, int]]] = {}
+    first: dict[tuple, Layer] = {}
+    for latin, network in networks.items():
+        for layer in network.layers:
+            key = (layer.type.name, tuple(sorted(layer.params.items())), layer.in_shapes)
+            first.setdefault(key, layer)
+            rows.setdefault(key, []).append((latin, layer.number))
+    return [
+        LayerCase(
+            f"{_rows_tag(rows[key])}-{_shape_tag(layer)}",
+            layer,
+            rows=tuple(f"{latin}{number}" for latin, number in rows[key]),
+        )
+        for key, layer in first.items()
+    ]

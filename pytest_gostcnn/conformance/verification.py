@@ -90,6 +90,7 @@ class Verification:
     checks: list[ArrayCheck] = field(default_factory=list)
     error: str | None = None
     suite_failed: bool = False  # the error is the suite's own (SuiteError), not the backend's
+    rows: tuple[str, ...] = ()  # a layer at a network's shape: the rows it stands for
 
     @property
     def verdict(self) -> str:
@@ -118,6 +119,7 @@ class Verification:
             "subject": self.subject,
             "verdict": self.verdict,
             "error": self.error,
+            **({"rows": list(self.rows)} if self.rows else {}),
             "checks": [check.as_dict() for check in self.checks],
         }
 
@@ -240,6 +242,8 @@ def _guarded(subject: str, run: Callable[[Verification], None]) -> Verification:
         run(result)
     except SuiteError as exc:
         result.error, result.suite_failed = str(exc), True
+    except ContractError as exc:
+        result.error = str(exc)
     except Exception as exc:  # the backend's failure is the verdict, not a crash
         where = traceback.extract_tb(exc.__traceback__)[-1]
         result.error = (
@@ -321,6 +325,91 @@ def layer_steps(layer: Layer) -> tuple[str, ...]:
     return STEPS if layer.has_weights else STEPS[:2]
 
 
+@dataclass(frozen=True)
+class LayerData:
+    """The suite's side of one layer's verification: the host draws, in the data type, and
+    the float64 reference (with its error model) of every step through ``last``."""
+
+    last: str
+    inputs: list[np.ndarray]
+    weights: dict[str, np.ndarray]
+    residuals: list[np.ndarray]
+    reference: dict[str, Any]
+
+
+def prepare_layer(
+    layer: Layer,
+    last: str,
+    batch: int,
+    seed: int,
+    dtype: str,
+    draw_input: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] | None = None,
+) -> LayerData:
+    """Draw one layer's data and compute its reference through step ``last``.
+
+    Input maps come from ``draw_input`` (default U(-127, 128)), output residuals from
+    U(-127, 128), weights from U(-1, 1), as section 8 draws them; every step's reference
+    needs the ones before it (backward needs forward's OUT).
+    """
+    model, representable = _model(dtype)
+    rng = np.random.default_rng(seed)
+    draw = draw_input or (lambda g, shape: g.uniform(*INPUT_RANGE, size=shape))
+    host_inputs = [representable(draw(rng, (batch, *s))) for s in layer.in_shapes]
+    host_weights = {
+        k: representable(rng.uniform(*WEIGHT_RANGE, size=s)) for k, s in layer.weight_shapes.items()
+    }
+    host_residuals = [
+        representable(rng.uniform(*INPUT_RANGE, size=(batch, *s))) for s in layer.out_shapes
+    ]
+    steps = STEPS.index(last)
+    ref_in = [model.bound(a) for a in host_inputs]
+    ref_w = {k: model.bound(a) for k, a in host_weights.items()}
+    ref: dict[str, Any] = {"forward": model.forward(layer, ref_in, ref_w)}
+    ref_res = [model.bound(a) for a in host_residuals]
+    if steps >= 1:
+        ref["backward"] = model.backward(layer, ref_in, ref["forward"], ref_res, ref_w)
+    if steps >= 2:
+        ref["gradient"] = model.gradient(layer, ref_in, ref_res)
+    if steps >= 3:
+        model.update(layer, ref_w, ref["gradient"], batch)
+        ref["update"] = ref_w
+    return LayerData(last, host_inputs, host_weights, host_residuals, ref)
+
+
+class ContractError(Exception):
+    """A kernel wrote into an array it was given to read (the backend contract forbids it)."""
+
+
+class _Arguments:
+    """The arrays the kernels of one layer item read, as the backend held them, to check
+    after each kernel that it left them as they were."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.watched: list[tuple[str, object, np.ndarray]] = []
+
+    def watch(self, name: str, device: object, host: np.ndarray | None = None) -> None:
+        """Watch ``device``; its expected contents are ``host`` or what it holds now."""
+        expected = np.array(self.backend.to_host(device) if host is None else host, copy=True)
+        self.watched.append((name, device, expected))
+
+    def check(self, kernel: str) -> None:
+        for name, device, expected in self.watched:
+            now = np.asarray(self.backend.to_host(device))
+            if now.shape != expected.shape or not np.array_equal(
+                now.astype(np.float64), expected.astype(np.float64), equal_nan=True
+            ):
+                changed = (
+                    "its shape"
+                    if now.shape != expected.shape
+                    else f"{int(np.count_nonzero(now != expected))} of {now.size} elements"
+                )
+                raise ContractError(
+                    f"{kernel} wrote into its argument {name} ({changed} changed); kernels "
+                    "must not change the arrays they are given (only update changes the weights)"
+                )
+
+
 def verify_layer(
     backend: Backend,
     layer: Layer,
@@ -330,68 +419,67 @@ def verify_layer(
     subject: str,
     threshold: float | None = None,
     draw_input: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] | None = None,
+    prepare: Callable[[], LayerData] | None = None,
 ) -> Verification:
     """One step of one layer, after the steps before it (backward needs forward's OUT).
 
-    Input maps come from ``draw_input`` (default U(-127, 128)), output residuals from
-    U(-127, 128), weights from U(-1, 1), as section 8 draws a network's.
+    The data and reference come from ``prepare`` when given (the suite shares one
+    ``prepare_layer`` among a layer's steps), else from ``prepare_layer`` with ``seed``.
+    After every kernel the arrays it read are checked unchanged: a kernel that writes into
+    its inputs fails the item, naming the kernel and the argument.
     """
-    model, representable = _model(backend.dtype)
-    last = STEPS.index(step)
 
-    def prepare() -> tuple:
-        # The suite's side first, whole: the data and the float64 reference of every step
-        # up to ``step`` (each needs the ones before it).
-        rng = np.random.default_rng(seed)
-        draw = draw_input or (lambda g, shape: g.uniform(*INPUT_RANGE, size=shape))
-        host_inputs = [representable(draw(rng, (batch, *s))) for s in layer.in_shapes]
-        host_weights = {
-            k: representable(rng.uniform(*WEIGHT_RANGE, size=s))
-            for k, s in layer.weight_shapes.items()
-        }
-        host_residuals = [
-            representable(rng.uniform(*INPUT_RANGE, size=(batch, *s))) for s in layer.out_shapes
-        ]
-        ref_in = [model.bound(a) for a in host_inputs]
-        ref_w = {k: model.bound(a) for k, a in host_weights.items()}
-        ref = {"forward": model.forward(layer, ref_in, ref_w)}
-        ref_res = [model.bound(a) for a in host_residuals]
-        if last >= 1:
-            ref["backward"] = model.backward(layer, ref_in, ref["forward"], ref_res, ref_w)
-        if last >= 2:
-            ref["gradient"] = model.gradient(layer, ref_in, ref_res)
-        if last >= 3:
-            model.update(layer, ref_w, ref["gradient"], batch)
-            ref["update"] = ref_w
-        return host_inputs, host_weights, host_residuals, ref
+    def own() -> LayerData:
+        return prepare_layer(layer, step, batch, seed, backend.dtype, draw_input)
 
     def run(result: Verification) -> None:
-        host_inputs, host_weights, host_residuals, ref = _suite_side(batch, prepare)
-        dev_in = [backend.to_device(a) for a in host_inputs]
-        dev_w = {k: backend.to_device(a) for k, a in host_weights.items()}
+        data = _suite_side(batch, prepare or own)
+        if STEPS.index(data.last) < STEPS.index(step):
+            raise ValueError(f"the prepared data reach {data.last}, not {step}")
+        ref = data.reference
+        name = layer.type.name
+        arguments = _Arguments(backend)
+        dev_in = [backend.to_device(a) for a in data.inputs]
+        dev_w = {k: backend.to_device(a) for k, a in data.weights.items()}
+        for i, (device, host) in enumerate(zip(dev_in, data.inputs, strict=True)):
+            arguments.watch(f"IN{i + 1}", device, host)
+        for k, device in dev_w.items():
+            arguments.watch(k.upper(), device, data.weights[k])
         compare = _comparer(result, backend, threshold)
 
         dev_out = backend.forward(layer, dev_in, dev_w)
+        arguments.check(f"{name} forward")
         if step == "forward":
             ref_out = ref["forward"]
             for i, (got, want) in enumerate(zip(dev_out, ref_out, strict=True)):
                 compare(f"OUT{i + 1 if len(ref_out) > 1 else ''}", got, want)
             return
-        dev_res = [backend.to_device(a) for a in host_residuals]
+        dev_res = [backend.to_device(a) for a in data.residuals]
+        for i, device in enumerate(dev_out):
+            arguments.watch(f"OUT{i + 1}", device)
+        for i, (device, host) in enumerate(zip(dev_res, data.residuals, strict=True)):
+            arguments.watch(f"OUT{i + 1}_D", device, host)
         dev_in_res = backend.backward(layer, dev_in, dev_out, dev_res, dev_w)
+        arguments.check(f"{name} backward")
         if step == "backward":
             ref_in_res = ref["backward"]
             for i, (got, want) in enumerate(zip(dev_in_res, ref_in_res, strict=True)):
                 compare(f"IN{i + 1 if len(ref_in_res) > 1 else ''}_D", got, want)
             return
         dev_grads = backend.gradient(layer, dev_in, dev_res)
+        arguments.check(f"{name} gradient")
         if step == "gradient":
-            for name in layer.weight_shapes:
-                compare(f"{name.upper()}_D", dev_grads[name], ref["gradient"][name])
+            for k in layer.weight_shapes:
+                compare(f"{k.upper()}_D", dev_grads[k], ref["gradient"][k])
             return
+        # update changes the weights by contract; the gradients and the rest it only reads.
+        arguments.watched = [w for w in arguments.watched if w[0].lower() not in dev_w]
+        for k, device in dev_grads.items():
+            arguments.watch(f"{k.upper()}_D", device)
         backend.update(layer, dev_w, dev_grads, batch)
         backend.synchronize()
-        for name in layer.weight_shapes:
-            compare(f"{name.upper()} updated", dev_w[name], ref["update"][name])
+        arguments.check(f"{name} update")
+        for k in layer.weight_shapes:
+            compare(f"{k.upper()} updated", dev_w[k], ref["update"][k])
 
     return _guarded(subject, run)

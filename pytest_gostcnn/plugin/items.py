@@ -11,10 +11,12 @@ import zlib
 import numpy as np
 import pytest
 
-from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases
+from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases, network_cases
 from pytest_gostcnn.conformance.verification import (
+    LayerData,
     Verification,
     layer_steps,
+    prepare_layer,
     verify_layer,
     verify_network,
 )
@@ -29,8 +31,19 @@ def network_id(batch: int, latin: str, mode: str) -> str:
     return f"{latin}-{mode}-B{batch}"
 
 
+def _steps(session: GostSession, case: LayerCase) -> tuple[str, ...]:
+    """The steps a layer item verifies: forward only when the session verifies inference."""
+    return ("forward",) if session.options.modes == ("inference",) else layer_steps(case.layer)
+
+
+def _data_id(case: LayerCase, dtype: str) -> str:
+    """A layer case's id without its step: the steps of one case share its data."""
+    return f"{case.layer.type.name}-{case.tag}-{dtype}"
+
+
 def parametrize(session: GostSession, metafunc: pytest.Metafunc) -> None:
-    """The suite's items: every layer case's steps, every network in every mode."""
+    """The suite's items: the steps of every small layer case and of every distinct layer
+    of the selected networks at its own shape, every network in every mode."""
     wanted = {"gost_layer_case", "gost_network_case", "gost_benchmark_case"} & set(
         metafunc.fixturenames
     )
@@ -38,12 +51,8 @@ def parametrize(session: GostSession, metafunc: pytest.Metafunc) -> None:
         return
     options, networks = session.options, session.setup.networks
     if "gost_layer_case" in wanted:
-        inference = options.modes == ("inference",)
-        params = [
-            (case, step)
-            for case in layer_cases()
-            for step in (("forward",) if inference else layer_steps(case.layer))
-        ]
+        cases = layer_cases() + network_cases(networks)
+        params = [(case, step) for case in cases for step in _steps(session, case)]
         ids = [f"{c.layer.type.name}-{step}-{c.tag}-{options.dtype}" for c, step in params]
         metafunc.parametrize("gost_layer_case", params, ids=ids)
     for name in ("gost_network_case", "gost_benchmark_case"):
@@ -61,6 +70,9 @@ def case_seed(seed: int, test_id: str) -> int:
 def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pytest.Item) -> None:
     layer_case, step = case
     options, test_id = session.options, node.callspec.id
+    prepare = None
+    if layer_case.network_shape:  # large: the case's steps share one draw and reference
+        prepare = _shared_data(session, layer_case)
     result = verify_layer(
         session.setup.backend,
         layer_case.layer,
@@ -70,10 +82,34 @@ def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pyte
         subject=test_id,
         threshold=options.rmse_threshold,
         draw_input=layer_case.draw_input,
+        prepare=prepare,
     )
+    result.rows = layer_case.rows
     session.results.layers.append(result)
     if result.failed:
         _fail(options.seed, result, session.rerun(f"test_layer and {test_id}"))
+
+
+def _shared_data(session: GostSession, case: LayerCase):
+    """A ``prepare`` for ``verify_layer`` that draws the case's data and computes its
+    reference through its last step once, for all its steps; only the newest is kept."""
+    options = session.options
+    data_id = _data_id(case, options.dtype)
+
+    def prepare() -> LayerData:
+        if data_id not in session.layer_data:
+            session.layer_data.clear()  # one case at a time: network shapes are large
+            session.layer_data[data_id] = prepare_layer(
+                case.layer,
+                _steps(session, case)[-1],
+                options.batch,
+                case_seed(options.seed, data_id),
+                options.dtype,
+                case.draw_input,
+            )
+        return session.layer_data[data_id]
+
+    return prepare
 
 
 def run_network_case(session: GostSession, case: tuple[str, str], node: pytest.Item) -> None:

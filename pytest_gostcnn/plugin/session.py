@@ -34,6 +34,9 @@ class GostSession:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.results = Results()
+        # The suite's side of the network-shape layer case being verified, shared by its
+        # steps (items.py).
+        self.layer_data: dict[str, object] = {}
         self._options: Options | None = None
         self._setup: Setup | None = None
 

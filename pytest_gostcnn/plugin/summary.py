@@ -16,6 +16,7 @@ from .options import Options
 from .results import Results
 from .setup import Setup
 
+FAILED_SHOWN = 10  # failed layer items named in the summary; the report has them all
 NON_COMPLIANT = (
     "QUICK PROFILE: NOT COMPLIANT (section 9.3 requires 1,000,000 images per cell; "
     "run --gost-profile=full)"
@@ -51,9 +52,14 @@ def verification_lines(
     ]
     if results.layers:
         failed = [r.subject for r in results.layers if r.failed]
+        shaped = sum(1 for r in results.layers if r.rows)
+        shown = ", ".join(failed[:FAILED_SHOWN])
+        if len(failed) > FAILED_SHOWN:
+            shown += f" and {len(failed) - FAILED_SHOWN} more"
         lines.append(
-            f"layers: {len(results.layers)} layer steps verified, {len(failed)} failed"
-            + (": " + ", ".join(failed) if failed else "")
+            f"layers: {len(results.layers)} layer steps verified "
+            f"({len(results.layers) - shaped} small edge cases, {shaped} at the networks' "
+            f"own shapes), {len(failed)} failed" + (": " + shown if failed else "")
         )
     if setup.cells.size > 1:
         lines.append(f"computing cells: {setup.cells.size} (one MPI rank each)")
