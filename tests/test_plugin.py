@@ -563,7 +563,7 @@ def test_summary_gives_a_failed_networks_first_failed_array_and_rerun_command(py
     run.result.stdout.fnmatch_lines(
         [
             f"*{SUMMARY_HEADER}*",
-            "backend mymod:ScaledConv * on CPU*; dtype float32; batch 1; seed 0",
+            "backend mymod:ScaledConv * on CPU*; dtype float32; batch 1; seed 0; weights scaled",
             "network *mode *verdict *worst СКО/СКОП *array",
             "Ш (Sh)   inference  not correct *",
             "Ш (Sh) inference: output: СКО *",

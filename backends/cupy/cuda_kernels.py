@@ -171,8 +171,8 @@ class CudaKernels(XpKernels):
         kernel = self._function(f"depthwise_gradient<{self.raw}, {rx}, {ry}>")
         kernel(grid, (GRADIENT_CHANNELS, GRADIENT_ROWS), args)
         return {
-            "filters": self.store(partial.sum(axis=0).reshape(rx, ry, channels)),
-            "biases": self.store(self._channel_sums(out_residual)),
+            "filters": self.store_gradient(partial.sum(axis=0).reshape(rx, ry, channels)),
+            "biases": self.store_gradient(self._channel_sums(out_residual)),
         }
 
     # Max pooling. -------------------------------------------------------------------------

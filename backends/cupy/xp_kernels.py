@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from pytest_gostcnn.backend import Backend, BackendError
-from pytest_gostcnn.model.dtypes import PRECISIONS
+from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.reference._window import crop, offsets
 
@@ -127,6 +127,9 @@ class XpKernels:
         self.xp = xp
         self.dtype = dtype
         self.storage = xp.float16 if dtype == "float16" else xp.float32
+        # Training keeps gradients and weights in the master type (float32 for float16:
+        # docs/standard.md §6); forward and backward read the weights in ``storage``.
+        self.master = xp.float32 if master_dtype(dtype) == "float32" else self.storage
         self.gemm = gemm or matmul_gemm(xp)
         self.workspace_bytes = workspace_bytes
 
@@ -137,6 +140,19 @@ class XpKernels:
         if self.dtype == "bfloat16":
             return round_bfloat16(self.xp, a)
         return a.astype(self.storage, copy=False)
+
+    def store_gradient(self, a):
+        """A float32 gradient in the master type: float32 for float16, else ``store``."""
+        if self.master != self.storage:
+            return a.astype(self.master, copy=False)
+        return self.store(a)
+
+    def _working(self, weights: dict) -> dict:
+        """The weights as forward and backward read them: master copies rounded to the
+        storage type (float16 training), else the weights themselves."""
+        if self.master == self.storage:
+            return weights
+        return {name: w.astype(self.storage, copy=False) for name, w in weights.items()}
 
     def _map(self, a):
         """``store`` as a fresh contiguous map (crops and transposes are views)."""
@@ -185,17 +201,23 @@ class XpKernels:
     # The executor's four steps. -----------------------------------------------------------
 
     def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
-        return kernel(self, layer, "forward")(layer, inputs, weights)
+        return kernel(self, layer, "forward")(layer, inputs, self._working(weights))
 
     def backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        return kernel(self, layer, "backward")(layer, inputs, outputs, out_residuals, weights)
+        step = kernel(self, layer, "backward")
+        return step(layer, inputs, outputs, out_residuals, self._working(weights))
 
     def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict:
         return kernel(self, layer, "gradient")(layer, inputs[0], out_residuals[0])
 
     def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
+        if self.master != self.storage:
+            # A weight still in the storage type (as loaded) becomes its float32 master.
+            for name, w in weights.items():
+                if w.dtype != self.master:
+                    weights[name] = w.astype(self.master)
         update(weights, grads, batch, self._rounded_update)
 
     def _rounded_update(self, w, grad, batch: int):
@@ -276,8 +298,8 @@ class XpKernels:
         for first, n, cols in self._im2col(layer, x):
             total += self._gemm(cols.T, out_residual[first : first + n].reshape(-1, features))
         return {
-            "filters": self.store(total).reshape(shape),
-            "biases": self.store(self._channel_sums(out_residual)),
+            "filters": self.store_gradient(total).reshape(shape),
+            "biases": self.store_gradient(self._channel_sums(out_residual)),
         }
 
     # Depthwise convolution (section 6.6): window offsets, float32 sums. -------------------
@@ -305,8 +327,8 @@ class XpKernels:
         for rx, ry, index in offsets(layer):
             filters_grad[rx, ry] = (self._acc(padded[index]) * residual).sum(axis=(0, 1, 2))
         return {
-            "filters": self.store(filters_grad),
-            "biases": self.store(self._channel_sums(out_residual)),
+            "filters": self.store_gradient(filters_grad),
+            "biases": self.store_gradient(self._channel_sums(out_residual)),
         }
 
     # Pooling (section 6.2): padding is the value 0, the divisor Rx*Ry (docs/standard.md §4).
@@ -428,8 +450,8 @@ class XpKernels:
         residual = out_residual.reshape(out_residual.shape[0], -1)
         weights_grad = self._gemm(residual.T, lxy(x, self.xp.ascontiguousarray))
         return {
-            "weights": self.store(weights_grad).reshape(layer.weight_shapes["weights"]),
-            "biases": self.store(residual.sum(axis=0, dtype=self.xp.float32)),
+            "weights": self.store_gradient(weights_grad).reshape(layer.weight_shapes["weights"]),
+            "biases": self.store_gradient(residual.sum(axis=0, dtype=self.xp.float32)),
         }
 
 

@@ -82,8 +82,11 @@ def admissible_rmse(bounded: Bounded) -> float:
 class ErrorModelKernels:
     """Executor kernels over ``Bounded`` arrays: the float64 reference plus its error model."""
 
-    def __init__(self, precision: Precision) -> None:
+    def __init__(self, precision: Precision, master: Precision | None = None) -> None:
+        """``master``: the precision gradients and updated weights are stored in, where it
+        is not the data type's (float16 training, standard.md §6)."""
         self.precision = precision
+        self.master = master or precision
 
     def bound(self, host: np.ndarray) -> Bounded:
         """A float64 array as handed to the implementation: its error is its rounding."""
@@ -263,12 +266,13 @@ class ErrorModelKernels:
         rounding = module.gradient(layer, [x.value**2], [c * r.value**2])
         magnitude = module.gradient(layer, [np.abs(x.value)], [np.abs(r.value)])
         out = {}
+        u = self.master.storage
         for name, value in values.items():
             drift = self._drift(length, value, magnitude[name])
             var = coherent[name] ** 2 + rounding[name] + drift
             if name != "biases":  # a bias gradient reads no input map
                 var = var + from_input[name]
-            out[name] = self._stored(value, var)
+            out[name] = Bounded(value, var + (u * value) ** 2, u)  # stored in the master type
         return out
 
     def update(
@@ -277,9 +281,10 @@ class ErrorModelKernels:
         for name, grad in grads.items():
             w = weights[name]
             value = w.value + grad.value / batch
-            # Two roundings: the division by B and the addition.
-            var = w.var + grad.var / batch**2 + 2 * (self.precision.storage * value) ** 2
-            weights[name] = Bounded(value, var, w.storage)
+            # Two roundings, in the master type: the division by B and the addition.
+            u = self.master.storage
+            var = w.var + grad.var / batch**2 + 2 * (u * value) ** 2
+            weights[name] = Bounded(value, var, u)
 
 
 def _values(weights: Mapping[str, Bounded]) -> dict[str, np.ndarray]:

@@ -23,7 +23,7 @@ from pytest_gostcnn.model.data import (
     draw_out_residual,
     draw_weights,
 )
-from pytest_gostcnn.model.dtypes import PRECISIONS
+from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.model.network import Network
 
@@ -158,16 +158,19 @@ def check_array(
     reference: Bounded,
     dtype: str,
     threshold: float | None = None,
+    host_dtype: str | None = None,
 ) -> ArrayCheck:
     """Compare one array a backend returned (on the host) with the reference.
 
-    ``threshold`` overrides СКОП as a share of the reference array's RMS.
+    ``threshold`` overrides СКОП as a share of the reference array's RMS; ``host_dtype`` is
+    the type the array is kept in when it is not ``dtype`` (a float16 gradient, kept in
+    float32: ``model.dtypes.MASTER_DTYPES``).
     """
     if threshold is None:
         admissible = admissible_rmse(reference) if dtype in PRECISIONS else 0.0
     else:
         admissible = threshold * math.sqrt(float(np.mean(reference.value**2)))
-    problem = _shape_dtype_problem(got, reference.value.shape, dtype)
+    problem = _shape_dtype_problem(got, reference.value.shape, host_dtype or dtype)
     if problem is None and not np.all(np.isfinite(got)):
         bad = int(np.count_nonzero(~np.isfinite(got)))
         problem = f"{bad} of {got.size} elements are NaN or Inf"
@@ -203,17 +206,19 @@ def _model(dtype: str) -> tuple[ErrorModelKernels, Callable[[np.ndarray], np.nda
     precision = PRECISIONS.get(dtype)
     if precision is None:
         return ErrorModelKernels(PRECISIONS["float32"]), lambda a: a
-    return ErrorModelKernels(precision), precision.round
+    return ErrorModelKernels(precision, PRECISIONS[master_dtype(dtype)]), precision.round
 
 
 def _comparer(
     result: Verification, backend: Backend, threshold: float | None
-) -> Callable[[str, object, Bounded], None]:
-    """A function that checks one array the backend returned and records the check."""
+) -> Callable[..., None]:
+    """A function that checks one array the backend returned and records the check;
+    ``master=True`` for a gradient or an updated weight (kept in ``master_dtype``)."""
 
-    def compare(name: str, got: object, reference: Bounded) -> None:
+    def compare(name: str, got: object, reference: Bounded, master: bool = False) -> None:
+        host_dtype = master_dtype(backend.dtype) if master else None
         result.checks.append(
-            check_array(name, backend.to_host(got), reference, backend.dtype, threshold)
+            check_array(name, backend.to_host(got), reference, backend.dtype, threshold, host_dtype)
         )
 
     return compare
@@ -307,11 +312,13 @@ def verify_network(
                     f"row {layer.number} {name} gradient",
                     got.gradients[layer.number][name],
                     reference.gradients[layer.number][name],
+                    master=True,
                 )
                 compare(
                     f"row {layer.number} {name} updated",
                     loaded[layer.number][name],
                     ref_weights[layer.number][name],
+                    master=True,
                 )
 
     return _guarded(subject, run)
@@ -470,7 +477,7 @@ def verify_layer(
         arguments.check(f"{name} gradient")
         if step == "gradient":
             for k in layer.weight_shapes:
-                compare(f"{k.upper()}_D", dev_grads[k], ref["gradient"][k])
+                compare(f"{k.upper()}_D", dev_grads[k], ref["gradient"][k], master=True)
             return
         # update changes the weights by contract; the gradients and the rest it only reads.
         arguments.watched = [w for w in arguments.watched if w[0].lower() not in dev_w]
@@ -480,6 +487,6 @@ def verify_layer(
         backend.synchronize()
         arguments.check(f"{name} update")
         for k in layer.weight_shapes:
-            compare(f"{k.upper()} updated", dev_w[k], ref["update"][k])
+            compare(f"{k.upper()} updated", dev_w[k], ref["update"][k], master=True)
 
     return _guarded(subject, run)

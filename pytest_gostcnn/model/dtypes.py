@@ -14,6 +14,16 @@ import numpy as np
 # Section 11: the data types admitted for inference, and for training.
 INFERENCE_DTYPES = ("float32", "float16", "bfloat16", "tf32", "int8", "int16")
 TRAINING_DTYPES = ("float32", "float16")
+# standard.md §6, ruling on float16 training: where the data type cannot hold section 8's
+# values (weight gradients summed over a batch and a map pass float16's 65504), gradients
+# and the master copy of the weights are kept in this type, as mixed-precision training
+# keeps them; forward and backward read the weights rounded to the data type.
+MASTER_DTYPES = {"float16": "float32"}
+
+
+def master_dtype(dtype: str) -> str:
+    """The type a training implementation keeps gradients and weights in, for ``dtype``."""
+    return MASTER_DTYPES.get(dtype, dtype)
 
 
 def _to_float32(a: np.ndarray) -> np.ndarray:
@@ -24,11 +34,21 @@ def _to_float16(a: np.ndarray) -> np.ndarray:
     return np.asarray(a, dtype=np.float16).astype(np.float64)
 
 
-def _to_bfloat16(a: np.ndarray) -> np.ndarray:
-    """Round to bfloat16 (the top 16 bits of float32), to nearest, ties to even."""
-    bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+def _dropping(dropped: int) -> Callable[[np.ndarray], np.ndarray]:
+    """Rounding to float32 values whose low ``dropped`` mantissa bits are 0, to nearest,
+    ties to even: 16 for bfloat16 (the top 16 bits of float32), 13 for TF32."""
+    half, keep = (1 << (dropped - 1)) - 1, (0xFFFFFFFF >> dropped) << dropped
+
+    def round_to(a: np.ndarray) -> np.ndarray:
+        bits = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+        bits = (bits + half + ((bits >> dropped) & 1)) & keep
+        return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+    return round_to
+
+
+_to_bfloat16 = _dropping(16)
+_to_tf32 = _dropping(13)
 
 
 @dataclass(frozen=True)
@@ -46,10 +66,12 @@ class Precision:
 
 # Unit roundoffs (half an ulp of 1): float32 2^-24, float16 2^-11, bfloat16 2^-8. TF32 keeps
 # float32 storage and accumulation but rounds each factor of a product to 10 mantissa bits.
-# float16 and bfloat16 accumulate in float32, as every GEMM library does.
+# float16 and bfloat16 accumulate in float32, as every GEMM library does. TF32's drawn
+# values are TF32 values (10 mantissa bits): a weight's factor rounding would otherwise be
+# one error shared by every position of a map, which a global average does not shrink.
 PRECISIONS: dict[str, Precision] = {
     "float32": Precision(2**-24, 0.0, 2**-24, _to_float32),
-    "tf32": Precision(2**-24, 2**-11, 2**-24, _to_float32),
+    "tf32": Precision(2**-24, 2**-11, 2**-24, _to_tf32),
     "float16": Precision(2**-11, 0.0, 2**-24, _to_float16),
     "bfloat16": Precision(2**-8, 0.0, 2**-24, _to_bfloat16),
 }

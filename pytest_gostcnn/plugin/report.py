@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pytest_gostcnn.machine.facts import cpu_model, libraries
+from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CYRILLIC
 from pytest_gostcnn.performance.evaluation import Evaluation
 
@@ -62,6 +63,7 @@ def build_report(
             "tables": options.tables,
             "tables_provenance": sorted({n.provenance for n in setup.networks.values()}),
             "weights": options.weights,
+            "master_dtype": master_dtype(options.dtype),
             "rmse_threshold": options.rmse_threshold,
             "profile": options.profile,
             "local_cell": setup.local_cell,

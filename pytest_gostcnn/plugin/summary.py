@@ -9,6 +9,7 @@ import math
 from collections.abc import Callable
 
 from pytest_gostcnn.machine.peak import si
+from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CYRILLIC
 from pytest_gostcnn.performance.evaluation import Evaluation, describe, full_profile
 
@@ -48,8 +49,15 @@ def verification_lines(
 ) -> list[str]:
     lines = [
         f"backend {setup.backend_name} {setup.version} on {setup.device}; "
-        f"dtype {options.dtype}; batch {options.batch}; seed {options.seed}"
+        f"dtype {options.dtype}; batch {options.batch}; seed {options.seed}; "
+        f"weights {options.weights}"
     ]
+    master = master_dtype(options.dtype)
+    if master != options.dtype and "training" in options.modes:
+        lines.append(
+            f"training keeps gradients and master weights in {master} and verifies them "
+            f"there ({options.dtype} cannot hold section 8's gradients; standard.md §6)"
+        )
     if results.layers:
         failed = [r.subject for r in results.layers if r.failed]
         shaped = sum(1 for r in results.layers if r.rows)
