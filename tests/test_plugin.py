@@ -246,10 +246,8 @@ BAD_OPTIONS = [
     (["--gost-networks=,"], ["--gost-networks=,", "no network named"]),
     (["--gost-dtype=float16"], ["--gost-dtype=float16", "backend 'numpy' does not declare"]),
     (["--gost-dtype=int4"], ["--gost-dtype=int4", "not a data type of the standard"]),
-    (
-        ["--gost-dtype=int8", "--gost-mode=training"],
-        ["--gost-dtype=int8", "only float32, float16 for training"],
-    ),
+    (["--gost-dtype=int8"], ["--gost-dtype=int8", "no fixed-point model", "refuses the type"]),
+    (["--gost-dtype=int16", "--gost-mode=inference"], ["--gost-dtype=int16", "refuses the type"]),
     (["--gost-mode=sideways"], ["--gost-mode=sideways", "training, inference, both"]),
     (["--gost-networks=Q"], ["--gost-networks", "unknown network 'Q'"]),
     (["--gost-rmse-threshold=-1"], ["--gost-rmse-threshold=-1", ">= 0"]),

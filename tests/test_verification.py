@@ -149,10 +149,12 @@ def test_threshold_override_is_a_share_of_the_reference_rms():
     assert check.admissible == pytest.approx(0.1 * math.sqrt(12.5))
 
 
-def test_integer_types_have_threshold_zero():
-    # Section 8: where no analytic maximum is derived, СКОП = 0.
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+def test_integer_types_are_refused_for_want_of_an_error_model(dtype):
+    # docs/standard.md §6: a type no model gives a СКОП is refused, not accepted and failed.
     ref = reference()
-    assert check_array("x", ref.value, ref, "int8").admissible == 0.0
+    with pytest.raises(ValueError, match=f"no error model derives СКОП for {dtype}"):
+        check_array("x", ref.value, ref, dtype)
 
 
 # The error model behind СКОП --------------------------------------------------------------

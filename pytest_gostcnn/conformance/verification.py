@@ -166,8 +166,10 @@ def check_array(
     the type the array is kept in when it is not ``dtype`` (a float16 gradient, kept in
     float32: ``model.dtypes.MASTER_DTYPES``).
     """
+    if dtype not in PRECISIONS:
+        raise ValueError(_NO_MODEL.format(dtype=dtype))
     if threshold is None:
-        admissible = admissible_rmse(reference) if dtype in PRECISIONS else 0.0
+        admissible = admissible_rmse(reference)
     else:
         admissible = threshold * math.sqrt(float(np.mean(reference.value**2)))
     problem = _shape_dtype_problem(got, reference.value.shape, host_dtype or dtype)
@@ -195,17 +197,22 @@ def _shape_dtype_problem(got: object, shape: tuple[int, ...], dtype: str) -> str
     return None
 
 
+_NO_MODEL = (
+    "no error model derives СКОП for {dtype}: the suite verifies the floating-point types of "
+    "model.dtypes.PRECISIONS and refuses the integer ones (standard.md §6)"
+)
+
+
 def _model(dtype: str) -> tuple[ErrorModelKernels, Callable[[np.ndarray], np.ndarray]]:
     """The reference with the error model of ``dtype``, and the rounding of drawn values.
 
     standard.md §6 gives both implementations the same values: the draws are rounded to the data
     type first, so the implementation receives them exactly and the reference computes
-    on the very same numbers. Integer types have no rounding model here: their СКОП is 0
-    (section 8: no analytic maximum, so СКОП = 0) and the draws are used as they are.
+    on the very same numbers. Integer types have no model: ValueError.
     """
     precision = PRECISIONS.get(dtype)
     if precision is None:
-        return ErrorModelKernels(PRECISIONS["float32"]), lambda a: a
+        raise ValueError(_NO_MODEL.format(dtype=dtype))
     return ErrorModelKernels(precision, PRECISIONS[master_dtype(dtype)]), precision.round
 
 
