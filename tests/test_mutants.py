@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
-from pytest_gostcnn.conformance.layer_cases import layer_cases
+from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_layer, verify_network
 from pytest_gostcnn.model.layers import make_layer
 from pytest_gostcnn.reference import MODULES
@@ -84,6 +84,46 @@ class AvgPoolInBoundsDivisor(NumpyBackend):
         return [(sums / counts).astype(np.float32)]
 
 
+class FCBiasIgnored(NumpyBackend):
+    """Fully connected layers forget their biases."""
+
+    def forward(self, layer, inputs, weights):
+        if layer.type.name == "fc":
+            weights = {**weights, "biases": np.zeros_like(weights["biases"])}
+        return super().forward(layer, inputs, weights)
+
+
+class ConvBiasIgnoredFromRow10(NumpyBackend):
+    """Convolutions from row 10 of a network on forget their biases (the first rows keep
+    them, as a fused first-layer path would)."""
+
+    def forward(self, layer, inputs, weights):
+        if layer.type.name == "conv" and layer.number >= 10:
+            weights = {**weights, "biases": np.zeros_like(weights["biases"])}
+        return super().forward(layer, inputs, weights)
+
+
+class ReluInPlace(NumpyBackend):
+    """ReLU clamps its input in place and returns a copy: the output is right, the input
+    map (which another layer may read) is not."""
+
+    def forward(self, layer, inputs, weights):
+        if layer.type.name != "relu":
+            return super().forward(layer, inputs, weights)
+        np.maximum(inputs[0], 0, out=inputs[0])
+        return [inputs[0].copy()]
+
+
+class ThreeChannelsReversed(NumpyBackend):
+    """A convolution on three input channels (an image's first layer) reads them in reverse
+    order, as a BGR/RGB slip would: wrong only at a shape the small cases do not have."""
+
+    def forward(self, layer, inputs, weights):
+        if layer.type.name == "conv" and layer.in_shapes[0][2] == 3:
+            weights = {**weights, "filters": np.ascontiguousarray(weights["filters"][:, :, ::-1])}
+        return super().forward(layer, inputs, weights)
+
+
 class _Dropped:
     """A residual whose sum at a fan-out keeps only the newest share."""
 
@@ -131,6 +171,11 @@ class UpdateWrongSign(NumpyBackend):
         (TransposedFC, "V", "inference"),
         (FanOutNotSummed, "Sh", "training"),
         (UpdateWrongSign, "Sh", "training"),
+        (FCBiasIgnored, "V", "inference"),
+        (FCBiasIgnored, "V", "training"),
+        (ConvBiasIgnoredFromRow10, "V", "inference"),
+        (ConvBiasIgnoredFromRow10, "R", "training"),
+        (ThreeChannelsReversed, "R", "inference"),
     ],
     ids=lambda v: v if isinstance(v, str) else v.__name__,
 )
@@ -152,6 +197,7 @@ def _case(type_name, tag):
         (MaxPoolMinusInfinity, "maxpool", "k3s2p1-negative", "forward"),
         (AvgPoolInBoundsDivisor, "avgpool", "k3s2p1", "forward"),
         (UpdateWrongSign, "depthwise", "k3s2p1", "update"),
+        (FCBiasIgnored, "fc", "3x2x4-F5", "forward"),
     ],
     ids=lambda v: v if isinstance(v, str) else v.__name__,
 )
@@ -169,3 +215,65 @@ def test_fan_out_mutant_is_invisible_without_a_fan_out():
     layer = make_layer("conv", [(5, 5, 3)], F=4, Rx=3, Ry=3, S=1, Px=1, Py=1)
     result = verify_layer(FanOutNotSummed("float32"), layer, "backward", 2, seed=5, subject="c")
     assert result.verdict != NOT_CORRECT
+
+
+@pytest.mark.parametrize(
+    ("mutant", "network", "mode"),
+    [
+        (FCBiasIgnored, "V", "inference"),
+        (ConvBiasIgnoredFromRow10, "V", "inference"),
+        (ConvBiasIgnoredFromRow10, "R", "training"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v.__name__,
+)
+def test_bias_mutants_pass_the_networks_under_the_full_range_weight_draw(
+    shipped_networks, mutant, network, mode
+):
+    # Why the scaled draw is the default (docs/standard.md §6): with every weight from
+    # U(-1, 1) the maps grow to 1e12 and more, and a U(-1, 1) bias vanishes in their rounding.
+    network = shipped_networks[network]
+    result = verify_network(mutant("float32"), network, mode, 2, seed=5, weights="full-range")
+    assert result.verdict != NOT_CORRECT, result.first_failure
+
+
+def test_relu_writing_into_its_input_fails_naming_the_kernel_and_the_argument():
+    case = _case("relu", "uniform")
+    result = verify_layer(ReluInPlace("float32"), case.layer, "forward", 2, seed=5, subject="r")
+    assert result.verdict == NOT_CORRECT
+    assert "relu forward wrote into its argument IN1" in result.first_failure
+    # Its output alone is right: only the check of its arguments sees the mutant.
+    assert all(check.passed for check in result.checks)
+    print(f"{result.subject}: {result.first_failure}")
+
+
+def _first_failing(mutant, cases, step="forward"):
+    """The first of ``cases`` whose ``step`` the mutant fails, with its verification."""
+    for case in cases:
+        result = verify_layer(
+            mutant("float32"),
+            case.layer,
+            step,
+            2,
+            seed=5,
+            subject=case.tag,
+            draw_input=case.draw_input,
+        )
+        if result.verdict == NOT_CORRECT:
+            return case, result
+    return None, None
+
+
+@pytest.mark.parametrize(
+    ("mutant", "type_name"),
+    [(ThreeChannelsReversed, "conv"), (ConvBiasIgnoredFromRow10, "conv")],
+    ids=lambda v: v if isinstance(v, str) else v.__name__,
+)
+def test_network_shape_layer_items_catch_what_the_small_cases_miss(
+    shipped_networks, mutant, type_name
+):
+    small = [c for c in layer_cases() if c.layer.type.name == type_name]
+    assert _first_failing(mutant, small) == (None, None)
+    shaped = [c for c in network_cases(shipped_networks) if c.layer.type.name == type_name]
+    case, result = _first_failing(mutant, shaped)
+    assert case is not None, "no network-shape item caught the mutant"
+    assert_fails_by_margin(result)
