@@ -611,7 +611,8 @@ def test_command_line_names_the_row_past_float16_by_its_number(tmp_path, capsys)
   - {{n: 40, type: maxpool, in1: 30, Rx: 2, Ry: 2, S: 2, Px: 0, Py: 0}}
 """
     write_table(tmp_path, rows, letter="Р", channels=64)
-    assert main(["reference", "--tables", str(tmp_path), "--batch", "1"]) == 0
+    args = ["reference", "--tables", str(tmp_path), "--batch", "1", "--weights", "full-range"]
+    assert main(args) == 0
     out = capsys.readouterr().out
     assert out.endswith("first row past float16's 65504: row 30 (layer 3 of 4)\n"), out
 
@@ -635,14 +636,22 @@ def test_command_line_says_when_the_reference_does_not_fit_in_memory(monkeypatch
 
 
 def test_command_line_selects_networks_by_name_as_the_plugin_does(capsys):
-    assert main(["reference", "--networks", "Shuffle", "--batch", "1"]) == 0
+    args = ["reference", "--networks", "Shuffle", "--batch", "1", "--weights", "full-range"]
+    assert main(args) == 0
     (line,) = capsys.readouterr().out.splitlines()
-    assert line.startswith("Ш (Sh): one float64 training iteration at B=1")
-    # The value ranges docs/gpu.md quotes for float16: the first row past 65504 and so on.
+    assert line.startswith("Ш (Sh): one float64 training iteration at B=1, full-range weights")
+    # The value ranges docs/standard.md §6 quotes: the first row past 65504 and so on.
     assert re.search(
         r"largest gradient [0-9.e+]+; first row past float16's 65504: row \d+ \(layer \d+ of 61\)$",
         line,
     )
+
+
+def test_command_line_under_the_scaled_draw_keeps_every_forward_value_within_float16(capsys):
+    assert main(["reference", "--networks", "Sh", "--batch", "2"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert ", scaled weights, " in line
+    assert line.endswith("first row past float16's 65504: none")
 
 
 def test_command_line_reports_a_network_missing_from_the_directory_and_exits_2(tmp_path, capsys):
