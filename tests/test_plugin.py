@@ -56,6 +56,7 @@ GOST_OPTIONS = {
     "--gost-peak",
     "--gost-report",
     "--gost-local-cell",
+    "--gost-allow-unavailable",
 }
 PASSED = ("correct", "reference-grade")
 
@@ -379,8 +380,8 @@ def test_every_discovery_error_lists_the_available_backends(pytester, backends, 
 def test_unavailable_backend_has_every_item_skipped_with_its_reason(pytester, backends):
     run, report = verified(pytester, "--gost-backend=mymod:NoDevice", *SMALL)
 
-    # Collected, then skipped: exit code 0, not 5 (nothing collected) or an error.
-    assert run.ret == pytest.ExitCode.OK
+    # Collected, then skipped; nothing was verified, so the run fails a CI gate.
+    assert run.ret == pytest.ExitCode.TESTS_FAILED
     assert run.outcomes() == {"skipped": len(layer_cases()) + len(SH_CASES) + 2}
     reasons = run.longreprs("skipped").values()
     assert reasons and all("no CUDA device" in reason for reason in reasons)
@@ -444,8 +445,8 @@ def test_report_header_says_why_a_backend_is_unavailable(pytester, backends):
 def test_backend_whose_availability_check_raises_is_reported_not_a_crash(pytester, backends):
     run, report = verified(pytester, "--gost-backend=mymod:ProbeRaises", *SMALL)
 
-    # Unavailable, so every item is skipped: not an internal error.
-    assert run.ret == pytest.ExitCode.OK and run.internal_errors == []
+    # Unavailable, so every item is skipped (and nothing verified): not an internal error.
+    assert run.ret == pytest.ExitCode.TESTS_FAILED and run.internal_errors == []
     unavailable = report["system"]["backend"]["unavailable"]
     assert unavailable == "its availability check raised RuntimeError: cudaErrorNoDevice"
     reasons = run.longreprs("skipped").values()
