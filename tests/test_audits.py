@@ -5,14 +5,13 @@ The rounds are driven here as pytest-benchmark drives them (setup, the timed tar
 teardown), with a seeded draw so that each test audits known rounds.
 """
 
-import math
 import random
 
 import gost_test_backends as mutants
 import pytest
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
-from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network, verify_round
+from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
 from pytest_gostcnn.performance.rounds import (
     AUDIT_EVERY,
     AUDIT_WINDOW,
@@ -21,39 +20,15 @@ from pytest_gostcnn.performance.rounds import (
     audited_rounds,
     plan,
 )
-from pytest_gostcnn.performance.timing import Audit
+from pytest_gostcnn.plugin.items import audit_round
 
 MARGIN = 10.0  # as tests/test_mutants.py: a cheat fails by at least ten times its СКОП
 SMALL_PLAN = Plan("quick", rounds=3, warmup_rounds=1, batch=1)
 
 
 def auditor(backend, network, mode, threshold=None):
-    """The audit the plugin runs (plugin/items.py), without pytest."""
-
-    def audit(audited):
-        result = verify_round(
-            backend,
-            network,
-            mode,
-            audited.weights,
-            audited.image,
-            audited.out_residual,
-            audited.result,
-            audited.updated,
-            threshold,
-        )
-        worst = result.worst
-        ratio = None if worst is None or math.isinf(worst.ratio) else worst.ratio
-        return Audit(
-            audited.number,
-            not result.failed,
-            result.verdict,
-            worst.name,
-            ratio,
-            result.first_failure,
-        )
-
-    return audit
+    """The audit the plugin runs after each drawn round (plugin/items.py)."""
+    return lambda audited: audit_round(backend, network, mode, audited, threshold)
 
 
 def timed(backend, network, mode, run_plan=SMALL_PLAN, draw_seed=0, threshold=None):

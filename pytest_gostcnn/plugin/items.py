@@ -177,7 +177,9 @@ def run_benchmark_case(
             cells.rank,
             session.progress,
             before_round=cells.barrier if cells.size > 1 else None,
-            audit=lambda audited: _audit(session, network, mode, audited),
+            audit=lambda audited: audit_round(
+                setup.backend, network, mode, audited, options.rmse_threshold
+            ),
         )
     except Exception as exc:  # the backend's failure fails the item on every cell
         error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
@@ -249,10 +251,12 @@ def run_benchmark_case(
         )
 
 
-def _audit(session: GostSession, network, mode: str, audited: AuditedRound) -> Audit:
+def audit_round(
+    backend, network, mode: str, audited: AuditedRound, threshold: float | None
+) -> Audit:
     """Section 8's comparison on one timed round (``verify_round``), as the round's audit."""
     result = verify_round(
-        session.setup.backend,
+        backend,
         network,
         mode,
         audited.weights,
@@ -260,7 +264,7 @@ def _audit(session: GostSession, network, mode: str, audited: AuditedRound) -> A
         audited.out_residual,
         audited.result,
         audited.updated,
-        session.options.rmse_threshold,
+        threshold,
     )
     worst = result.worst
     return Audit(
