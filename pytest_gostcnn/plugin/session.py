@@ -174,7 +174,8 @@ class GostSession:
 
     def assess(self, statuses: list[tuple[int, str | None]]) -> Assessment:
         """The session's results judged (standard.md §7.7), with the system's exit status:
-        the first cell's that is not 0, and why."""
+        that of the first cell where an item failed, else of the first that is not 0, and
+        why."""
         compliance = assess(self.facts())
         run = self.run()
         timings = tuple(
@@ -192,7 +193,11 @@ class GostSession:
             evaluations = evaluate_system(
                 modes, timings, run, compliance, self.options.profile == "full"
             )
-        failing = [(cell, s) for cell, s in enumerate(statuses) if s[0] != 0]
+        failed = {r["cell"] for r in self.results.cell_reports if r["failures"]}
+        failing = sorted(
+            ((cell, s) for cell, s in enumerate(statuses) if s[0] != 0),
+            key=lambda pair: pair[0] not in failed,
+        )
         cell, (status, reason) = failing[0] if failing else (0, statuses[0])
         if reason and len(statuses) > 1:
             reason = f"cell {cell}: {reason}"
