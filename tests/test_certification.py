@@ -209,23 +209,29 @@ def test_an_overridden_threshold_is_a_reason_even_where_every_verdict_is_correct
 
 
 def test_layer_items_deselected_are_a_reason_saying_how_many_ran(tmp_path):
-    # On the shipped Ш, a backend that ignores every FC bias verifies correct as a network
-    # (its biases vanish under rounding); the layer items catch it, and -k left them out.
+    # On the shipped Ш with section 8's weights drawn over all of [-1, 1], a backend that
+    # ignores every FC bias verifies correct as a network (its biases vanish under
+    # rounding); the layer items catch it, and -k left them out.
     path = directory(tmp_path)
     run = suite(
         path,
         "--gost-backend=mymod:IgnoresFcBias",
         *SHIPPED_SMALL,
+        "--gost-weights=full-range",
         "-k",
         "test_network or test_benchmark",
     )
+
+    assert [n["verdict"] for n in run.report["verification"]["networks"]] == ["correct"]
 
     assert run.report["compliant"] is False
     assert (
         "layer items: 0 of 32 ran in this session (deselected by -k, -m, --deselect or --lf)"
         in (reasons(run))
     )
-    everything = suite(path, "--gost-backend=mymod:IgnoresFcBias", *SHIPPED_SMALL)
+    everything = suite(
+        path, "--gost-backend=mymod:IgnoresFcBias", *SHIPPED_SMALL, "--gost-weights=full-range"
+    )
     assert everything.returncode == pytest.ExitCode.TESTS_FAILED
     fc_items = {
         f"test_layer[fc-forward-{case.tag}-float32]"

@@ -56,6 +56,7 @@ GOST_OPTIONS = {
     "--gost-peak",
     "--gost-report",
     "--gost-local-cell",
+    "--gost-weights",
     "--gost-allow-unavailable",
 }
 PASSED = ("correct", "reference-grade")
