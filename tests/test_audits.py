@@ -8,10 +8,17 @@ teardown), with a seeded draw so that each test audits known rounds.
 import random
 
 import gost_test_backends as mutants
+import numpy as np
 import pytest
 
+from pytest_gostcnn.backends.cupy.xp_kernels import XpBackend
 from pytest_gostcnn.backends.numpy import NumpyBackend
-from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
+from pytest_gostcnn.conformance.verification import (
+    NOT_CORRECT,
+    NOT_VERIFIED,
+    verify_network,
+    verify_round,
+)
 from pytest_gostcnn.performance.rounds import (
     AUDIT_EVERY,
     AUDIT_WINDOW,
@@ -24,6 +31,16 @@ from pytest_gostcnn.plugin.items import audit_round
 
 MARGIN = 10.0  # as tests/test_mutants.py: a cheat fails by at least ten times its СКОП
 SMALL_PLAN = Plan("quick", rounds=3, warmup_rounds=1, batch=1)
+
+
+class NumpyXp(XpBackend):
+    """The CuPy backend's kernels on NumPy, which declare float16 training."""
+
+    name = "numpy-xp"
+    xp = np
+
+    def device(self):
+        return "CPU: the xp kernels on NumPy"
 
 
 def auditor(backend, network, mode, threshold=None):
@@ -93,6 +110,14 @@ def test_a_correct_backend_passes_every_audited_round(shipped_networks, mode):
         assert all("updated" in a.worst_array or "gradient" in a.worst_array for a in rounds.audits)
 
 
+def test_float16_training_passes_its_audits_from_its_float32_master_weights(shipped_networks):
+    # Training in float16 keeps the weights in float32 (docs/standard.md §6): the copy an
+    # audit starts from is those float32 values, not float16 ones.
+    rounds = timed(NumpyXp("float16"), shipped_networks["Sh"], "training")
+
+    assert len(rounds.audits) >= 2 and all(a.passed for a in rounds.audits), rounds.audits
+
+
 def test_the_audit_runs_after_the_timed_target_not_inside_it(shipped_networks):
     backend = NumpyBackend("float32")
     network = shipped_networks["Sh"]
@@ -157,3 +182,34 @@ def test_an_overridden_threshold_applies_to_the_audit_too(shipped_networks):
     network = shipped_networks["Sh"]
     rounds = timed(mutants.LowPrecisionWhenTimed("float32"), network, "inference", threshold=1e9)
     assert all(a.passed for a in rounds.audits)
+
+
+def test_a_round_whose_reference_outgrows_the_data_type_gets_no_verdict(shipped_networks):
+    # Training carries the weights from round to round; where they have grown so far that
+    # the float64 reference passes what the type holds, an overflowing backend is not at
+    # fault: the audit says so instead of calling it not correct (and the test fails).
+    network = shipped_networks["Sh"]
+    rounds = Rounds(NumpyBackend("float32"), network, "training", SMALL_PLAN, seed=3)
+    grown = {n: {k: a * 1e20 for k, a in ws.items()} for n, ws in rounds.host_weights.items()}
+    image = rounds.images.batch(0, 1)
+    residual = np.ones((1, *network.output_shape)) * 2.0**-20
+
+    with np.errstate(over="ignore", invalid="ignore"):  # the reference overflows, as said
+        result = verify_round(
+            NumpyBackend("float32"), network, "training", grown, image, residual, None, None
+        )
+
+    assert result.verdict == NOT_VERIFIED
+    assert "beyond float32's largest value" in result.error and "no verdict" in result.error
+
+
+def test_a_float16_round_is_judged_against_float16s_range(shipped_networks):
+    network = shipped_networks["Sh"]
+    rounds = Rounds(NumpyBackend("float32"), network, "inference", SMALL_PLAN, seed=3)
+    image = rounds.images.batch(0, 1) * 100  # outputs past 65504, well inside float32
+
+    result = verify_round(
+        NumpyXp("float16"), network, "inference", rounds.host_weights, image, None, None, None
+    )
+
+    assert result.verdict == NOT_VERIFIED and "beyond float16's largest value 65504" in result.error

@@ -56,7 +56,6 @@ GOST_OPTIONS = {
     "--gost-peak",
     "--gost-report",
     "--gost-local-cell",
-    "--gost-weights",
     "--gost-allow-unavailable",
 }
 PASSED = ("correct", "reference-grade")

@@ -345,6 +345,23 @@ def _compare_training(
             )
 
 
+def _check_range(maps: list[Bounded], master: list[Bounded], dtype: str) -> None:
+    """A SuiteError when a round's float64 reference is not finite or outgrows the data
+    type (``maps``) or the type gradients and weights are kept in (``master``): training
+    carries the benchmark's weights from round to round, and where they have grown past
+    what the type holds, a backend that overflows is not at fault."""
+    for arrays, kept in ((maps, dtype), (master, master_dtype(dtype))):
+        limit = PRECISIONS[kept].largest if kept in PRECISIONS else math.inf
+        peaks = [float(np.max(np.abs(a.value))) for a in arrays if a.value.size]
+        largest = max(peaks, default=0.0) if all(map(math.isfinite, peaks)) else math.inf
+        if largest > limit:
+            raise SuiteError(
+                f"the float64 reference of this round reaches {largest:.3g}, beyond {kept}'s "
+                f"largest value {limit:.5g}: the weights the round started from have grown "
+                "past what the type holds over the rounds before it; no verdict on the round"
+            )
+
+
 def verify_round(
     backend: Backend,
     network: Network,
@@ -358,20 +375,20 @@ def verify_round(
 ) -> Verification:
     """Audit one timed round (standard.md §7.7) by section 8's rule on that round's data.
 
-    ``weights`` are the host weights the round started from, ``image`` and
-    ``out_residual`` the host arrays it was given; ``result`` is what the backend returned
-    (the output map, or a TrainingResult) and ``updated`` its weights after a training
-    round. The float64 reference runs one iteration from the same values.
+    ``weights`` are the host weights the round started from (inference: those the backend
+    was given, rounded here as ``to_device`` rounded them; training: the backend's own,
+    copied back, master copies included), ``image`` and ``out_residual`` the host arrays
+    it was given; ``result`` is what the backend returned (the output map, or a
+    TrainingResult) and ``updated`` its weights after a training round. The float64
+    reference runs one iteration from the same values.
     """
     subject = f"{network.latin}-{mode} round"
     model, representable = _model(backend.dtype)
+    held = representable if mode == "inference" else (lambda array: array)
 
     def prepare() -> tuple:
         ref_weights = {
-            n: {
-                k: model.bound(representable(np.asarray(a, dtype=np.float64)))
-                for k, a in ws.items()
-            }
+            n: {k: model.bound(held(np.asarray(a, dtype=np.float64))) for k, a in ws.items()}
             for n, ws in weights.items()
         }
         ref_image = model.bound(representable(np.asarray(image, dtype=np.float64)))
@@ -382,10 +399,14 @@ def verify_round(
 
     def run(verification: Verification) -> None:
         reference, ref_weights = _suite_side(image.shape[0], prepare)
+        master = [w for ws in ref_weights.values() for w in ws.values()]
         compare = _comparer(verification, backend, threshold)
         if mode == "inference":
+            _check_range([reference], master, backend.dtype)
             compare("output", result, reference)
         else:
+            master += [g for gs in reference.gradients.values() for g in gs.values()]
+            _check_range([reference.output, reference.input_residual], master, backend.dtype)
             _compare_training(compare, network, result, updated, reference, ref_weights)
 
     return _guarded(subject, run)
