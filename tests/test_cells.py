@@ -145,6 +145,11 @@ def test_a_cell_that_fails_verification_is_listed_and_leaves_the_evaluation_inco
     )
     assert run.returncode != 0
     data = read_report(report)
+    # The report's exit status is the system's, and its reason the failing cell's (cell 0's
+    # own is not 0 either: its benchmark was skipped, as every cell's was).
+    assert [c["exit_status"] for c in data["cells"]] == [1, 1]
+    assert data["exit_status"] == 1
+    assert data["exit_reason"] == "cell 1: 1 of 2 selected items of the suite failed"
     assert data["cells"][0]["failures"] == []
     ((item, why),) = data["cells"][1]["failures"]
     assert item == "test_network[Sh-inference-B1]"
@@ -184,3 +189,21 @@ def test_options_that_let_ranks_diverge_are_refused(tmp_path):
     run = mpirun(tmp_path, "--gost-backend=numpy", *SMALL, "-x")
     assert run.returncode == pytest.ExitCode.USAGE_ERROR
     assert "-x/--maxfail" in run.stderr and "same items" in run.stderr
+
+
+@needs_mpi
+def test_a_failure_on_another_cell_alone_sets_the_systems_exit_status(tmp_path):
+    report = tmp_path / "report.json"
+    run = mpirun(
+        tmp_path,
+        "--gost-backend=mymod:FailsOnCell1",
+        *SMALL,
+        "-k",
+        "relu-forward",
+        f"--gost-report={report}",
+    )
+    data = read_report(report)
+    # Cell 0 ran and passed every item; cell 1 failed them: the system did not pass.
+    assert [c["exit_status"] for c in data["cells"]] == [0, 1]
+    assert data["exit_status"] == 1 and data["exit_reason"].startswith("cell 1: ")
+    assert run.returncode != 0

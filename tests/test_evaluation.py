@@ -49,20 +49,30 @@ def test_results_are_kept_in_the_standards_order():
 
 
 def test_test_designation_names_network_mode_type_and_batch():
-    assert designate_test("R", "training", "float32", 16, compliant=True) == "ТП-Р-О-float32-B16"
-    assert designate_test("Sh", "inference", "float16", 1, compliant=True) == "ТП-Ш-П-float16-B1"
+    assert designate_test("R", "training", "float32", 16, True, True) == "ТП-Р-О-float32-B16"
+    assert designate_test("Sh", "inference", "float16", 1, True, True) == "ТП-Ш-П-float16-B1"
 
 
 def test_a_quick_result_is_never_designated_as_compliant():
-    assert designate_test("R", "training", "float32", 16, compliant=False).endswith(
-        "(quick, non-compliant)"
+    for compliant in (True, False):
+        assert designate_test("R", "training", "float32", 16, False, compliant).endswith(
+            " (quick, non-compliant)"
+        )
+        assert designate_evaluation("training", "float32", 16, 1, False, compliant).endswith(
+            " (quick, non-compliant)"
+        )
+
+
+def test_a_full_profile_result_that_is_not_compliant_says_so():
+    assert designate_test("R", "training", "float32", 16, True, False) == (
+        "ТП-Р-О-float32-B16 (non-compliant)"
     )
-    assert designate_evaluation("training", "float32", 16, 1, compliant=False).endswith(
-        "(quick, non-compliant)"
+    assert designate_evaluation("training", "float32", 16, 1, True, False) == (
+        "ОП-О-float32-B16-N1 (non-compliant)"
     )
 
 
 def test_evaluation_designation_names_mode_type_batch_and_cells():
-    assert designate_evaluation("inference", "float32", 64, 4, compliant=True) == (
+    assert designate_evaluation("inference", "float32", 64, 4, True, True) == (
         "ОП-П-float32-B64-N4"
     )

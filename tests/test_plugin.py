@@ -56,6 +56,7 @@ GOST_OPTIONS = {
     "--gost-peak",
     "--gost-report",
     "--gost-local-cell",
+    "--gost-allow-unavailable",
 }
 PASSED = ("correct", "reference-grade")
 
@@ -315,6 +316,42 @@ def test_help_lists_every_gost_option_in_its_own_group(pytester):
     assert all(text in result.stdout.str() for text in [GOST_GROUP, *GOST_OPTIONS])
 
 
+class WorkerOptions:
+    """The options pytest-xdist declares (``--numprocesses``, short ``-n``; ``--dist``),
+    for runs without it."""
+
+    def pytest_addoption(self, parser: pytest.Parser) -> None:
+        parser.addoption("--numprocesses", dest="numprocesses", default=None)
+        parser.addoption("--dist", dest="dist", default="no")
+
+
+@pytest.mark.parametrize("args", [["--numprocesses=2"], ["--dist=load"]], ids=["-n", "--dist"])
+def test_parallel_workers_are_one_usage_error(pytester, args):
+    # Workers would each verify a share of the items: no process would hold the verdicts,
+    # the evaluation or the exit status whole.
+    result = pytester.runpytest(
+        "-p", "no:xdist", "--gost-backend=numpy", *args, plugins=[WorkerOptions()]
+    )
+
+    usage_error(result, "pytest-xdist (-n, --dist): the GOST suite runs in one process", "mpirun")
+
+
+def test_pytest_xdist_itself_is_refused_with_the_same_usage_error(pytester):
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed (not a test extra)")
+
+    result = pytester.runpytest_subprocess("--gost-backend=numpy", *SMALL, "-n", "2")
+
+    usage_error(result, "pytest-xdist (-n, --dist): the GOST suite runs in one process")
+
+
+def test_workers_without_the_suite_are_none_of_its_business(pytester):
+    pytester.makepyfile(test_trivial="def test_trivial():\n    pass\n")
+
+    result = pytester.runpytest("-p", "no:xdist", "--numprocesses=2", plugins=[WorkerOptions()])
+
+    assert result.ret == pytest.ExitCode.OK
+
+
 def test_report_header_names_backend_version_device_and_dtype(pytester):
     line = header(pytester, "--gost-backend=numpy", *SMALL)
 
@@ -324,6 +361,52 @@ def test_report_header_names_backend_version_device_and_dtype(pytester):
     assert "weights full-range" in header(
         pytester, "--gost-backend=numpy", "--gost-weights=full-range", *SMALL
     )
+
+
+# The ini file: every option is also a setting gost_NAME, and the command line wins.
+
+
+def test_every_option_can_be_set_in_the_ini_file(pytester):
+    pytester.makeini(
+        "[pytest]\ngost_backend = numpy\ngost_batch = 3\ngost_mode = inference\n"
+        "gost_seed = 11\ngost_networks = Sh\n"
+    )
+
+    line = header(pytester)
+
+    assert "dtype float32; batch 3; mode inference; seed 11" in line
+
+
+def test_the_command_line_wins_over_the_ini_file(pytester):
+    pytester.makeini("[pytest]\ngost_backend = numpy\ngost_batch = 3\n")
+
+    line = header(pytester, "--gost-batch=5")
+
+    assert "; batch 5;" in line
+
+
+def test_a_bad_ini_setting_is_one_usage_error_naming_the_setting(pytester):
+    pytester.makeini("[pytest]\ngost_backend = numpy\ngost_batch = zero\n")
+
+    usage_error(pytester.runpytest(), "gost_batch=zero: not an integer")
+
+
+def test_a_backend_in_pyproject_runs_the_suite_and_a_switch_there_holds(pytester, backends):
+    # CI configures the run once: plain `pytest` runs the suite on the backend named there,
+    # and gost_allow_unavailable = true keeps a machine without the device at exit 0.
+    pytester.makepyprojecttoml(
+        "[tool.pytest.ini_options]\n"
+        'gost_backend = "mymod:NoDevice"\n'
+        "gost_allow_unavailable = true\n"
+        'gost_networks = "Sh"\n'
+        'gost_mode = "inference"\n'
+    )
+
+    run = as_user(pytester)
+
+    assert run.ret == pytest.ExitCode.OK
+    assert run.ids("test_network") == ["Sh-inference-B2"]  # the default batch
+    assert run.outcomes() == {"skipped": len(layer_cases()) + len(SH_CASES) + 2}
 
 
 # Third-party backends given as module:Class.
@@ -379,8 +462,8 @@ def test_every_discovery_error_lists_the_available_backends(pytester, backends, 
 def test_unavailable_backend_has_every_item_skipped_with_its_reason(pytester, backends):
     run, report = verified(pytester, "--gost-backend=mymod:NoDevice", *SMALL)
 
-    # Collected, then skipped: exit code 0, not 5 (nothing collected) or an error.
-    assert run.ret == pytest.ExitCode.OK
+    # Collected, then skipped; nothing was verified, so the run fails a CI gate.
+    assert run.ret == pytest.ExitCode.TESTS_FAILED
     assert run.outcomes() == {"skipped": len(layer_cases()) + len(SH_CASES) + 2}
     reasons = run.longreprs("skipped").values()
     assert reasons and all("no CUDA device" in reason for reason in reasons)
@@ -435,6 +518,12 @@ def test_backend_system_facts_go_into_the_report_without_replacing_its_own(pytes
     assert backend["name"] == "mymod:SystemSpoofs" and backend["device"] != "spoofed"
 
 
+def test_report_header_says_the_threshold_was_overridden(pytester):
+    line = header(pytester, "--gost-backend=numpy", *SMALL, "--gost-rmse-threshold=0.5")
+
+    assert line.endswith("; СКОП OVERRIDDEN: --gost-rmse-threshold=0.5")
+
+
 def test_report_header_says_why_a_backend_is_unavailable(pytester, backends):
     line = header(pytester, "--gost-backend=mymod:NoDevice", *SMALL)
 
@@ -444,8 +533,8 @@ def test_report_header_says_why_a_backend_is_unavailable(pytester, backends):
 def test_backend_whose_availability_check_raises_is_reported_not_a_crash(pytester, backends):
     run, report = verified(pytester, "--gost-backend=mymod:ProbeRaises", *SMALL)
 
-    # Unavailable, so every item is skipped: not an internal error.
-    assert run.ret == pytest.ExitCode.OK and run.internal_errors == []
+    # Unavailable, so every item is skipped (and nothing verified): not an internal error.
+    assert run.ret == pytest.ExitCode.TESTS_FAILED and run.internal_errors == []
     unavailable = report["system"]["backend"]["unavailable"]
     assert unavailable == "its availability check raised RuntimeError: cudaErrorNoDevice"
     reasons = run.longreprs("skipped").values()

@@ -320,16 +320,18 @@ def test_an_unwritable_report_is_one_clear_line_not_a_crash(pytester, monkeypatc
 def test_an_unavailable_backend_still_gets_its_report(pytester, backends):
     report = pytester.path / "r.json"
     result = run(pytester, "--gost-backend=mymod:NoDevice", *SMALL[1:], f"--gost-report={report}")
-    assert result.ret == 0
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # nothing was verified
     data = read_report(report)
     assert data["system"]["backend"]["unavailable"] == "no CUDA device"
     assert data["compliant"] is False and data["benchmarks"] == []
+    assert data["exit_status"] == result.ret and "no CUDA device" in data["exit_reason"]
 
 
 def test_disabled_benchmarks_say_nothing_was_timed(pytester):
     report = pytester.path / "r.json"
     timed = recorded(pytester, *SMALL, "--benchmark-disable", f"--gost-report={report}")
-    assert timed.ret == 0
+    # A skipped item is not one that ran and passed: the run does not exit 0.
+    assert timed.ret == pytest.ExitCode.TESTS_FAILED
     (reason,) = timed.longreprs("skipped").values()
     assert "pytest-benchmark is disabled" in reason and "nothing was timed" in reason
     assert read_report(report)["benchmarks"] == []

@@ -59,10 +59,12 @@ def rule(type_name: str) -> str:
 class Bounded:
     """A float64 reference array and the variance of an implementation's error per element."""
 
-    __slots__ = ("value", "var", "storage")
+    __slots__ = ("value", "var", "storage", "underflow")
 
-    def __init__(self, value: np.ndarray, var: np.ndarray, storage: float) -> None:
-        self.value, self.var, self.storage = value, var, storage
+    def __init__(
+        self, value: np.ndarray, var: np.ndarray, storage: float, underflow: float = 0.0
+    ) -> None:
+        self.value, self.var, self.storage, self.underflow = value, var, storage, underflow
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -71,7 +73,8 @@ class Bounded:
     def __add__(self, other: Bounded) -> Bounded:
         """The sum of two residuals at a fan-out: both errors, and the sum's rounding."""
         total = self.value + other.value
-        return Bounded(total, self.var + other.var + (self.storage * total) ** 2, self.storage)
+        var = self.var + other.var + (self.storage * total) ** 2 + self.underflow**2
+        return Bounded(total, var, self.storage, self.underflow)
 
 
 def admissible_rmse(bounded: Bounded) -> float:
@@ -92,11 +95,14 @@ class ErrorModelKernels:
         """A float64 array as handed to the implementation: its error is its rounding."""
         value = np.asarray(host, dtype=np.float64)
         error = self.precision.round(value) - value
-        return Bounded(value, error * error, self.precision.storage)
+        return Bounded(value, error * error, self.precision.storage, self.precision.underflow)
 
     def _stored(self, value: np.ndarray, var: np.ndarray) -> Bounded:
-        """A computed array, stored in the data type: its rounding adds ``(u*v)^2``."""
-        return Bounded(value, var + (self.precision.storage * value) ** 2, self.precision.storage)
+        """A computed array, stored in the data type: its rounding adds ``(u*v)^2``, and
+        near zero (a subnormal) the type's underflow bound squared."""
+        p = self.precision
+        var = var + (p.storage * value) ** 2 + p.underflow**2
+        return Bounded(value, var, p.storage, p.underflow)
 
     def _sum_of_products(self, length: int) -> float:
         """Variance one sum of ``length`` products adds, per unit of ``sum (w*x)^2``.
@@ -179,7 +185,7 @@ class ErrorModelKernels:
     def _forward_relu(self, layer, module, inputs, weights, values) -> list:
         x = inputs[0]
         passes = (x.value > 0) | _uncertain(x.value, x.var)
-        return [Bounded(values[0], np.where(passes, x.var, 0.0), x.storage)]
+        return [Bounded(values[0], np.where(passes, x.var, 0.0), x.storage, x.underflow)]
 
     def _backward_relu(self, layer, module, inputs, outputs, out_residuals, weights, values, maps):
         x, r = inputs[0], out_residuals[0]
@@ -187,13 +193,12 @@ class ErrorModelKernels:
         var = np.where(x.value > 0, r.var, 0.0) + np.where(
             flipped, (np.abs(r.value) + np.sqrt(r.var)) ** 2, 0.0
         )
-        return [Bounded(values[0], var, r.storage)]
+        return [Bounded(values[0], var, r.storage, r.underflow)]
 
     def _forward_maxpool(self, layer, module, inputs, weights, values) -> list:
         # max is 1-Lipschitz: its error is at most the largest error in the window.
-        return [
-            Bounded(values[0], module.forward(layer, [inputs[0].var], {})[0], inputs[0].storage)
-        ]
+        x = inputs[0]
+        return [Bounded(values[0], module.forward(layer, [x.var], {})[0], x.storage, x.underflow)]
 
     def _backward_maxpool(
         self, layer, module, inputs, outputs, out_residuals, weights, values, maps
@@ -236,8 +241,10 @@ class ErrorModelKernels:
     def _forward_moved(self, layer, module, inputs, weights, values) -> list:
         # The layer moves values: the errors move with them.
         variances = module.forward(layer, [x.var for x in inputs], {})
+        x = inputs[0]
         return [
-            Bounded(v, var, inputs[0].storage) for v, var in zip(values, variances, strict=True)
+            Bounded(v, var, x.storage, x.underflow)
+            for v, var in zip(values, variances, strict=True)
         ]
 
     def _backward_moved(self, layer, module, inputs, outputs, out_residuals, weights, values, maps):
@@ -245,8 +252,11 @@ class ErrorModelKernels:
         variances = module.backward(
             layer, in_values, out_values, [o.var for o in out_residuals], {}
         )
-        storage = out_residuals[0].storage
-        return [Bounded(v, var, storage) for v, var in zip(values, variances, strict=True)]
+        r = out_residuals[0]
+        return [
+            Bounded(v, var, r.storage, r.underflow)
+            for v, var in zip(values, variances, strict=True)
+        ]
 
     # gradient and update -------------------------------------------------------------
     def gradient(
@@ -266,13 +276,14 @@ class ErrorModelKernels:
         rounding = module.gradient(layer, [x.value**2], [c * r.value**2])
         magnitude = module.gradient(layer, [np.abs(x.value)], [np.abs(r.value)])
         out = {}
-        u = self.master.storage
+        u, tiny = self.master.storage, self.master.underflow
         for name, value in values.items():
             drift = self._drift(length, value, magnitude[name])
             var = coherent[name] ** 2 + rounding[name] + drift
             if name != "biases":  # a bias gradient reads no input map
                 var = var + from_input[name]
-            out[name] = Bounded(value, var + (u * value) ** 2, u)  # stored in the master type
+            var = var + (u * value) ** 2 + tiny**2  # stored in the master type
+            out[name] = Bounded(value, var, u, tiny)
         return out
 
     def update(
@@ -282,9 +293,9 @@ class ErrorModelKernels:
             w = weights[name]
             value = w.value + grad.value / batch
             # Two roundings, in the master type: the division by B and the addition.
-            u = self.master.storage
-            var = w.var + grad.var / batch**2 + 2 * (u * value) ** 2
-            weights[name] = Bounded(value, var, u)
+            u, tiny = self.master.storage, self.master.underflow
+            var = w.var + grad.var / batch**2 + 2 * ((u * value) ** 2 + tiny**2)
+            weights[name] = Bounded(value, var, u, tiny)
 
 
 def _values(weights: Mapping[str, Bounded]) -> dict[str, np.ndarray]:

@@ -62,6 +62,8 @@ class Precision:
     multiply: float
     accumulate: float
     round: Callable[[np.ndarray], np.ndarray]
+    underflow: float = 2**-150  # half the smallest subnormal: the error bound near zero
+    largest: float = float(np.finfo(np.float32).max)  # the largest finite value
 
 
 # Unit roundoffs (half an ulp of 1): float32 2^-24, float16 2^-11, bfloat16 2^-8. TF32 keeps
@@ -69,9 +71,12 @@ class Precision:
 # float16 and bfloat16 accumulate in float32, as every GEMM library does. TF32's drawn
 # values are TF32 values (10 mantissa bits): a weight's factor rounding would otherwise be
 # one error shared by every position of a map, which a global average does not shrink.
+# Near zero a stored value's error is at most half the smallest subnormal, whatever its
+# size (float16's is 2^-24, the others' that of float32's range): section 9's benchmark data
+# put float16's training residuals there (docs/benchmarking.md).
 PRECISIONS: dict[str, Precision] = {
     "float32": Precision(2**-24, 0.0, 2**-24, _to_float32),
     "tf32": Precision(2**-24, 2**-11, 2**-24, _to_tf32),
-    "float16": Precision(2**-11, 0.0, 2**-24, _to_float16),
-    "bfloat16": Precision(2**-8, 0.0, 2**-24, _to_bfloat16),
+    "float16": Precision(2**-11, 0.0, 2**-24, _to_float16, underflow=2**-25, largest=65504.0),
+    "bfloat16": Precision(2**-8, 0.0, 2**-24, _to_bfloat16, underflow=2**-134),
 }

@@ -1,6 +1,7 @@
 """The project's designations of a test and of an evaluation (docs/notation.md).
 
-The standard's Figures 3 and 4, which define them, are lost (standard.md §7).
+The standard's Figures 3 and 4, which define them, are lost (standard.md §7). A result that
+is not compliant (standard.md §7.7) says so in its designation.
 """
 
 from __future__ import annotations
@@ -10,13 +11,26 @@ from pytest_gostcnn.model.network import CYRILLIC
 MODE_LETTERS = {"training": "О", "inference": "П"}  # обучение, применение
 
 
-def designate_test(latin: str, mode: str, dtype: str, batch: int, compliant: bool) -> str:
-    """The designation of one test, e.g. ``ТП-Р-О-float32-B16``."""
-    text = f"ТП-{CYRILLIC[latin]}-{MODE_LETTERS[mode]}-{dtype}-B{batch}"
-    return text if compliant else f"{text} (quick, non-compliant)"
+def _label(full_profile: bool, compliant: bool) -> str:
+    if full_profile and compliant:
+        return ""
+    return " (non-compliant)" if full_profile else " (quick, non-compliant)"
 
 
-def designate_evaluation(mode: str, dtype: str, batch: int, cells: int, compliant: bool) -> str:
+def test_name(latin: str, mode: str, dtype: str, batch: int) -> str:
+    """The test a designation names, without its compliance: ``ТП-Р-О-float32-B16``."""
+    return f"ТП-{CYRILLIC[latin]}-{MODE_LETTERS[mode]}-{dtype}-B{batch}"
+
+
+def designate_test(
+    latin: str, mode: str, dtype: str, batch: int, full_profile: bool, compliant: bool
+) -> str:
+    """The designation of one test's result, e.g. ``ТП-Р-О-float32-B16``."""
+    return test_name(latin, mode, dtype, batch) + _label(full_profile, compliant)
+
+
+def designate_evaluation(
+    mode: str, dtype: str, batch: int, cells: int, full_profile: bool, compliant: bool
+) -> str:
     """The designation of an evaluation, e.g. ``ОП-О-float32-B16-N1``."""
-    text = f"ОП-{MODE_LETTERS[mode]}-{dtype}-B{batch}-N{cells}"
-    return text if compliant else f"{text} (quick, non-compliant)"
+    return f"ОП-{MODE_LETTERS[mode]}-{dtype}-B{batch}-N{cells}" + _label(full_profile, compliant)

@@ -1,8 +1,8 @@
-"""Section 9.8: the evaluation of a system over its six tests, its comment and compliance.
+"""Section 9.8: the evaluation of a system over its six tests, and the comment of 9.7.
 
 The evaluation drops the single smallest of the six ОРП results and averages the other
 five: the first result, in percent; the second result is the first times the system's peak
-over 100, in MAC/s (standard.md §7).
+over 100, in MAC/s (standard.md §7). Whether it is compliant: ``compliance.py``.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pytest_gostcnn.machine.facts import libraries
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CYRILLIC, LATIN
 
+from .compliance import Compliance, counted
 from .designations import designate_evaluation
 from .timing import Timing
 
@@ -36,10 +37,16 @@ class Evaluation:
     designation: str = ""
     cells: int = 1
     comment: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()  # why it is not compliant; none: it is
+    summary: str = ""  # the first reason in a few words, for the run's last line
 
     @property
     def complete(self) -> bool:
         return not self.missing
+
+    @property
+    def compliant(self) -> bool:
+        return not self.reasons
 
     def as_dict(self) -> dict:
         return {
@@ -53,6 +60,8 @@ class Evaluation:
             "first_result_percent": self.first,
             "second_result_macs_per_second": self.second,
             "comment": list(self.comment),
+            "compliant": self.compliant,
+            "noncompliance_reasons": list(self.reasons),
         }
 
 
@@ -94,63 +103,66 @@ def software(backend_name: str, backend_version: str | None) -> str:
     return ", ".join(parts)
 
 
-def full_profile(timings: Iterable[Timing]) -> bool:
-    """Every timing ran the 1,000,000 images per cell of section 9.3."""
+def evaluate_system(
+    modes: Iterable[str],
+    timings: Iterable[Timing],
+    run: Run,
+    compliance: Compliance,
+    full_profile: bool,
+) -> list[Evaluation]:
+    """Section 9.8 for each of ``modes`` over the results that count in that mode (not a
+    test whose audit failed), with its comment, designation and reasons."""
     timings = list(timings)
-    return bool(timings) and all(t.compliant for t in timings)
-
-
-def evaluate_system(modes: Iterable[str], timings: Iterable[Timing], run: Run) -> list[Evaluation]:
-    """Section 9.8 for each of ``modes`` over the timings of that mode, with its comment."""
-    timings = list(timings)
-    full = full_profile(timings)
     out = []
     for mode in modes:
-        results = {t.latin: t.orp for t in timings if t.mode == mode and t.orp is not None}
+        results = {t.latin: t.orp for t in timings if t.mode == mode and counted(t)}
         evaluation = evaluate(mode, results, run.system_peak or 0.0)
-        designation = designate_evaluation(mode, run.dtype, run.batch, run.cells, full)
+        reasons = compliance.for_evaluation(mode)
+        designation = designate_evaluation(
+            mode, run.dtype, run.batch, run.cells, full_profile, not reasons
+        )
         out.append(
             dataclasses.replace(
                 evaluation,
                 designation=designation,
                 cells=run.cells,
                 comment=tuple(comment(evaluation, run)),
+                reasons=tuple(reason.text for reason in reasons),
+                summary=reasons[0].short if reasons else "",
             )
         )
     return out
 
 
-def compliant(timings: Iterable[Timing], evaluated: list[Evaluation], cells_failed: bool) -> bool:
-    """A result a certifying body may take: full profile, complete evaluations, no failure."""
-    complete = bool(evaluated) and all(e.complete for e in evaluated)
-    return full_profile(timings) and complete and not cells_failed
-
-
-def comment(evaluation: Evaluation, run: Run) -> list[str]:
-    """The comment sections 9.7 and 9.8 ask for beside the results."""
+def result_comment(run: Run) -> str:
+    """The comment of 9.7 beside one test's result: the data type, the computing cells used
+    and what was not used, and one cell's peak with where it came from."""
     peak = run.peak
-    peak_text = (
-        "unknown"
-        if peak is None
-        else (
-            f"{si(peak.macs_per_second)}MAC/s" + (" (estimated)" if peak.estimated else " (given)")
-        )
-    )
-    dropped = (
-        f"{CYRILLIC[evaluation.dropped]} ({evaluation.dropped}), "
-        f"{evaluation.results[evaluation.dropped]:.3g}%"
-        if evaluation.dropped
-        else "none (incomplete)"
-    )
+    peak_text = "unknown" if peak is None else f"{si(peak.macs_per_second)}MAC/s ({peak.source})"
     if run.cells > 1:
         cells = f"{run.cells} identical cells, one MPI rank each"
         unused = "everything outside these cells"
     else:
         cells = f"1 ({run.device})"
         unused = "everything outside this cell"
+    return (
+        f"comment: data type {run.dtype}; computing cells: {cells}; not used: {unused}; "
+        f"cell peak {peak_text}"
+    )
+
+
+def comment(evaluation: Evaluation, run: Run) -> list[str]:
+    """The comment sections 9.7 and 9.8 ask for beside the evaluation: a test's comment, the
+    dropped test and its result, and the software."""
+    dropped = (
+        f"{CYRILLIC[evaluation.dropped]} ({evaluation.dropped}), "
+        f"{evaluation.results[evaluation.dropped]:.3g}%"
+        if evaluation.dropped
+        else "none (incomplete)"
+    )
     return [
-        f"comment: data type {run.dtype}; computing cells: {cells}; not used: {unused}",
-        f"comment: dropped test {dropped}; cell peak {peak_text}",
+        result_comment(run),
+        f"comment: dropped test {dropped}",
         f"comment: software {run.software}",
     ]
 

@@ -13,7 +13,7 @@ from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.network import CYRILLIC, Network
 
-from .designations import designate_test
+from .designations import designate_test, test_name
 
 FULL_PROFILE_IMAGES = 1_000_000  # section 9.3: each cell's own set of 1,000,000 images
 
@@ -28,8 +28,38 @@ def relative_real_performance(
 
 
 @dataclass(frozen=True)
+class Audit:
+    """One audited timed round: section 8's comparison on that round's own data."""
+
+    round: int  # the timed round, from 1
+    passed: bool
+    verdict: str
+    worst_array: str | None
+    worst_ratio: float | None  # СКО / СКОП of the worst array; None when not comparable
+    failure: str | None  # the first failing array, or why the audit could not compare
+    seconds: float = 0.0  # the check's time, never counted in the test's
+
+    def as_dict(self) -> dict:
+        return {
+            "round": self.round,
+            "passed": self.passed,
+            "verdict": self.verdict,
+            "worst_array": self.worst_array,
+            "worst_ratio": self.worst_ratio,
+            "failure": self.failure,
+            "seconds": self.seconds,
+        }
+
+    def describe(self) -> str:
+        if self.passed:
+            return f"round {self.round}: {self.verdict}"
+        return f"round {self.round}: {self.verdict}: {self.failure}"
+
+
+@dataclass(frozen=True)
 class CellTiming:
-    """One computing cell's measurement of one test: every timed round's seconds."""
+    """One computing cell's measurement of one test: every timed round's seconds, and
+    the audits of its drawn rounds (their time apart)."""
 
     cell: int
     device: str
@@ -37,6 +67,8 @@ class CellTiming:
     round_seconds: tuple[float, ...]
     peak: Peak | None
     first_image: str  # a checksum of the cell's first timed image: cells must differ
+    audits: tuple[Audit, ...] = ()
+    audit_seconds: float = 0.0  # copying weights for and running the audits: not timed
 
     @property
     def seconds(self) -> float:
@@ -54,6 +86,8 @@ class CellTiming:
                 "max": max(self.round_seconds),
             },
             "first_image_crc32": self.first_image,
+            "audits": [audit.as_dict() for audit in self.audits],
+            "audit_seconds": self.audit_seconds,
         }
 
 
@@ -68,6 +102,8 @@ class Timing:
     """One performance test over every cell (section 9.3), and its ОРП.
 
     The system's ОРП is all cells' MACs / (the system's time x the sum of the cells' peaks).
+    ``reasons`` (why the result is not compliant) and ``comment`` (9.7) are filled in once
+    the session's results are assessed.
     """
 
     latin: str
@@ -76,8 +112,14 @@ class Timing:
     batch: int
     rounds: int
     macs_per_image: int
-    compliant: bool
+    full_profile: bool  # section 9.3's 1,000,000 images per cell
     cells: tuple[CellTiming, ...]
+    reasons: tuple[str, ...] = ()
+    comment: str = ""
+
+    @property
+    def compliant(self) -> bool:
+        return self.full_profile and not self.reasons
 
     @property
     def images(self) -> int:
@@ -86,6 +128,16 @@ class Timing:
     @property
     def seconds(self) -> float:
         return system_seconds(self.cells)
+
+    @property
+    def failed_audits(self) -> list[tuple[int, Audit]]:
+        """(cell, audit) of every audit that failed, on any cell."""
+        return [(c.cell, a) for c in self.cells for a in c.audits if not a.passed]
+
+    @property
+    def audited(self) -> bool:
+        """Every cell audited at least one round, and every audit passed."""
+        return all(c.audits for c in self.cells) and not self.failed_audits
 
     @property
     def peak_macs_per_second(self) -> float | None:
@@ -116,8 +168,15 @@ class Timing:
         )
 
     @property
+    def name(self) -> str:
+        """The test, without a word on its compliance (known once the session ends)."""
+        return test_name(self.latin, self.mode, self.dtype, self.batch)
+
+    @property
     def designation(self) -> str:
-        return designate_test(self.latin, self.mode, self.dtype, self.batch, self.compliant)
+        return designate_test(
+            self.latin, self.mode, self.dtype, self.batch, self.full_profile, self.compliant
+        )
 
     def as_dict(self) -> dict:
         return {
@@ -126,6 +185,8 @@ class Timing:
             "mode": self.mode,
             "designation": self.designation,
             "compliant": self.compliant,
+            "noncompliance_reasons": list(self.reasons),
+            "comment": self.comment,
             "batch": self.batch,
             "images": self.images,
             "rounds": self.rounds,

@@ -34,7 +34,15 @@ def _started(config: pytest.Config) -> GostSession | None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gostcnn", "GOST R 57700.36-2021 conformance (pytest-gostcnn)")
     for option in OPTIONS:
-        group.addoption(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
+        if option.switch:
+            group.addoption(
+                option.flag, dest=option.dest, action="store_const", const="true", help=option.help
+            )
+        else:
+            group.addoption(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
+        # The same setting in the ini file ([tool.pytest.ini_options] gost_backend = "cupy");
+        # the command line wins.
+        parser.addini(option.dest, f"default of {option.flag}: {option.help}", default=None)
 
 
 @pytest.hookimpl(trylast=True)
@@ -56,7 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             config.pluginmanager.unregister(reporter)
-    explicit = config.getoption("gost_backend") is not None
+    explicit = "backend" in session.options.given  # on the command line or in the ini file
     if explicit and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [str(SUITE.parent)]
 
@@ -90,12 +98,18 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         session.collected(item)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gost = _started(session.config)
+    if gost:
+        gost.selected(session.items)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
     session = _started(item.config)
     if session:
-        session.failed(item, report)
+        session.reported(item, report)
     return report
 
 
@@ -110,3 +124,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     session = _started(config)
     if session:
         session.terminal_summary(terminalreporter)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # After pytest's own last line: the run ends with the suite's verdict, as HPL's does.
+    session = _started(config)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if session and reporter is not None:
+        session.last_lines(reporter)

@@ -6,34 +6,31 @@ lives in ``conformance/verification.py`` and ``performance/rounds.py``.
 
 from __future__ import annotations
 
+import math
 import zlib
 
 import numpy as np
 import pytest
 
-from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases, network_cases
+from pytest_gostcnn.conformance.layer_cases import LayerCase
 from pytest_gostcnn.conformance.verification import (
     LayerData,
     Verification,
-    layer_steps,
     prepare_layer,
     verify_layer,
     verify_network,
+    verify_round,
 )
 from pytest_gostcnn.performance.cells import Cells
-from pytest_gostcnn.performance.rounds import Rounds, plan
-from pytest_gostcnn.performance.timing import CellTiming, Timing, macs_per_image
+from pytest_gostcnn.performance.rounds import AuditedRound, Rounds, plan
+from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
 
 from .session import GostSession
+from .setup import case_steps, layer_params
 
 
 def network_id(batch: int, latin: str, mode: str) -> str:
     return f"{latin}-{mode}-B{batch}"
-
-
-def _steps(session: GostSession, case: LayerCase) -> tuple[str, ...]:
-    """The steps a layer item verifies: forward only when the session verifies inference."""
-    return ("forward",) if session.options.modes == ("inference",) else layer_steps(case.layer)
 
 
 def _data_id(case: LayerCase, dtype: str) -> str:
@@ -51,8 +48,7 @@ def parametrize(session: GostSession, metafunc: pytest.Metafunc) -> None:
         return
     options, networks = session.options, session.setup.networks
     if "gost_layer_case" in wanted:
-        cases = layer_cases() + network_cases(networks)
-        params = [(case, step) for case in cases for step in _steps(session, case)]
+        params = layer_params(options, networks)
         ids = [f"{c.layer.type.name}-{step}-{c.tag}-{options.dtype}" for c, step in params]
         metafunc.parametrize("gost_layer_case", params, ids=ids)
     for name in ("gost_network_case", "gost_benchmark_case"):
@@ -86,6 +82,7 @@ def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pyte
     )
     result.rows = layer_case.rows
     session.results.layers.append(result)
+    _record_verdict(node, result)
     if result.failed:
         _fail(options.seed, result, session.rerun(f"test_layer and {test_id}"))
 
@@ -101,7 +98,7 @@ def _shared_data(session: GostSession, case: LayerCase):
             session.layer_data.clear()  # one case at a time: network shapes are large
             session.layer_data[data_id] = prepare_layer(
                 case.layer,
-                _steps(session, case)[-1],
+                case_steps(options, case)[-1],
                 options.batch,
                 case_seed(options.seed, data_id),
                 options.dtype,
@@ -115,6 +112,7 @@ def _shared_data(session: GostSession, case: LayerCase):
 def run_network_case(session: GostSession, case: tuple[str, str], node: pytest.Item) -> None:
     latin, mode = case
     result = _verified(session, latin, mode)
+    _record_verdict(node, result)
     if result.failed:
         command = session.rerun("test_network", networks=latin, mode=mode)
         _fail(session.options.seed, result, command)
@@ -136,13 +134,28 @@ def _verified(session: GostSession, latin: str, mode: str) -> Verification:
     return verified[(latin, mode)]
 
 
-def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -> None:
-    """Section 9: time one network in one mode, after it verified correct (section 8)."""
+def _record_verdict(node: pytest.Item, result: Verification) -> None:
+    """The verdict and the worst СКО/СКОП as the item's properties (JUnit XML shows them)."""
+    worst = result.worst
+    ratio = None if worst is None or math.isinf(worst.ratio) else worst.ratio
+    node.user_properties += [
+        ("gost_verdict", result.verdict),
+        ("gost_worst_rmse_ratio", "-" if ratio is None else f"{ratio:.3g}"),
+        ("gost_worst_array", worst.name if worst else "-"),
+    ]
+
+
+def run_benchmark_case(
+    session: GostSession, case: tuple[str, str], benchmark, node: pytest.Item
+) -> None:
+    """Section 9: time one network in one mode, after it verified correct (section 8),
+    auditing a few of the timed rounds after they end."""
     latin, mode = case
     options, setup = session.options, session.setup
     session.results.benchmarked.append(case)
     cells = setup.cells
     verification = _verified(session, latin, mode)
+    _record_verdict(node, verification)
     own = verification.first_failure if verification.failed else None
     failed = [(cell, why) for cell, why in enumerate(cells.allgather(own)) if why is not None]
     if failed:
@@ -164,6 +177,9 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
             cells.rank,
             session.progress,
             before_round=cells.barrier if cells.size > 1 else None,
+            audit=lambda audited: audit_round(
+                setup.backend, network, mode, audited, options.rmse_threshold
+            ),
         )
     except Exception as exc:  # the backend's failure fails the item on every cell
         error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
@@ -171,6 +187,7 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
     benchmark.pedantic(
         rounds.target,
         setup=rounds.setup,
+        teardown=rounds.teardown,
         rounds=run_plan.rounds,
         warmup_rounds=run_plan.warmup_rounds,
     )
@@ -185,6 +202,8 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
         round_seconds=tuple(stats.data),
         peak=setup.peak,
         first_image=rounds.first_image,
+        audits=tuple(rounds.audits),
+        audit_seconds=rounds.audit_seconds,
     )
     timing = Timing(
         latin=latin,
@@ -193,7 +212,7 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
         batch=options.batch,
         rounds=run_plan.rounds,
         macs_per_image=macs_per_image(network, mode),
-        compliant=run_plan.compliant,
+        full_profile=run_plan.compliant,
         cells=tuple(cells.allgather(own_timing)),
     )
     session.results.timings[(latin, mode)] = timing
@@ -202,9 +221,59 @@ def run_benchmark_case(session: GostSession, case: tuple[str, str], benchmark) -
             "images": timing.images,
             "MAC/s": timing.macs_per_second,
             "ОРП %": timing.orp,
-            "compliant": timing.compliant,
-            "designation": timing.designation,
+            "test": timing.name,
+            "profile": options.profile,
+            "audited rounds": [a.round for c in timing.cells for a in c.audits],
         }
+    )
+    audits = [a for c in timing.cells for a in c.audits]
+    node.user_properties += [
+        ("gost_test", timing.name),
+        ("gost_orp_percent", "-" if timing.orp is None else f"{timing.orp:.3g}"),
+        ("gost_audits", f"{sum(a.passed for a in audits)}/{len(audits)} passed"),
+    ]
+    if timing.failed_audits:
+        cell, audit = timing.failed_audits[0]
+        where = f" on cell {cell}" if cells.size > 1 else ""
+        pytest.fail(
+            "\n".join(
+                [
+                    f"{timing.name}: audit of timed round {audit.round} of "
+                    f"{run_plan.rounds}{where} failed ({audit.verdict}); section 9 counts no "
+                    "result whose rounds differ from the verified implementation",
+                    f"first failure: {audit.failure}",
+                    f"worst array: {audit.worst_array}",
+                    f"seed: --gost-seed={options.seed}",
+                    f"rerun: {session.rerun('test_benchmark', networks=latin, mode=mode)}",
+                ]
+            ),
+            pytrace=False,
+        )
+
+
+def audit_round(
+    backend, network, mode: str, audited: AuditedRound, threshold: float | None
+) -> Audit:
+    """Section 8's comparison on one timed round (``verify_round``), as the round's audit."""
+    result = verify_round(
+        backend,
+        network,
+        mode,
+        audited.weights,
+        audited.image,
+        audited.out_residual,
+        audited.result,
+        audited.updated,
+        threshold,
+    )
+    worst = result.worst
+    return Audit(
+        round=audited.number,
+        passed=not result.failed,
+        verdict=result.verdict,
+        worst_array=worst.name if worst else None,
+        worst_ratio=None if worst is None or math.isinf(worst.ratio) else worst.ratio,
+        failure=result.first_failure,
     )
 
 

@@ -82,8 +82,19 @@ def _text(flag: str, text: str) -> str:
     return text
 
 
+def _switch(flag: str, text: str) -> bool:
+    """A switch: given on the command line it is "true"; in the ini file true or false."""
+    words = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+    if text.strip().lower() not in words:
+        raise ValueError(f"{flag}={text}: give true or false")
+    return words[text.strip().lower()]
+
+
 def _peak(flag: str, text: str) -> Peak:
-    return parse_peak(text)
+    try:
+        return parse_peak(text)
+    except ValueError as exc:  # it names --gost-peak; the value may come from the ini file
+        raise ValueError(str(exc).replace("--gost-peak", flag, 1)) from None
 
 
 def _report_path(flag: str, path: str) -> str:
@@ -124,6 +135,8 @@ class Option:
     ``rerun``: "always" repeats the value, "changed" only when it is not the default,
     "never" leaves it out (the report and the peak do not change what is verified).
     ``command``: the option is also ``--NAME`` of ``python -m pytest_gostcnn``.
+    ``switch``: given without a value on the command line (``true`` in the ini file).
+    Every option is also the ini-file setting ``gost_NAME``; the command line wins.
     """
 
     name: str
@@ -133,6 +146,7 @@ class Option:
     default: str | None = None
     rerun: str = "changed"
     command: bool = False
+    switch: bool = False
 
     @property
     def flag(self) -> str:
@@ -140,6 +154,7 @@ class Option:
 
     @property
     def dest(self) -> str:
+        """The option's name in pytest's namespace, and its setting in the ini file."""
         return "gost_" + self.name
 
     def value(self, text: str | None, flag: str | None = None) -> Any:
@@ -263,6 +278,16 @@ OPTIONS: tuple[Option, ...] = (
         "(default: the MPI local rank, 0 without MPI)",
         _integer(0, 2**31 - 1),
     ),
+    Option(
+        "allow_unavailable",
+        "",
+        "exit 0 when the backend is unavailable on this machine (a CI matrix job without the "
+        "device); otherwise a run that verified nothing exits non-zero",
+        _switch,
+        default="false",
+        rerun="never",
+        switch=True,
+    ),
 )
 BY_NAME = {option.name: option for option in OPTIONS}
 # A rerun command names what it runs first, then what narrows it.
@@ -280,6 +305,7 @@ RERUN_ORDER = (
     "local_cell",
     "peak",
     "report",
+    "allow_unavailable",
 )
 
 
@@ -289,7 +315,8 @@ class Options:
 
     What depends on more than one option or on the machine (a data type the backend
     declares, a network the tables hold, the MPI local rank) is checked when the session
-    starts (``plugin/setup.py``). ``given`` names the options given on the command line.
+    starts (``plugin/setup.py``). ``given`` names the options given on the command line or
+    in the ini file.
     """
 
     backend: str
@@ -305,12 +332,20 @@ class Options:
     peak: Peak | None
     report: str | None
     local_cell: int | None
+    allow_unavailable: bool = False
     given: frozenset[str] = frozenset()
 
     @classmethod
-    def parse(cls, texts: Mapping[str, str | None]) -> Options:
-        """The options from their texts by name (None: not given); ValueError naming one."""
-        values = {option.name: option.value(texts.get(option.name)) for option in OPTIONS}
+    def parse(
+        cls, texts: Mapping[str, str | None], flags: Mapping[str, str] | None = None
+    ) -> Options:
+        """The options from their texts by name (None: not given); ValueError naming one
+        by its flag, or by ``flags[name]`` (the ini setting a text came from)."""
+        flags = flags or {}
+        values = {
+            option.name: option.value(texts.get(option.name), flags.get(option.name))
+            for option in OPTIONS
+        }
         given = frozenset(name for name in BY_NAME if texts.get(name) is not None)
         return cls(**values, given=given)
 

@@ -18,10 +18,9 @@ from pathlib import Path
 from pytest_gostcnn.machine.facts import cpu_model, libraries
 from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CYRILLIC
-from pytest_gostcnn.performance.evaluation import Evaluation
 
 from .options import REPORT_TEMPORARY_PREFIX, Options
-from .results import Results
+from .results import Assessment, Results
 from .setup import Setup
 
 FORMAT = "pytest-gostcnn report 1"
@@ -31,8 +30,7 @@ def build_report(
     options: Options,
     setup: Setup,
     results: Results,
-    evaluations: list[Evaluation],
-    compliant: bool,
+    assessment: Assessment,
 ) -> dict:
     """The report of a session: each result's own report form, with the run around them."""
     return {
@@ -64,12 +62,16 @@ def build_report(
             "tables_provenance": sorted({n.provenance for n in setup.networks.values()}),
             "weights": options.weights,
             "master_dtype": master_dtype(options.dtype),
+            "provenance": {latin: p.as_dict() for latin, p in setup.provenances.items()},
             "rmse_threshold": options.rmse_threshold,
             "profile": options.profile,
             "local_cell": setup.local_cell,
+            "allow_unavailable": options.allow_unavailable,
         },
-        "exit_status": results.exitstatus,
-        "compliant": compliant,
+        "exit_status": int(assessment.exitstatus),
+        "exit_reason": assessment.exit_reason,
+        "compliant": assessment.compliance.compliant,
+        "noncompliance_reasons": assessment.compliance.texts(),
         "cells": results.cell_reports,
         "peak": setup.peak.as_dict() if setup.peak else None,
         "verification": {
@@ -79,8 +81,8 @@ def build_report(
                 for (latin, mode), v in results.networks.items()
             ],
         },
-        "benchmarks": [t.as_dict() for t in results.timings.values()],
-        "evaluations": [e.as_dict() for e in evaluations],
+        "benchmarks": [t.as_dict() for t in assessment.timings],
+        "evaluations": [e.as_dict() for e in assessment.evaluations],
     }
 
 

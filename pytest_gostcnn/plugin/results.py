@@ -5,7 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_gostcnn.conformance.verification import Verification
+from pytest_gostcnn.performance.compliance import Compliance
+from pytest_gostcnn.performance.evaluation import Evaluation
 from pytest_gostcnn.performance.timing import Timing
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """The session's results judged, on cell 0: compliance, each timing with its reasons
+    and comment, each mode's evaluation, and the exit status of the whole system."""
+
+    compliance: Compliance
+    timings: tuple[Timing, ...]
+    evaluations: tuple[Evaluation, ...]
+    exitstatus: int
+    exit_reason: str | None  # why the run exits non-zero (or why it exits 0 regardless)
 
 
 @dataclass
@@ -17,10 +31,20 @@ class Results:
     timings: dict[tuple[str, str], Timing] = field(default_factory=dict)
     benchmarked: list[tuple[str, str]] = field(default_factory=list)
     failures: list[tuple[str, str]] = field(default_factory=list)  # this cell's (item, reason)
+    outcomes: dict[str, str] = field(default_factory=dict)  # suite item -> its outcome
+    skips: list[str] = field(default_factory=list)  # the skipped suite items' reasons
     cell_reports: list[dict] = field(default_factory=list)  # every cell's, on cell 0
-    exitstatus: int | None = None
     suite_items: int = 0  # items of the suite collected in this run
+    selected: int | None = None  # of those, the ones left after -k, -m, --deselect, --lf
+    assessment: Assessment | None = None  # on cell 0, once the session ends
 
     @property
     def verified_any(self) -> bool:
         return bool(self.networks or self.layers)
+
+    def outcome(self, name: str, when: str, outcome: str) -> None:
+        """One phase's outcome of a suite item: failed wins over skipped over passed."""
+        rank = {"passed": 0, "skipped": 1, "failed": 2}
+        if when == "call" or outcome != "passed":
+            previous = self.outcomes.get(name, "passed")
+            self.outcomes[name] = max(previous, outcome, key=rank.__getitem__)

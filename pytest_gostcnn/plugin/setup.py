@@ -13,10 +13,13 @@ import math
 from dataclasses import dataclass, field
 
 from pytest_gostcnn.backend import Backend, BackendError, load_backend_class
+from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases, network_cases
+from pytest_gostcnn.conformance.verification import layer_steps
 from pytest_gostcnn.machine.peak import MIN_PEAK, Peak
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
 from pytest_gostcnn.model.network import Network, TableError, load_networks
 from pytest_gostcnn.performance.cells import Cells
+from pytest_gostcnn.performance.compliance import Provenance
 
 from .options import Options, select_networks
 
@@ -34,6 +37,8 @@ class Setup:
     device: str | None = None  # the backend's device(), asked once
     system: dict = field(default_factory=dict)  # the backend's system(), asked once
     peak: Peak | None = None
+    tables: int = 0  # how many networks the tables hold, selected or not
+    provenances: dict[str, Provenance] = field(default_factory=dict)  # by Latin id
 
     @property
     def version(self) -> str | None:
@@ -83,7 +88,24 @@ def resolve(options: Options, cells: Cells) -> Setup:
         device=device,
         system=system,
         peak=peak,
+        tables=len(all_networks),
+        provenances={
+            latin: Provenance(network.provenance, shipped=options.tables is None)
+            for latin, network in networks.items()
+        },
     )
+
+
+def case_steps(options: Options, case: LayerCase) -> tuple[str, ...]:
+    """The steps a layer item verifies: forward only when the session verifies inference."""
+    return ("forward",) if options.modes == ("inference",) else layer_steps(case.layer)
+
+
+def layer_params(options: Options, networks: dict[str, Network]) -> list[tuple[LayerCase, str]]:
+    """The suite's layer items: the steps of every small layer case and of every distinct
+    layer of the selected networks at its own shape."""
+    cases = layer_cases() + network_cases(networks)
+    return [(case, step) for case in cases for step in case_steps(options, case)]
 
 
 def _describe(backend: Backend, name: str, ask_peak: bool) -> tuple[str, dict, Peak | None]:

@@ -11,11 +11,13 @@ from collections.abc import Callable
 from pytest_gostcnn.machine.peak import si
 from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CYRILLIC
-from pytest_gostcnn.performance.evaluation import Evaluation, describe, full_profile
+from pytest_gostcnn.performance.designations import MODE_LETTERS
+from pytest_gostcnn.performance.evaluation import describe
+from pytest_gostcnn.performance.timing import Timing
 
 from .options import Options
-from .results import Results
-from .setup import Setup
+from .results import Assessment, Results
+from .setup import Setup, layer_params
 
 FAILED_SHOWN = 10  # failed layer items named in the summary; the report has them all
 NON_COMPLIANT = (
@@ -58,6 +60,11 @@ def verification_lines(
             f"training keeps gradients and master weights in {master} and verifies them "
             f"there ({options.dtype} cannot hold section 8's gradients; standard.md §6)"
         )
+    if options.rmse_threshold is not None:
+        lines.append(
+            f"СКОП OVERRIDDEN: --gost-rmse-threshold={options.rmse_threshold:g} admits an СКО "
+            "up to that share of each reference array's RMS, instead of the derived СКОП"
+        )
     if results.layers:
         failed = [r.subject for r in results.layers if r.failed]
         shaped = sum(1 for r in results.layers if r.rows)
@@ -93,19 +100,17 @@ def verification_lines(
     return lines
 
 
-def performance_lines(
-    options: Options, setup: Setup, results: Results, evaluations: list[Evaluation]
-) -> list[str]:
+def performance_lines(options: Options, setup: Setup, assessment: Assessment) -> list[str]:
     peak = setup.peak
-    lines = [] if full_profile(results.timings.values()) else [NON_COMPLIANT]
+    lines = [] if options.profile == "full" else [NON_COMPLIANT]
     if peak is None:
         lines.append("no peak: ОРП needs --gost-peak=MAC/s (no estimate for this device)")
     else:
         label = "ESTIMATED " if peak.estimated else ""
         lines.append(f"cell peak ({options.dtype}): {label}{peak.describe()}")
     above = [
-        f"{CYRILLIC[latin]} ({latin}) {mode}"
-        for (latin, mode), t in results.timings.items()
+        f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode}"
+        for t in assessment.timings
         if t.orp is not None and t.orp > 100
     ]
     if above:
@@ -113,7 +118,7 @@ def performance_lines(
             f"ОРП ABOVE 100 % ({', '.join(above)}): a test ran faster than the cell peak, so "
             "the peak is wrong (check --gost-peak) and so is every ОРП below"
         )
-    if not results.timings:
+    if not assessment.timings:
         lines.append(
             "nothing was timed: every benchmark was skipped (see the skip reasons: -rs), "
             "e.g. under --benchmark-disable or after a failed verification"
@@ -121,7 +126,7 @@ def performance_lines(
     lines.append(
         f"{'test':<40} {'images':>8} {'time s':>9} {'images/s':>9} {'MAC/s':>10} {'ОРП %':>7}"
     )
-    for t in results.timings.values():
+    for t in assessment.timings:
         orp = "-" if t.orp is None else f"{t.orp:.3g}"
         lines.append(
             f"{t.designation:<40} {t.images:>8} "
@@ -136,8 +141,85 @@ def performance_lines(
                     f"{si(t.cell_macs_per_second(cell)):>9}  "
                     f"{'-' if cell_orp is None else f'{cell_orp:.3g}':>6}"
                 )
-    for evaluation in evaluations:
+        lines.append(f"  {audit_line(t)}")
+        lines.append(f"  {t.comment}")
+        lines += [f"  not compliant: {reason}" for reason in t.reasons if options.profile == "full"]
+    for evaluation in assessment.evaluations:
         lines.append(f"evaluation {evaluation.designation}:")
         lines += [f"  {line}" for line in describe(evaluation)]
         lines += [f"  {line}" for line in evaluation.comment]
+        lines += [f"  not compliant: {reason}" for reason in evaluation.reasons]
     return lines
+
+
+def audit_line(timing: Timing) -> str:
+    """The audited rounds of one test: which, the verdict, the worst array, and their
+    time, which the test's does not count."""
+    audits = [(cell.cell, a) for cell in timing.cells for a in cell.audits]
+    seconds = sum(cell.audit_seconds for cell in timing.cells)
+    if len(timing.cells) > 1:
+        rounds = "; ".join(
+            f"cell {cell.cell}: {', '.join(str(a.round) for a in cell.audits) or 'none'}"
+            for cell in timing.cells
+        )
+    else:
+        rounds = ", ".join(str(a.round) for _, a in audits) or "none"
+    failed = timing.failed_audits
+    if failed:
+        cell, audit = failed[0]
+        verdict = f"FAILED, round {audit.round}: {audit.failure}"
+    else:
+        ratios = [a for _, a in audits if a.worst_ratio is not None]
+        worst = max(ratios, key=lambda a: a.worst_ratio, default=None)
+        verdict = "passed" + (
+            f", worst СКО/СКОП {worst.worst_ratio:.3g} ({worst.worst_array})" if worst else ""
+        )
+    return (
+        f"audited rounds {rounds} of {timing.rounds}: {verdict}; "
+        f"{seconds:.3g} s, not counted in the time"
+    )
+
+
+def terms(setup: Setup) -> list[str]:
+    """The summary's words, once, for a reader without Russian."""
+    networks = "; ".join(f"{n.letter} {n.name}" for n in setup.networks.values())
+    modes = ", ".join(f"{letter} {mode}" for mode, letter in MODE_LETTERS.items())
+    return [
+        "terms: СКО = root-mean-square error against the float64 reference; СКОП = the "
+        "admissible СКО (a verdict holds while СКО/СКОП < 1); ОРП = relative real "
+        "performance, the MAC/s a test reached as a share of the cells' theoretical peak",
+        "designations: ТП-<network>-<mode>-<type>-B<batch> = a performance test, "
+        "ОП-<mode>-<type>-B<batch>-N<cells> = an evaluation over N computing cells; "
+        f"mode {modes}; networks {networks}",
+    ]
+
+
+def last_line(options: Options, setup: Setup, results: Results, assessment: Assessment) -> str:
+    """One line, like HPL's last: section 8 PASSED or FAILED with what it covered, and each
+    evaluation's first result, COMPLIANT or NOT COMPLIANT with its first reason."""
+    failed_elsewhere = any(
+        item.startswith(("test_layer", "test_network"))
+        for report in results.cell_reports
+        for item, _ in report["failures"]
+    )
+    verified = results.layers + list(results.networks.values())
+    if any(v.failed for v in verified) or failed_elsewhere:
+        verdict = "FAILED"
+    elif verified:
+        verdict = "PASSED"
+    else:
+        verdict = "NOT RUN"
+    networks = len(setup.networks) * len(options.modes)
+    networks_passed = sum(not v.failed for v in results.networks.values())
+    layers_passed = sum(not v.failed for v in results.layers)
+    parts = [
+        f"verification {verdict} ({networks_passed}/{networks} networks, "
+        f"{layers_passed}/{len(layer_params(options, setup.networks))} layer steps)"
+    ]
+    for evaluation in assessment.evaluations:
+        result = f"{evaluation.first:.3g} %" if evaluation.first is not None else "incomplete"
+        word = "COMPLIANT" if evaluation.compliant else f"NOT COMPLIANT ({evaluation.summary})"
+        parts.append(f"{evaluation.mode} evaluation {result}: {word}")
+    if not assessment.evaluations:
+        parts.append("no evaluation (no benchmark ran)")
+    return "GOST R 57700.36-2021: " + "; ".join(parts)

@@ -21,5 +21,5 @@ def test_network(gost_network_case, gost_session, request):
 
 
 @pytest.mark.gost_benchmark
-def test_benchmark(gost_benchmark_case, gost_session, benchmark):
-    run_benchmark_case(gost_session, gost_benchmark_case, benchmark)
+def test_benchmark(gost_benchmark_case, gost_session, benchmark, request):
+    run_benchmark_case(gost_session, gost_benchmark_case, benchmark, request.node)

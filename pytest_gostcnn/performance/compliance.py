@@ -1,0 +1,228 @@
+"""Section 9's word *compliant*: every condition a result must meet, and each it misses.
+
+standard.md §7.7: the full profile; every selected network verified correct in that mode in
+the same session; every layer item of the suite run and passed there; СКОП as derived, not
+overridden; tables of a provenance that counts; every audited round passed; no cell failed.
+``assess`` turns what a session found into the reasons it falls short; none means compliant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pytest_gostcnn.model.network import CYRILLIC, LATIN
+
+from .timing import Timing
+
+# The provenances whose results may be compliant: the reconstructions the suite ships (the
+# standard's tables are lost) and official tables a user loads. Anything else (a
+# user's table that calls itself a reconstruction, a shipped set of another kind such as
+# the widely used networks at full size) is stated, never compliant.
+COMPLIANT_PROVENANCES = frozenset({("reconstruction", True), ("official", False)})
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where one network's table came from: the kind its file states, and whether it is
+    one the suite ships (not loaded from ``--gost-tables``)."""
+
+    kind: str
+    shipped: bool
+
+    @property
+    def compliant(self) -> bool:
+        return (self.kind, self.shipped) in COMPLIANT_PROVENANCES
+
+    def describe(self) -> str:
+        return f"shipped {self.kind}" if self.shipped else f"{self.kind}, from --gost-tables"
+
+    def as_dict(self) -> dict:
+        return {"kind": self.kind, "shipped": self.shipped, "compliant": self.compliant}
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One condition a result misses. ``mode`` and ``network`` limit it to the results of
+    that mode or network (None: every result); ``evaluation`` ones concern the evaluation,
+    not any one test (a missing result)."""
+
+    short: str  # a few words, for the run's last line
+    text: str
+    mode: str | None = None
+    network: str | None = None
+    evaluation: bool = False
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a session found that compliance depends on (every cell's, on cell 0)."""
+
+    modes: tuple[str, ...]
+    profile: str
+    networks: tuple[str, ...]  # the selected networks' Latin ids, in the standard's order
+    tables: int  # how many networks the tables hold
+    verdicts: Mapping[tuple[str, str], str]  # (network, mode) -> verdict, as verified
+    failed_verdicts: frozenset[str]  # the verdicts that are failures
+    layer_items: int  # the suite's layer items for these options
+    layers_ran: int
+    layers_failed: int
+    threshold: float | None
+    provenances: Mapping[str, Provenance]
+    timings: tuple[Timing, ...]
+    cells: int
+    cell_failures: tuple[tuple[int, tuple[str, ...]], ...]  # (cell, failed item names)
+
+
+@dataclass(frozen=True)
+class Compliance:
+    """Every reason a session's results are not compliant; none: they are."""
+
+    reasons: tuple[Reason, ...]
+
+    @property
+    def compliant(self) -> bool:
+        return not self.reasons
+
+    def texts(self) -> list[str]:
+        return [reason.text for reason in self.reasons]
+
+    def for_test(self, network: str, mode: str) -> tuple[Reason, ...]:
+        """The reasons that concern one test's own result."""
+        return tuple(
+            r
+            for r in self.reasons
+            if not r.evaluation and r.mode in (None, mode) and r.network in (None, network)
+        )
+
+    def for_evaluation(self, mode: str) -> tuple[Reason, ...]:
+        """The reasons that concern the evaluation of one mode."""
+        return tuple(r for r in self.reasons if r.mode in (None, mode))
+
+
+def _name(latin: str) -> str:
+    return f"{CYRILLIC[latin]} ({latin})"
+
+
+def assess(facts: Facts) -> Compliance:
+    """Each condition of standard.md §7.7 the session's results miss, in a fixed order."""
+    reasons: list[Reason] = []
+    if facts.profile != "full":
+        reasons.append(
+            Reason(
+                "quick profile",
+                "quick profile: section 9.3 requires 1,000,000 images per cell "
+                "(run --gost-profile=full)",
+            )
+        )
+    if len(facts.networks) < facts.tables:
+        reasons.append(
+            Reason(
+                "networks deselected",
+                f"networks: {len(facts.networks)} of {facts.tables} selected (--gost-networks)",
+            )
+        )
+    for latin in facts.networks:
+        for mode in facts.modes:
+            verdict = facts.verdicts.get((latin, mode))
+            if verdict is None:
+                text = f"{_name(latin)} {mode}: not verified in this session"
+            elif verdict in facts.failed_verdicts:
+                text = f"{_name(latin)} {mode}: verified {verdict}"
+            else:
+                continue
+            reasons.append(Reason("network not verified correct", text, mode, latin))
+    if facts.layers_ran < facts.layer_items:
+        reasons.append(
+            Reason(
+                "layer items deselected",
+                f"layer items: {facts.layers_ran} of {facts.layer_items} ran in this session "
+                "(deselected by -k, -m, --deselect or --lf)",
+            )
+        )
+    if facts.layers_failed:
+        reasons.append(
+            Reason(
+                "layer items failed",
+                f"layer items: {facts.layers_failed} of {facts.layer_items} failed",
+            )
+        )
+    if facts.threshold is not None:
+        reasons.append(
+            Reason(
+                "СКОП overridden",
+                f"СКОП overridden by --gost-rmse-threshold={facts.threshold:g} (section 8 "
+                "derives it)",
+            )
+        )
+    for latin in facts.networks:
+        provenance = facts.provenances[latin]
+        if not provenance.compliant:
+            reasons.append(
+                Reason(
+                    "tables' provenance",
+                    f"tables: {_name(latin)} is {provenance.describe()}; only the shipped "
+                    "reconstructions or official tables count",
+                    network=latin,
+                )
+            )
+    reasons += _audit_reasons(facts.timings)
+    for cell, items in facts.cell_failures:
+        where = f"cell {cell}: " if facts.cells > 1 else ""
+        reasons.append(
+            Reason(
+                "items failed",
+                f"{where}{len(items)} item{'s' if len(items) > 1 else ''} of the suite failed "
+                f"(first: {items[0]})",
+            )
+        )
+    for mode in facts.modes:
+        missing = [latin for latin in LATIN.values() if not _counted(facts.timings, latin, mode)]
+        if missing:
+            reasons.append(
+                Reason(
+                    "evaluation incomplete",
+                    f"{mode} evaluation incomplete: no result for "
+                    + ", ".join(_name(latin) for latin in missing),
+                    mode,
+                    evaluation=True,
+                )
+            )
+    return Compliance(tuple(reasons))
+
+
+def _audit_reasons(timings: Iterable[Timing]) -> list[Reason]:
+    reasons = []
+    for timing in timings:
+        name = f"{_name(timing.latin)} {timing.mode}"
+        for cell, audit in timing.failed_audits:
+            where = f" on cell {cell}" if len(timing.cells) > 1 else ""
+            reasons.append(
+                Reason(
+                    "audit failed",
+                    f"audit failed: {name}, timed round {audit.round}{where}: {audit.failure}",
+                    timing.mode,
+                    timing.latin,
+                )
+            )
+        if not all(cell.audits for cell in timing.cells):
+            reasons.append(
+                Reason(
+                    "not audited",
+                    f"not audited: {name} has a cell with no audited round",
+                    timing.mode,
+                    timing.latin,
+                )
+            )
+    return reasons
+
+
+def counted(timing: Timing) -> bool:
+    """Whether a test's result counts in its evaluation: it has an ОРП and every audit of
+    its rounds passed (a result whose rounds differ from the verified implementation's is
+    no result)."""
+    return timing.orp is not None and not timing.failed_audits
+
+
+def _counted(timings: Iterable[Timing], latin: str, mode: str) -> bool:
+    return any(t.latin == latin and t.mode == mode and counted(t) for t in timings)

@@ -1,0 +1,351 @@
+"""What a certifying body and a CI job read from a run (issue 11): the word *compliant* with
+every reason it does not hold, a failed audit, and an exit status that gates.
+
+Each case of the issue is run as a user runs it, in a fresh interpreter. A compliant run
+needs the full profile and all six networks, which a test cannot afford at full size: here
+six tiny official tables (a convolution, a ReLU, an FC layer each) and the full profile
+shrunk to 4 images per test (``-p gost_tiny_full``) make one in seconds, and each case
+changes one thing about it. The shipped networks are used where a case needs them.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases
+from pytest_gostcnn.model.network import LATIN, load_networks
+
+HERE = Path(__file__).parent
+SCHEMA = json.loads((HERE.parent / "docs" / "report.schema.json").read_text(encoding="utf-8"))
+TINY_FULL = '''"""The full profile shrunk to 4 images per test, so a compliant run fits."""
+from pytest_gostcnn.performance import rounds
+
+rounds.FULL_PROFILE_IMAGES = 4
+'''
+TABLE = """letter: {letter}
+name: tiny {letter}
+provenance: {provenance}
+input: {{X: 6, Y: 6, L: 2}}
+layers:
+  - {{n: 1, type: conv, F: 3, Rx: 3, Ry: 3, S: 1, Px: 1, Py: 1}}
+  - {{n: 2, type: relu, in1: 1}}
+  - {{n: 3, type: fc, in1: 2, F: 4}}
+"""
+TINY = ("--gost-tables=tiny", "--gost-profile=full", "--gost-batch=1", "-p", "gost_tiny_full")
+SHIPPED_SMALL = ("--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")
+
+
+def forward_items(networks: dict) -> int:
+    """The layer items of an inference run: a forward step of every small case and of every
+    distinct layer of the networks at its own shape."""
+    return len(layer_cases()) + len(network_cases(networks))
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    reports: list[dict]  # as tests/gost_test_recorder.py records them
+    report: dict | None  # the --gost-report, checked against its schema
+    path: Path  # where it ran: the tiny tables are in its folder tiny/
+
+    @property
+    def lines(self) -> list[str]:
+        return [line for line in self.stdout.splitlines() if line.strip()]
+
+    def longreprs(self, outcome: str) -> dict[str, str]:
+        return {
+            r["nodeid"].rpartition("::")[2]: r["longrepr"]
+            for r in self.reports
+            if r["outcome"] == outcome
+        }
+
+
+def directory(path: Path, provenance: str = "official") -> Path:
+    """A run's directory: the tiny tables, the test backends as ``mymod``, the recorder and
+    the shrunk full profile, all importable there."""
+    tables = path / "tiny"
+    tables.mkdir(exist_ok=True)
+    for cyrillic, latin in LATIN.items():
+        text = TABLE.format(letter=cyrillic, provenance=provenance)
+        (tables / f"{latin}.yaml").write_text(text, encoding="utf-8")
+    for name, source in (
+        ("mymod.py", HERE / "gost_test_backends.py"),
+        ("gost_test_recorder.py", HERE / "gost_test_recorder.py"),
+    ):
+        (path / name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    (path / "gost_tiny_full.py").write_text(TINY_FULL, encoding="utf-8")
+    return path
+
+
+def suite(path: Path, *args: str) -> Run:
+    """``pytest ARGS --gost-report=...`` in ``path``, in a fresh interpreter."""
+    record, report = path / ".record.json", path / "report.json"
+    record.unlink(missing_ok=True)
+    report.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(path), "GOST_TEST_RECORD": str(record)}
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p"]
+    command += ["gost_test_recorder", *args, f"--gost-report={report}"]
+    done = subprocess.run(command, cwd=path, env=env, capture_output=True, text=True, timeout=600)
+    data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
+    if data is not None:
+        jsonschema.validate(data, SCHEMA)
+    reports = json.loads(record.read_text(encoding="utf-8"))["reports"] if record.is_file() else []
+    return Run(done.returncode, done.stdout, done.stderr, reports, data, path)
+
+
+@pytest.fixture(scope="module")
+def compliant(tmp_path_factory) -> Run:
+    """A correct backend's run that meets every condition: the baseline of every case."""
+    path = directory(tmp_path_factory.mktemp("compliant"))
+    return suite(path, "--gost-backend=numpy", "--gost-mode=inference", *TINY, "--junitxml=j.xml")
+
+
+@pytest.fixture
+def run_dir(tmp_path) -> Path:
+    return directory(tmp_path)
+
+
+# The baseline: a correct backend, every condition met.
+
+
+def test_a_run_that_meets_every_condition_is_compliant_and_exits_0(compliant):
+    assert compliant.returncode == 0, compliant.stdout[-3000:]
+    report = compliant.report
+    assert report["compliant"] is True and report["noncompliance_reasons"] == []
+    (evaluation,) = report["evaluations"]
+    assert evaluation["compliant"] and evaluation["complete"]
+    assert evaluation["designation"] == "ОП-П-float32-B1-N1"  # no word against it
+    assert [b["designation"] for b in report["benchmarks"]] == [
+        f"ТП-{cyrillic}-П-float32-B1" for cyrillic in LATIN
+    ]
+    assert report["exit_status"] == 0 and report["exit_reason"] is None
+
+
+def test_every_benchmark_audits_at_least_two_rounds_and_reports_their_time_apart(compliant):
+    for benchmark in compliant.report["benchmarks"]:
+        (cell,) = benchmark["cells"]
+        rounds = [audit["round"] for audit in cell["audits"]]
+        assert len(rounds) >= 2 and all(1 <= r <= benchmark["rounds"] for r in rounds)
+        assert all(audit["passed"] for audit in cell["audits"])
+        assert cell["audit_seconds"] >= sum(audit["seconds"] for audit in cell["audits"])
+
+
+def test_each_test_result_carries_the_comment_of_9_7(compliant):
+    for benchmark in compliant.report["benchmarks"]:
+        comment = benchmark["comment"]
+        assert comment.startswith("comment: data type float32; computing cells: 1 (CPU")
+        assert "not used: everything outside this cell" in comment
+        assert "; cell peak " in comment and "(estimated: " in comment  # and its source
+    # In the summary: under each test's row, its audit line, then the comment.
+    lines = compliant.lines
+    row = next(i for i, line in enumerate(lines) if line.startswith("ТП-Ш-П-float32-B1 "))
+    assert lines[row + 1].startswith("  audited rounds ")
+    assert lines[row + 2] == "  " + compliant.report["benchmarks"][-1]["comment"]
+
+
+def test_the_summary_puts_its_russian_terms_in_words_once(compliant):
+    terms = [line for line in compliant.lines if line.startswith("terms: ")]
+    designations = [line for line in compliant.lines if line.startswith("designations: ")]
+    assert len(terms) == len(designations) == 1
+    assert "СКО = root-mean-square error" in terms[0] and "ОРП = relative real" in terms[0]
+    assert "mode О training, П inference" in designations[0]
+
+
+def test_the_run_ends_with_one_line_of_verdicts(compliant):
+    evaluation = compliant.report["evaluations"][0]
+    layers = forward_items(load_networks(compliant.path / "tiny"))
+    assert compliant.lines[-1] == (
+        f"GOST R 57700.36-2021: verification PASSED (6/6 networks, {layers}/{layers} layer "
+        "steps); "
+        f"inference evaluation {evaluation['first_result_percent']:.3g} %: COMPLIANT"
+    )
+
+
+def test_junit_xml_gives_each_item_its_verdict_worst_ratio_and_orp(compliant):
+    xml = compliant.path / "j.xml"
+    cases = ElementTree.parse(xml).getroot().iter("testcase")
+    properties = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in cases
+    }
+    assert len(properties) == forward_items(load_networks(compliant.path / "tiny")) + 6 + 6
+    assert all(p["gost_verdict"] in ("correct", "reference-grade") for p in properties.values())
+    assert all("gost_worst_rmse_ratio" in p for p in properties.values())
+    benchmark = properties["test_benchmark[R-inference-B1]"]
+    (timed,) = [b for b in compliant.report["benchmarks"] if b["network"] == "R"]
+    assert benchmark["gost_orp_percent"] == f"{timed['orp_percent']:.3g}"
+    assert benchmark["gost_audits"].endswith("passed")
+
+
+# The issue's cases, each rerun: the non-compliant result with its reason, a failed audit,
+# or an exit status that is not 0.
+
+
+def reasons(run: Run) -> list[str]:
+    return run.report["noncompliance_reasons"]
+
+
+def test_an_overridden_threshold_is_a_reason_even_where_every_verdict_is_correct(run_dir):
+    # A wrong update sign passes under --gost-rmse-threshold=1e9; the result is not
+    # compliant, says why, and its designations say so.
+    run = suite(
+        run_dir,
+        "--gost-backend=mymod:WrongSign",
+        "--gost-mode=training",
+        "--gost-rmse-threshold=1e9",
+        *TINY,
+    )
+
+    assert run.returncode == 0  # every item passed: the exit status gates failures
+    assert all(n["verdict"] == "correct" for n in run.report["verification"]["networks"])
+    assert run.report["compliant"] is False
+    assert reasons(run) == ["СКОП overridden by --gost-rmse-threshold=1e+09 (section 8 derives it)"]
+    (evaluation,) = run.report["evaluations"]
+    assert evaluation["designation"] == "ОП-О-float32-B1-N1 (non-compliant)"
+    assert all(b["designation"].endswith(" (non-compliant)") for b in run.report["benchmarks"])
+    assert run.lines[-1].endswith(": NOT COMPLIANT (СКОП overridden)")
+    # The header and the verdict table say the threshold was overridden.
+    assert any("СКОП OVERRIDDEN: --gost-rmse-threshold=1e+09" in line for line in run.lines)
+
+
+def test_layer_items_deselected_are_a_reason_saying_how_many_ran(tmp_path):
+    # On the shipped Ш with section 8's weights drawn over all of [-1, 1], a backend that
+    # ignores every FC bias verifies correct as a network (its biases vanish under
+    # rounding); the layer items catch it, and -k left them out.
+    path = directory(tmp_path)
+    run = suite(
+        path,
+        "--gost-backend=mymod:IgnoresFcBias",
+        *SHIPPED_SMALL,
+        "--gost-weights=full-range",
+        "-k",
+        "test_network or test_benchmark",
+    )
+
+    assert [n["verdict"] for n in run.report["verification"]["networks"]] == ["correct"]
+
+    assert run.report["compliant"] is False
+    layers = forward_items({"Sh": load_networks()["Sh"]})
+    assert (
+        f"layer items: 0 of {layers} ran in this session (deselected by -k, -m, --deselect or "
+        "--lf)" in reasons(run)
+    )
+    everything = suite(
+        path, "--gost-backend=mymod:IgnoresFcBias", *SHIPPED_SMALL, "--gost-weights=full-range"
+    )
+    assert everything.returncode == pytest.ExitCode.TESTS_FAILED
+    fc_items = {
+        f"test_layer[fc-forward-{case.tag}-float32]"
+        for case in layer_cases() + network_cases({"Sh": load_networks()["Sh"]})
+        if case.layer.type.name == "fc"
+    }
+    # The FC layer items fail; so does the benchmark's audit, on data whose biases count.
+    assert set(everything.longreprs("failed")) == fc_items | {"test_benchmark[Sh-inference-B1]"}
+
+
+def test_tables_a_user_loads_that_are_not_official_are_a_reason(tmp_path):
+    path = directory(tmp_path, provenance="reconstruction")
+    run = suite(path, "--gost-backend=numpy", "--gost-mode=inference", *TINY)
+
+    assert run.report["options"]["provenance"]["R"] == {
+        "kind": "reconstruction",
+        "shipped": False,
+        "compliant": False,
+    }
+    assert "tables: Р (R) is reconstruction, from --gost-tables; only the shipped " in (
+        " ".join(reasons(run))
+    )
+
+
+def test_a_subset_of_networks_is_a_reason_saying_how_many_of_how_many(run_dir):
+    run = suite(
+        run_dir, "--gost-backend=numpy", "--gost-mode=inference", *TINY, "--gost-networks=R,Sh"
+    )
+
+    assert reasons(run)[0] == "networks: 2 of 6 selected (--gost-networks)"
+    assert reasons(run)[-1].startswith("inference evaluation incomplete: no result for М (M)")
+
+
+def test_a_backend_that_caches_its_answer_while_timed_fails_an_audit(run_dir):
+    run = suite(run_dir, "--gost-backend=mymod:CachesAnswer", "--gost-mode=inference", *TINY)
+
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED
+    failed = run.longreprs("failed")
+    assert failed and all(name.startswith("test_benchmark[") for name in failed)
+    message = next(iter(failed.values()))
+    assert "audit of timed round " in message and " of 4 failed (not correct)" in message
+    assert "\nworst array: output\n" in message
+    # The fake speed does not count: the evaluation has no result for the cheats.
+    (evaluation,) = run.report["evaluations"]
+    assert not evaluation["compliant"] and evaluation["results_percent"] == {}
+    assert any(
+        reason.startswith("audit failed: ") for reason in evaluation["noncompliance_reasons"]
+    )
+    audits = [a for b in run.report["benchmarks"] for a in b["cells"][0]["audits"]]
+    assert any(not a["passed"] for a in audits)
+
+
+def test_an_unavailable_backend_exits_non_zero_saying_why_on_one_line(run_dir):
+    run = suite(run_dir, "--gost-backend=mymod:NoDevice", *SHIPPED_SMALL)
+
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED
+    said = [line for line in run.lines if line.startswith("gostcnn: exit status 1: ")]
+    assert said == [
+        "gostcnn: exit status 1: nothing was verified: backend mymod:NoDevice is unavailable "
+        "(no CUDA device); --gost-allow-unavailable exits 0 for that"
+    ]
+    assert run.lines[-1].startswith("GOST R 57700.36-2021: verification NOT RUN (0/1 networks")
+
+
+def test_allow_unavailable_keeps_exit_status_0_for_an_unavailable_backend(run_dir):
+    run = suite(
+        run_dir, "--gost-backend=mymod:NoDevice", *SHIPPED_SMALL, "--gost-allow-unavailable"
+    )
+
+    assert run.returncode == 0
+    assert run.report["compliant"] is False and "no CUDA device" in run.report["exit_reason"]
+
+
+def test_allow_unavailable_does_not_excuse_an_available_backends_failure(run_dir):
+    run = suite(
+        run_dir,
+        "--gost-backend=mymod:ScaledConv",
+        *SHIPPED_SMALL,
+        "-k",
+        "test_network",
+        "--gost-allow-unavailable",
+    )
+
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_run_with_no_item_of_the_suite_selected_exits_non_zero(run_dir):
+    run = suite(run_dir, "--gost-backend=numpy", *SHIPPED_SMALL, "-k", "no_such_item")
+
+    assert run.returncode == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert run.report["exit_reason"].startswith("nothing was verified: none of the suite's")
+
+
+def test_a_run_whose_every_item_was_skipped_exits_non_zero(run_dir):
+    # Timed items only, with pytest-benchmark disabled: the network is verified inside the
+    # benchmark item, which is then skipped.
+    run = suite(
+        run_dir,
+        "--gost-backend=numpy",
+        *SHIPPED_SMALL,
+        "-m",
+        "gost_benchmark",
+        "--benchmark-disable",
+    )
+
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED
+    assert run.report["exit_reason"].startswith("1 of 1 selected items of the suite were skipped")

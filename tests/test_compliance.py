@@ -1,0 +1,155 @@
+"""What *compliant* needs (docs/standard.md §7.7), condition by condition: a session that
+meets them all has no reason against it, and each one it misses is a reason that says so."""
+
+import dataclasses
+
+import pytest
+
+from pytest_gostcnn.machine.peak import Peak
+from pytest_gostcnn.model.network import LATIN
+from pytest_gostcnn.performance.compliance import Facts, Provenance, assess
+from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing
+
+SIX = tuple(LATIN.values())
+MODES = ("training", "inference")
+PASSED = Audit(1, True, "correct", "output", 0.1, None)
+FAILED = Audit(7, False, "not correct", "output", 9e3, "output: СКО 1 vs СКОП 1e-4 (9e3x)")
+
+
+def timing(latin: str, mode: str, audits=(PASSED,), cells: int = 1) -> Timing:
+    cell = [
+        CellTiming(c, "cpu", 16, (1.0,), Peak(1e12, "given (--gost-peak)"), f"{c:08x}", audits)
+        for c in range(cells)
+    ]
+    return Timing(latin, mode, "float32", 2, 1, 10**9, True, tuple(cell))
+
+
+def compliant_facts(**changes) -> Facts:
+    """A full-profile session on one cell in which everything was run and passed."""
+    facts = Facts(
+        modes=MODES,
+        profile="full",
+        networks=SIX,
+        tables=6,
+        verdicts={(latin, mode): "correct" for latin in SIX for mode in MODES},
+        failed_verdicts=frozenset({"not correct", "not verified"}),
+        layer_items=88,
+        layers_ran=88,
+        layers_failed=0,
+        threshold=None,
+        provenances={latin: Provenance("reconstruction", shipped=True) for latin in SIX},
+        timings=tuple(timing(latin, mode) for latin in SIX for mode in MODES),
+        cells=1,
+        cell_failures=(),
+    )
+    return dataclasses.replace(facts, **changes)
+
+
+def test_a_session_that_meets_every_condition_is_compliant():
+    compliance = assess(compliant_facts())
+    assert compliance.compliant and compliance.reasons == ()
+
+
+def without(timings, latin, mode):
+    return tuple(t for t in timings if (t.latin, t.mode) != (latin, mode))
+
+
+FULL = compliant_facts()
+# Each condition missed alone, and what its reason must say.
+MISSED = [
+    ("quick", {"profile": "quick"}, "quick profile: section 9.3 requires 1,000,000 images"),
+    (
+        "networks-subset",
+        {
+            "networks": ("R", "Sh"),
+            "timings": tuple(t for t in FULL.timings if t.latin in ("R", "Sh")),
+        },
+        "networks: 2 of 6 selected",
+    ),
+    (
+        "network-not-verified",
+        {"verdicts": {k: v for k, v in FULL.verdicts.items() if k != ("G", "training")}},
+        "Г (G) training: not verified in this session",
+    ),
+    (
+        "network-not-correct",
+        {"verdicts": {**FULL.verdicts, ("G", "inference"): "not correct"}},
+        "Г (G) inference: verified not correct",
+    ),
+    (
+        "layers-deselected",
+        {"layers_ran": 0},
+        "layer items: 0 of 88 ran in this session (deselected by -k, -m, --deselect or --lf)",
+    ),
+    ("layers-failed", {"layers_failed": 2}, "layer items: 2 of 88 failed"),
+    ("threshold", {"threshold": 1e9}, "СКОП overridden by --gost-rmse-threshold=1e+09"),
+    (
+        "user-reconstruction",
+        {"provenances": {**FULL.provenances, "R": Provenance("reconstruction", shipped=False)}},
+        "tables: Р (R) is reconstruction, from --gost-tables",
+    ),
+    (
+        "canonical",
+        {"provenances": {**FULL.provenances, "V": Provenance("canonical", shipped=True)}},
+        "tables: В (V) is shipped canonical",
+    ),
+    (
+        "audit-failed",
+        {
+            "timings": without(FULL.timings, "S", "training")
+            + (timing("S", "training", audits=(PASSED, FAILED)),)
+        },
+        "audit failed: С (S) training, timed round 7: output: СКО",
+    ),
+    (
+        "not-audited",
+        {"timings": without(FULL.timings, "S", "inference") + (timing("S", "inference", ()),)},
+        "not audited: С (S) inference",
+    ),
+    (
+        "cell-failed",
+        {"cells": 2, "cell_failures": ((1, ("test_network[Sh-inference-B2]",)),)},
+        "cell 1: 1 item of the suite failed (first: test_network[Sh-inference-B2])",
+    ),
+    (
+        "result-missing",
+        {"timings": without(FULL.timings, "M", "inference")},
+        "inference evaluation incomplete: no result for М (M)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "says"), [m[1:] for m in MISSED], ids=[m[0] for m in MISSED])
+def test_each_condition_missed_is_a_reason_that_says_so(changes, says):
+    compliance = assess(compliant_facts(**changes))
+
+    assert not compliance.compliant
+    assert any(text.startswith(says) for text in compliance.texts()), compliance.texts()
+
+
+def test_official_tables_a_user_loads_may_be_compliant():
+    official = {latin: Provenance("official", shipped=False) for latin in SIX}
+    assert assess(compliant_facts(provenances=official)).compliant
+
+
+def test_a_failed_audit_concerns_its_own_test_and_its_modes_evaluation_only():
+    timings = without(FULL.timings, "S", "training") + (timing("S", "training", (FAILED,)),)
+    compliance = assess(compliant_facts(timings=timings))
+
+    assert compliance.for_test("S", "training") and not compliance.for_test("S", "inference")
+    assert not compliance.for_test("R", "training")  # another network's result stands
+    assert compliance.for_evaluation("training") and not compliance.for_evaluation("inference")
+
+
+def test_a_missing_result_concerns_the_evaluation_not_the_tests_that_ran():
+    compliance = assess(compliant_facts(timings=without(FULL.timings, "M", "inference")))
+
+    assert not compliance.for_test("G", "inference")
+    assert [r.short for r in compliance.for_evaluation("inference")] == ["evaluation incomplete"]
+
+
+def test_a_run_wide_reason_concerns_every_result():
+    compliance = assess(compliant_facts(threshold=0.5))
+
+    assert all(compliance.for_test(latin, mode) for latin in SIX for mode in MODES)
+    assert all(compliance.for_evaluation(mode) for mode in MODES)
