@@ -7,6 +7,7 @@ With several cells the system's time is the slowest cell's, round by round.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pytest_gostcnn.machine.peak import Peak
@@ -40,15 +41,7 @@ class Audit:
     seconds: float = 0.0  # the check's time, never counted in the test's
 
     def as_dict(self) -> dict:
-        return {
-            "round": self.round,
-            "passed": self.passed,
-            "verdict": self.verdict,
-            "worst_array": self.worst_array,
-            "worst_ratio": self.worst_ratio,
-            "failure": self.failure,
-            "seconds": self.seconds,
-        }
+        return dataclasses.asdict(self)
 
     def describe(self) -> str:
         if self.passed:
