@@ -32,8 +32,9 @@ CYRILLIC = {latin: cyrillic for cyrillic, latin in LATIN.items()}
 PROVENANCES = ("reconstruction", "official", "canonical")
 # The shipped table sets by name (docs/tables.md): the default reconstructions of the lost
 # tables, and the widely used networks at full size, which are never compliant.
-TABLE_SETS = ("reconstructions", "canonical")
 DEFAULT_TABLE_SET = "reconstructions"
+CANONICAL_SET = "canonical"
+TABLE_SETS = (DEFAULT_TABLE_SET, CANONICAL_SET)
 USER_TABLES = "user"  # the set name of a directory of tables the user gives
 TOP_KEYS = ("letter", "name", "provenance", "input", "layers")
 TABLE_SUFFIXES = (".yaml", ".yml")  # in any case: Sh.YAML is a table too
