@@ -8,6 +8,8 @@ How to run it (PyTorch only for this script, never a dependency of the project):
     /tmp/torchvenv/bin/python benchmarks/compare_torch.py            # all six, both modes
     /tmp/torchvenv/bin/python benchmarks/compare_torch.py --networks V,M --modes training \\
         --batch 16 --repeats 5 --old --profile
+    /tmp/torchvenv/bin/python benchmarks/compare_torch.py --tables canonical --repeats 3 \\
+        --warmup 1 --profile                        # the widely used networks at full size
 
 Both sides run in one process on the same tables (``load_networks``) and the same
 weights, float32, batch 16 by default. The NumPy side is exactly what the suite runs:
@@ -20,7 +22,10 @@ gradients, and the standard's update ``W += W_D / B``.
 
 A measurement is ``--repeats`` timed iterations per side after ``--warmup`` untimed ones,
 the two sides alternating so that other load on the machine hits both alike; the table
-gives the best iteration of each. ``--old`` adds the previous backend (the reference
+gives the best iteration of each, as images/s and GMAC/s (the table's MACs per image,
+``pytest_gostcnn.model.complexity``), and each side's GMAC/s as a share of this machine's
+float32 GEMM rate: the best of a large square ``numpy.matmul`` and ``torch.mm``, measured
+before the first network and after the last. ``--old`` adds the previous backend (the reference
 modules run in float32 through the executor) as a third column; ``--profile`` prints
 where the NumPy backend spends an iteration, by layer type and step.
 """
@@ -41,6 +46,7 @@ import torch.nn.functional as F
 from pytest_gostcnn import executor
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.machine.facts import cpu_model
+from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.layers import NETWORK_INPUT, Layer
 from pytest_gostcnn.model.network import CYRILLIC, Network, load_networks, network_key
 from pytest_gostcnn.reference import ReferenceKernels
@@ -291,9 +297,24 @@ def profile(network: Network, mode: str, batch: int, seed: int, repeats: int) ->
     return lines
 
 
+GEMM_SIZE = 2048  # square float32 operands: large enough that either library reaches its rate
+
+
+def gemm_rates(repeats: int = 5) -> dict[str, float]:
+    """MAC/s of the best of ``repeats`` float32 GEMMs of GEMM_SIZE, NumPy's and torch's."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((GEMM_SIZE, GEMM_SIZE), dtype=np.float32) for _ in range(2))
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    best = best_times({"numpy": lambda: a @ b, "torch": lambda: torch.mm(ta, tb)}, 1, repeats)
+    return {side: GEMM_SIZE**3 / seconds for side, seconds in best.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--networks", default="V,R,G,S,M,Sh", help="comma-separated letters")
+    parser.add_argument(
+        "--tables", default=None, help="a shipped set (canonical) or a directory of tables"
+    )
     parser.add_argument("--modes", default="inference,training")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=5, help="timed iterations per side")
@@ -303,7 +324,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="NumPy time by layer type")
     args = parser.parse_args()
 
-    networks = load_networks()
+    networks = load_networks(args.tables)
     keys = [network_key(k.strip()) for k in args.networks.split(",")]
     modes = [m.strip() for m in args.modes.split(",")]
     backend = NumpyBackend()
@@ -314,12 +335,23 @@ def main() -> None:
         f"PyTorch {torch.__version__} ({torch.get_num_threads()} threads, "
         f"oneDNN {torch.backends.mkldnn.is_available()})"
     )
-    print(f"batch {args.batch}, float32, best of {args.repeats} after {args.warmup} warm-up\n")
-    header = f"{'network':8s} {'mode':9s} {'NumPy img/s':>12s} {'torch img/s':>12s} {'ratio':>6s}"
+    print(f"tables: {args.tables or 'reconstructions (default)'}")
+    print(f"batch {args.batch}, float32, best of {args.repeats} after {args.warmup} warm-up")
+    gemm = gemm_rates()
+    print(
+        f"float32 GEMM {GEMM_SIZE}x{GEMM_SIZE}: NumPy {gemm['numpy'] / 1e9:.1f} GMAC/s, "
+        f"torch {gemm['torch'] / 1e9:.1f} GMAC/s\n",
+        flush=True,
+    )
+    header = (
+        f"{'network':8s} {'mode':9s} {'NumPy img/s':>12s} {'torch img/s':>12s} {'ratio':>6s} "
+        f"{'NumPy GMAC/s':>13s} {'torch GMAC/s':>13s}"
+    )
     if args.old:
         header += f" {'old img/s':>10s} {'new/old':>8s}"
     print(header)
     profiles: list[str] = []
+    rows: list[tuple[str, str, dict[str, float]]] = []
     for key in keys:
         network = networks[key]
         name = f"{CYRILLIC[key]} ({key})"
@@ -332,15 +364,31 @@ def main() -> None:
                 steps["old"] = numpy_step(old, network, mode, args.batch, args.seed)
             best = best_times(steps, args.warmup, args.repeats)
             rate = {side: args.batch / seconds for side, seconds in best.items()}
+            macs = (inference_macs if mode == "inference" else training_macs)(network)
+            rows.append((name, mode, {side: r * macs for side, r in rate.items()}))
             line = (
                 f"{name:8s} {mode:9s} {rate['numpy']:12.1f} {rate['torch']:12.1f} "
-                f"{rate['numpy'] / rate['torch']:6.2f}"
+                f"{rate['numpy'] / rate['torch']:6.2f} "
+                f"{rate['numpy'] * macs / 1e9:13.1f} {rate['torch'] * macs / 1e9:13.1f}"
             )
             if args.old:
                 line += f" {rate['old']:10.1f} {rate['numpy'] / rate['old']:8.1f}"
             print(line, flush=True)
             if args.profile:
                 profiles += profile(network, mode, args.batch, args.seed, args.repeats)
+    after = gemm_rates()
+    machine = max(*gemm.values(), *after.values())
+    print(
+        f"\nfloat32 GEMM after the last network: NumPy {after['numpy'] / 1e9:.1f} GMAC/s, "
+        f"torch {after['torch'] / 1e9:.1f} GMAC/s; this machine's rate (the best of the four): "
+        f"{machine / 1e9:.1f} GMAC/s"
+    )
+    print("share of that rate (GMAC/s of the network / GMAC/s of the GEMM):")
+    for name, mode, macs_per_second in rows:
+        print(
+            f"  {name:8s} {mode:9s} NumPy {100 * macs_per_second['numpy'] / machine:5.1f} %, "
+            f"torch {100 * macs_per_second['torch'] / machine:5.1f} %"
+        )
     print("\nagreement (relative RMS difference of the inference outputs, NumPy vs torch):")
     print("  " + ", ".join(f"{k} {agreement(networks[k], 2, args.seed):.1e}" for k in keys))
     if profiles:

@@ -1,7 +1,7 @@
 """Command line: check network tables, print the project's Table 1, time the reference.
 
-python -m pytest_gostcnn tables [--tables DIR]
-python -m pytest_gostcnn reference [--tables DIR] [--networks R,Sh] [--batch 2] [--seed 0]
+python -m pytest_gostcnn tables [--tables SET_OR_DIR]
+python -m pytest_gostcnn reference [--tables SET_OR_DIR] [--networks R,Sh] [--batch 2] [--seed 0]
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import tracemalloc
 
 import numpy as np
 
@@ -83,14 +84,21 @@ class _Largest:
 def _reference_run(network: Network, batch: int, seed: int, reading: str) -> str:
     from pytest_gostcnn.reference import ReferenceKernels
 
-    rng = np.random.default_rng(seed)
-    weights = draw_weights(network, rng, reading)
-    image = draw_input(network, batch, rng)
-    out_residual = draw_out_residual(network, batch, rng)
-    kernels = _Largest(ReferenceKernels())
-    start = time.perf_counter()
-    result = executor.train(network, kernels, weights, image, out_residual)
-    seconds = time.perf_counter() - start
+    # NumPy reports its arrays to tracemalloc: the peak counts the weights, the draws, every
+    # map the iteration keeps and its largest temporaries (not BLAS's own small buffers).
+    tracemalloc.start()
+    try:
+        rng = np.random.default_rng(seed)
+        weights = draw_weights(network, rng, reading)
+        image = draw_input(network, batch, rng)
+        out_residual = draw_out_residual(network, batch, rng)
+        kernels = _Largest(ReferenceKernels())
+        start = time.perf_counter()
+        result = executor.train(network, kernels, weights, image, out_residual)
+        seconds = time.perf_counter() - start
+        peak_bytes = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
     gradient = max(
         (float(np.abs(g).max()) for grads in result.gradients.values() for g in grads.values()),
         default=0.0,
@@ -105,7 +113,8 @@ def _reference_run(network: Network, batch: int, seed: int, reading: str) -> str
     return (
         f"{network.letter} ({network.latin}): one float64 training iteration at B={batch}, "
         f"{reading} weights, "
-        f"in {seconds:.2f} s; max |output| {np.abs(result.output).max():.3g}, "
+        f"in {seconds:.2f} s, peak memory {peak_bytes / 2**30:.2f} GiB; "
+        f"max |output| {np.abs(result.output).max():.3g}, "
         f"max |input residual| {np.abs(result.input_residual).max():.3g}, "
         f"largest forward value {max(kernels.by_row.values()):.3g}, "
         f"largest gradient {gradient:.3g}; first row past float16's 65504: {float16}"

@@ -4,7 +4,7 @@ import numpy as np
 
 from pytest_gostcnn.model.layers import Layer
 
-from ._window import crop, offsets, pad, padded_zeros
+from ._window import crop, matmul, offsets, pad, padded_zeros, rows
 
 
 def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:
@@ -13,7 +13,7 @@ def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarra
     out = np.empty((padded.shape[0], *layer.out_shapes[0]), dtype=padded.dtype)
     out[...] = weights["biases"]
     for rx, ry, index in offsets(layer):
-        out += padded[index] @ filters[rx, ry]
+        out += matmul(padded[index], filters[rx, ry])
     return [out]
 
 
@@ -28,7 +28,7 @@ def backward(
     filters = weights["filters"]
     in_residual = padded_zeros(layer, out_residual.shape[0], out_residual.dtype)
     for rx, ry, index in offsets(layer):
-        in_residual[index] += out_residual @ filters[rx, ry].T
+        in_residual[index] += matmul(out_residual, filters[rx, ry].T)
     return [crop(in_residual, layer)]
 
 
@@ -39,7 +39,7 @@ def gradient(
     out_residual = out_residuals[0]
     filters_grad = np.empty(layer.weight_shapes["filters"], dtype=padded.dtype)
     for rx, ry, index in offsets(layer):
-        filters_grad[rx, ry] = np.tensordot(
-            padded[index], out_residual, axes=([0, 1, 2], [0, 1, 2])
-        )
+        # FILTERS_D[rx][ry] = IN(window)^T OUT_D, computed as its transpose: OpenBLAS runs
+        # this long reduction 2-3x faster with OUT_D^T as the left operand.
+        filters_grad[rx, ry] = (rows(out_residual).T @ rows(padded[index])).T
     return {"filters": filters_grad, "biases": out_residual.sum(axis=(0, 1, 2))}

@@ -76,3 +76,16 @@ def test_evaluation_designation_names_mode_type_batch_and_cells():
     assert designate_evaluation("inference", "float32", 64, 4, True, True) == (
         "ОП-П-float32-B64-N4"
     )
+
+
+def test_a_canonical_set_result_is_labelled_with_the_set():
+    # standard.md §5: the canonical set is never compliant; its results name it.
+    assert designate_test("R", "training", "float32", 16, True, False, "canonical") == (
+        "ТП-Р-О-float32-B16 (canonical set, non-compliant)"
+    )
+    assert designate_evaluation("inference", "float32", 1, 1, False, False, "canonical") == (
+        "ОП-П-float32-B1-N1 (canonical set, quick, non-compliant)"
+    )
+    assert designate_test("R", "training", "float32", 16, True, True, "user") == (
+        "ТП-Р-О-float32-B16"
+    )

@@ -85,6 +85,33 @@ def test_quick_results_are_labelled_non_compliant_wherever_shown(pytester):
     )
 
 
+def test_canonical_set_results_are_labelled_with_its_name_and_never_compliant(pytester):
+    report = pytester.path / "report.json"
+    result = run(pytester, *SMALL, "--gost-tables=canonical", f"--gost-report={report}")
+    assert result.ret == 0
+    data = read_report(report)
+    assert data["options"]["table_set"] == "canonical"
+    assert data["options"]["tables_provenance"] == ["canonical"]
+    (benchmark,) = data["benchmarks"]
+    assert benchmark["designation"] == "ТП-Ш-П-float32-B1 (canonical set, quick, non-compliant)"
+    assert benchmark["table_set"] == "canonical"
+    assert benchmark["compliant"] is False and data["compliant"] is False
+    result.stdout.fnmatch_lines(
+        [
+            "gostcnn: tables canonical; networks Ш (Sh, shipped canonical)",
+            "*GOST R 57700.36-2021, section 8: verification*",
+            "backend numpy *; weights scaled; tables canonical",
+            "*GOST R 57700.36-2021, section 9: performance*",
+            "QUICK PROFILE: NOT COMPLIANT (*",
+            "CANONICAL SET: NOT COMPLIANT (*not the standard's typical networks)",
+            "ТП-Ш-П-float32-B1 (canonical set, quick, non-compliant) *",
+            "evaluation ОП-П-float32-B1-N1 (canonical set, quick, non-compliant):",
+            "  not compliant: tables: the canonical set, * not the standard's typical networks *",
+        ]
+    )
+    assert any("not the standard's typical networks" in r for r in data["noncompliance_reasons"])
+
+
 def test_complete_evaluation_drops_the_smallest_and_gives_both_results(pytester):
     report = pytester.path / "report.json"
     result = run(

@@ -352,19 +352,38 @@ def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list
     rx, ry, channels, features = layer.weight_shapes["filters"]
     if is_pointwise(layer):
         residual_rows = _rows(out_residual)
-        filters_grad = (_rows(x).T @ residual_rows).reshape(rx, ry, channels, features)
+        filters_grad = _transposed_product(_rows(x), residual_rows)
+        filters_grad = filters_grad.reshape(rx, ry, channels, features)
         return {"filters": filters_grad, "biases": _column_sums(ws, residual_rows)}
     depth = rx * ry * channels
     # [im2col(IN) | 1]^T @ OUT_D holds FILTERS_D over BIASES_D; summed chunk by chunk.
     total = np.zeros((depth + 1, features), dtype=x.dtype)
     partial = np.empty_like(total)
     for c0, n, cols in _im2col_chunks(ws, x, Geometry.of(layer), with_ones=True):
-        np.matmul(cols.T, _rows(out_residual[c0 : c0 + n]), out=partial)
+        _transposed_product(cols, _rows(out_residual[c0 : c0 + n]), out=partial)
         np.add(total, partial, out=total)
     return {
         "filters": total[:depth].reshape(rx, ry, channels, features),
         "biases": total[depth].copy(),
     }
+
+
+def _transposed_product(
+    a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
+    """``a.T @ b`` for the tall [N][K] and [N][F] of a weight gradient.
+
+    OpenBLAS runs this reduction over N up to 4x slower when the product has fewer rows
+    than columns (K < F: a widening 1x1 convolution), so such a product is computed as
+    ``(b.T @ a).T`` (docs/performance.md, the canonical set).
+    """
+    if a.shape[1] >= b.shape[1]:
+        return np.matmul(a.T, b, out=out)
+    product = (b.T @ a).T
+    if out is None:
+        return product
+    np.copyto(out, product)
+    return out
 
 
 def _add_bias(ws: Workspace, rows: np.ndarray, biases: np.ndarray) -> None:

@@ -29,7 +29,13 @@ from .layers import (
 # The standard's six letters and the Latin ids used in options and test ids.
 LATIN = {"М": "M", "Г": "G", "В": "V", "С": "S", "Р": "R", "Ш": "Sh"}
 CYRILLIC = {latin: cyrillic for cyrillic, latin in LATIN.items()}
-PROVENANCES = ("reconstruction", "official")
+PROVENANCES = ("reconstruction", "official", "canonical")
+# The shipped table sets by name (docs/tables.md): the default reconstructions of the lost
+# tables, and the widely used networks at full size, which are never compliant.
+DEFAULT_TABLE_SET = "reconstructions"
+CANONICAL_SET = "canonical"
+TABLE_SETS = (DEFAULT_TABLE_SET, CANONICAL_SET)
+USER_TABLES = "user"  # the set name of a directory of tables the user gives
 TOP_KEYS = ("letter", "name", "provenance", "input", "layers")
 TABLE_SUFFIXES = (".yaml", ".yml")  # in any case: Sh.YAML is a table too
 MAX_VALUES = 2**31  # in one image's map, or in one weight array (32-bit indices, memory)
@@ -87,6 +93,27 @@ class Network:
 def default_tables_dir() -> Path:
     """The directory of the six reconstruction tables shipped with the package."""
     return Path(str(resources.files("pytest_gostcnn") / "networks"))
+
+
+def table_set_dir(name: str) -> Path:
+    """The directory of the shipped table set ``name`` (one of ``TABLE_SETS``)."""
+    if name not in TABLE_SETS:
+        known = ", ".join(TABLE_SETS)
+        raise TableError(f"unknown table set {name!r}; the shipped sets are {known}")
+    return default_tables_dir() if name == DEFAULT_TABLE_SET else default_tables_dir() / name
+
+
+def table_set(tables: str | Path | None) -> str:
+    """The set ``tables`` names: a shipped set's name, or "user" for a directory.
+
+    A text equal to a shipped set's name is that set (None: the default); to load a
+    directory of that name, give it as a path (``./canonical``) or a ``Path``.
+    """
+    if tables is None:
+        return DEFAULT_TABLE_SET
+    if isinstance(tables, str) and tables in TABLE_SETS:
+        return tables
+    return USER_TABLES
 
 
 class _TableLoader(yaml.SafeLoader):
@@ -148,14 +175,18 @@ def load_table(path: str | Path) -> Network:
 
 
 def load_networks(directory: str | Path | None = None) -> dict[str, Network]:
-    """Every ``*.yaml``/``*.yml`` table in ``directory`` (default: the shipped ones), by Latin id.
+    """Every ``*.yaml``/``*.yml`` table in ``directory``, by Latin id: a shipped set by name
+    (``"canonical"``; default the reconstructions) or a directory of tables.
 
     The order is the standard's: М, Г, В, С, Р, Ш.
     """
     if directory is not None and not str(directory).strip():
         raise TableError("an empty name; give a directory of network tables")
+    named = table_set(directory)
     try:
-        directory = default_tables_dir() if directory is None else Path(directory).expanduser()
+        directory = (
+            table_set_dir(named) if named != USER_TABLES else Path(directory).expanduser()
+        )
         is_dir = directory.is_dir()
     except (OSError, RuntimeError) as exc:  # ~nouser, a name too long, a link loop
         raise TableError(f"{directory}: {exc}") from None

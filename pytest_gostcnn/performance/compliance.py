@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from pytest_gostcnn.model.network import CYRILLIC, LATIN
+from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET, LATIN
 
 from .timing import Timing
 
@@ -20,6 +20,12 @@ from .timing import Timing
 # user's table that calls itself a reconstruction, a shipped set of another kind such as
 # the widely used networks at full size) is stated, never compliant.
 COMPLIANT_PROVENANCES = frozenset({("reconstruction", True), ("official", False)})
+# standard.md §5: the canonical set holds the widely used networks, which results can be held
+# against, but they are not the standard's typical networks.
+NOT_TYPICAL = (
+    "tables: the canonical set, the widely used networks at full size, not the standard's "
+    "typical networks (simplified analogs, section 7.1)"
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ class Facts:
     timings: tuple[Timing, ...]
     cells: int
     cell_failures: tuple[tuple[int, tuple[str, ...]], ...]  # (cell, failed item names)
+    table_set: str = DEFAULT_TABLE_SET  # the shipped set's name, or "user"
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,8 @@ def assess(facts: Facts) -> Compliance:
                 "derives it)",
             )
         )
+    if facts.table_set == CANONICAL_SET:
+        reasons.append(Reason("canonical set", NOT_TYPICAL))
     for latin in facts.networks:
         provenance = facts.provenances[latin]
         if not provenance.compliant:

@@ -6,15 +6,19 @@ is not compliant (standard.md §7.7) says so in its designation.
 
 from __future__ import annotations
 
-from pytest_gostcnn.model.network import CYRILLIC
+from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET
 
 MODE_LETTERS = {"training": "О", "inference": "П"}  # обучение, применение
 
 
-def _label(full_profile: bool, compliant: bool) -> str:
+def _label(full_profile: bool, compliant: bool, table_set: str) -> str:
+    """`` (quick, non-compliant)``, `` (non-compliant)`` or nothing; a result on the
+    canonical set names it: `` (canonical set, quick, non-compliant)``."""
     if full_profile and compliant:
         return ""
-    return " (non-compliant)" if full_profile else " (quick, non-compliant)"
+    parts = ["canonical set"] if table_set == CANONICAL_SET else []
+    parts += [] if full_profile else ["quick"]
+    return f" ({', '.join([*parts, 'non-compliant'])})"
 
 
 def test_name(latin: str, mode: str, dtype: str, batch: int) -> str:
@@ -23,14 +27,27 @@ def test_name(latin: str, mode: str, dtype: str, batch: int) -> str:
 
 
 def designate_test(
-    latin: str, mode: str, dtype: str, batch: int, full_profile: bool, compliant: bool
+    latin: str,
+    mode: str,
+    dtype: str,
+    batch: int,
+    full_profile: bool,
+    compliant: bool,
+    table_set: str = DEFAULT_TABLE_SET,
 ) -> str:
     """The designation of one test's result, e.g. ``ТП-Р-О-float32-B16``."""
-    return test_name(latin, mode, dtype, batch) + _label(full_profile, compliant)
+    return test_name(latin, mode, dtype, batch) + _label(full_profile, compliant, table_set)
 
 
 def designate_evaluation(
-    mode: str, dtype: str, batch: int, cells: int, full_profile: bool, compliant: bool
+    mode: str,
+    dtype: str,
+    batch: int,
+    cells: int,
+    full_profile: bool,
+    compliant: bool,
+    table_set: str = DEFAULT_TABLE_SET,
 ) -> str:
     """The designation of an evaluation, e.g. ``ОП-О-float32-B16-N1``."""
-    return f"ОП-{MODE_LETTERS[mode]}-{dtype}-B{batch}-N{cells}" + _label(full_profile, compliant)
+    name = f"ОП-{MODE_LETTERS[mode]}-{dtype}-B{batch}-N{cells}"
+    return name + _label(full_profile, compliant, table_set)

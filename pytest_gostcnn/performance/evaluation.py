@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from pytest_gostcnn.machine.facts import libraries
 from pytest_gostcnn.machine.peak import Peak, si
-from pytest_gostcnn.model.network import CYRILLIC, LATIN
+from pytest_gostcnn.model.network import CYRILLIC, DEFAULT_TABLE_SET, LATIN
 
 from .compliance import Compliance, counted
 from .designations import designate_evaluation
@@ -93,6 +93,7 @@ class Run:
     peak: Peak | None  # one cell's peak
     system_peak: float | None  # the sum of every cell's peak
     software: str
+    table_set: str = DEFAULT_TABLE_SET
 
 
 def software(backend_name: str, backend_version: str | None) -> str:
@@ -119,7 +120,7 @@ def evaluate_system(
         evaluation = evaluate(mode, results, run.system_peak or 0.0)
         reasons = compliance.for_evaluation(mode)
         designation = designate_evaluation(
-            mode, run.dtype, run.batch, run.cells, full_profile, not reasons
+            mode, run.dtype, run.batch, run.cells, full_profile, not reasons, run.table_set
         )
         out.append(
             dataclasses.replace(

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
-from pytest_gostcnn.model.network import CYRILLIC, Network
+from pytest_gostcnn.model.network import CYRILLIC, DEFAULT_TABLE_SET, Network
 
 from .designations import designate_test, test_name
 
@@ -109,6 +109,7 @@ class Timing:
     cells: tuple[CellTiming, ...]
     reasons: tuple[str, ...] = ()
     comment: str = ""
+    table_set: str = DEFAULT_TABLE_SET  # the shipped set's name, or "user"
 
     @property
     def compliant(self) -> bool:
@@ -168,7 +169,13 @@ class Timing:
     @property
     def designation(self) -> str:
         return designate_test(
-            self.latin, self.mode, self.dtype, self.batch, self.full_profile, self.compliant
+            self.latin,
+            self.mode,
+            self.dtype,
+            self.batch,
+            self.full_profile,
+            self.compliant,
+            self.table_set,
         )
 
     def as_dict(self) -> dict:
@@ -180,6 +187,7 @@ class Timing:
             "compliant": self.compliant,
             "noncompliance_reasons": list(self.reasons),
             "comment": self.comment,
+            "table_set": self.table_set,
             "batch": self.batch,
             "images": self.images,
             "rounds": self.rounds,

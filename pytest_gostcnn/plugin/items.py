@@ -214,6 +214,7 @@ def run_benchmark_case(
         macs_per_image=macs_per_image(network, mode),
         full_profile=run_plan.compliant,
         cells=tuple(cells.allgather(own_timing)),
+        table_set=setup.table_set,
     )
     session.results.timings[(latin, mode)] = timing
     benchmark.extra_info.update(

@@ -224,8 +224,10 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "tables",
-        "DIR",
-        "directory of network tables (YAML) to use instead of the shipped reconstructions",
+        "TABLES",
+        "network tables: a shipped set, reconstructions (default) or canonical (the widely "
+        "used networks at full size; never compliant), or a directory of YAML tables "
+        "(./canonical for a directory of that name)",
         _text,
         command=True,
     ),

@@ -59,6 +59,7 @@ def build_report(
             "networks": list(setup.networks),
             "seed": options.seed,
             "tables": options.tables,
+            "table_set": setup.table_set,
             "tables_provenance": sorted({n.provenance for n in setup.networks.values()}),
             "weights": options.weights,
             "master_dtype": master_dtype(options.dtype),

@@ -123,6 +123,7 @@ class GostSession:
             peak=setup.peak,
             system_peak=sum(peaks) if peaks and None not in peaks else None,
             software=software(setup.backend_name, setup.version),
+            table_set=setup.table_set,
         )
 
     def report_header(self) -> list[str]:
@@ -144,7 +145,7 @@ class GostSession:
             f"gostcnn: backend {backend}; dtype {options.dtype}; batch {options.batch}; "
             f"mode {'+'.join(options.modes)}; seed {options.seed}; weights {options.weights}; "
             f"profile {options.profile}" + threshold,
-            f"gostcnn: networks {networks}",
+            f"gostcnn: tables {setup.table_set}; networks {networks}",
         ]
 
     def facts(self) -> Facts:
@@ -170,6 +171,7 @@ class GostSession:
                 for r in results.cell_reports
                 if r["failures"]
             ),
+            table_set=setup.table_set,
         )
 
     def assess(self, statuses: list[tuple[int, str | None]]) -> Assessment:

@@ -17,7 +17,13 @@ from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases, netwo
 from pytest_gostcnn.conformance.verification import layer_steps
 from pytest_gostcnn.machine.peak import MIN_PEAK, Peak
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
-from pytest_gostcnn.model.network import Network, TableError, load_networks
+from pytest_gostcnn.model.network import (
+    USER_TABLES,
+    Network,
+    TableError,
+    load_networks,
+    table_set,
+)
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.compliance import Provenance
 
@@ -33,6 +39,7 @@ class Setup:
     unavailable: str | None
     networks: dict[str, Network]
     cells: Cells
+    table_set: str = "reconstructions"  # the shipped set's name, or "user" for a directory
     local_cell: int = 0  # the cell index the backend was given: its device
     device: str | None = None  # the backend's device(), asked once
     system: dict = field(default_factory=dict)  # the backend's system(), asked once
@@ -84,13 +91,14 @@ def resolve(options: Options, cells: Cells) -> Setup:
         unavailable=unavailable,
         networks=networks,
         cells=cells,
+        table_set=table_set(options.tables),
         local_cell=local_cell,
         device=device,
         system=system,
         peak=peak,
         tables=len(all_networks),
         provenances={
-            latin: Provenance(network.provenance, shipped=options.tables is None)
+            latin: Provenance(network.provenance, shipped=table_set(options.tables) != USER_TABLES)
             for latin, network in networks.items()
         },
     )

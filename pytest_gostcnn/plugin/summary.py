@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from pytest_gostcnn.machine.peak import si
 from pytest_gostcnn.model.dtypes import master_dtype
-from pytest_gostcnn.model.network import CYRILLIC
+from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET
 from pytest_gostcnn.performance.designations import MODE_LETTERS
 from pytest_gostcnn.performance.evaluation import describe
 from pytest_gostcnn.performance.timing import Timing
@@ -20,6 +20,10 @@ from .results import Assessment, Results
 from .setup import Setup, layer_params
 
 FAILED_SHOWN = 10  # failed layer items named in the summary; the report has them all
+CANONICAL_NON_COMPLIANT = (
+    "CANONICAL SET: NOT COMPLIANT (the widely used networks at full size, not the standard's "
+    "typical networks)"
+)
 NON_COMPLIANT = (
     "QUICK PROFILE: NOT COMPLIANT (section 9.3 requires 1,000,000 images per cell; "
     "run --gost-profile=full)"
@@ -49,10 +53,11 @@ def nothing_verified(options: Options, setup: Setup, results: Results) -> list[s
 def verification_lines(
     options: Options, setup: Setup, results: Results, rerun: Callable[..., str]
 ) -> list[str]:
+    tables = "" if setup.table_set == DEFAULT_TABLE_SET else f"; tables {setup.table_set}"
     lines = [
         f"backend {setup.backend_name} {setup.version} on {setup.device}; "
         f"dtype {options.dtype}; batch {options.batch}; seed {options.seed}; "
-        f"weights {options.weights}"
+        f"weights {options.weights}{tables}"
     ]
     master = master_dtype(options.dtype)
     if master != options.dtype and "training" in options.modes:
@@ -103,6 +108,8 @@ def verification_lines(
 def performance_lines(options: Options, setup: Setup, assessment: Assessment) -> list[str]:
     peak = setup.peak
     lines = [] if options.profile == "full" else [NON_COMPLIANT]
+    if setup.table_set == CANONICAL_SET:
+        lines.append(CANONICAL_NON_COMPLIANT)
     if peak is None:
         lines.append("no peak: ОРП needs --gost-peak=MAC/s (no estimate for this device)")
     else:
