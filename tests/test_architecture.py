@@ -30,6 +30,7 @@ FLOORS = (
     {"__main__"},
     {"api"},  # pytest_gostcnn/__init__.py, the public names
     {"plugin"},
+    {"reports"},
     {"conformance", "performance"},
     {"backends"},
     {"backend"},
