@@ -44,6 +44,11 @@ class Peak:
     def as_dict(self) -> dict:
         return {**asdict(self), "estimated": self.estimated}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> Peak:
+        """The peak ``as_dict`` wrote (its derived ``estimated`` left out)."""
+        return cls(**{key: value for key, value in data.items() if key != "estimated"})
+
 
 def si(value: float) -> str:
     """``value`` with an SI prefix and a trailing space: 1.23e12 -> "1.23 T"."""

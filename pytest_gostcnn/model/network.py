@@ -6,6 +6,8 @@ parameters, plus the network's letter, name, input map and provenance (docs/tabl
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -88,6 +90,28 @@ class Network:
             for ref in layer.inputs:
                 readers.setdefault(ref, []).append(layer)
         return readers
+
+
+def table_checksum(network: Network) -> str:
+    """SHA-256 of what a table says (letter, name, provenance, input and every row's type,
+    parameters and inputs), not of its file: comments and layout do not change it."""
+    content = {
+        "letter": network.letter,
+        "name": network.name,
+        "provenance": network.provenance,
+        "input": list(network.input_shape),
+        "layers": [
+            [
+                layer.number,
+                layer.type.name,
+                dict(layer.params),
+                [[ref.layer, ref.output] for ref in layer.inputs],
+            ]
+            for layer in network.layers
+        ],
+    }
+    text = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def default_tables_dir() -> Path:

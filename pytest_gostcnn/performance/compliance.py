@@ -79,6 +79,9 @@ class Facts:
     cells: int
     cell_failures: tuple[tuple[int, tuple[str, ...]], ...]  # (cell, failed item names)
     table_set: str = DEFAULT_TABLE_SET  # the shipped set's name, or "user"
+    # The selected items the run has not run (yet, or ever: it stopped): how many outside
+    # section 9, and the performance tests by name.
+    not_run: tuple[int, list[str]] = (0, [])
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,18 @@ def assess(facts: Facts) -> Compliance:
                 "quick profile",
                 "quick profile: section 9.3 requires 1,000,000 images per cell "
                 "(run --gost-profile=full)",
+            )
+        )
+    others, tests = facts.not_run
+    if others or tests:
+        parts = [f"{len(tests)} performance tests"] if tests else []
+        parts += [f"{others} other items of the suite"] if others else []
+        shown = f" ({', '.join(tests)})" if tests else ""
+        reasons.append(
+            Reason(
+                "run incomplete",
+                f"run incomplete: {' and '.join(parts)} not run{shown}",
+                evaluation=True,
             )
         )
     if len(facts.networks) < facts.tables:

@@ -43,6 +43,10 @@ class Audit:
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict) -> Audit:
+        return cls(**data)
+
     def describe(self) -> str:
         if self.passed:
             return f"round {self.round}: {self.verdict}"
@@ -68,20 +72,33 @@ class CellTiming:
         return sum(self.round_seconds)
 
     def as_dict(self) -> dict:
+        """The cell's measurement with every round's seconds: a reader recomputes the
+        test's time and ОРП from them (``python -m pytest_gostcnn check``)."""
         return {
             "cell": self.cell,
             "device": self.device,
             "images": self.images,
             "seconds": self.seconds,
-            "round_seconds": {
-                "min": min(self.round_seconds),
-                "mean": self.seconds / len(self.round_seconds),
-                "max": max(self.round_seconds),
-            },
+            "round_seconds": list(self.round_seconds),
+            "peak": self.peak.as_dict() if self.peak else None,
             "first_image_crc32": self.first_image,
             "audits": [audit.as_dict() for audit in self.audits],
             "audit_seconds": self.audit_seconds,
         }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> CellTiming:
+        """The measurement ``as_dict`` wrote; what it derived (the sum) is recomputed."""
+        return cls(
+            cell=data["cell"],
+            device=data["device"],
+            images=data["images"],
+            round_seconds=tuple(data["round_seconds"]),
+            peak=Peak.from_dict(data["peak"]) if data["peak"] else None,
+            first_image=data["first_image_crc32"],
+            audits=tuple(Audit.from_dict(a) for a in data["audits"]),
+            audit_seconds=data["audit_seconds"],
+        )
 
 
 def system_seconds(cells: tuple[CellTiming, ...]) -> float:
@@ -183,12 +200,14 @@ class Timing:
             "network": self.latin,
             "letter": CYRILLIC[self.latin],
             "mode": self.mode,
+            "dtype": self.dtype,
             "designation": self.designation,
             "compliant": self.compliant,
             "noncompliance_reasons": list(self.reasons),
             "comment": self.comment,
             "table_set": self.table_set,
             "batch": self.batch,
+            "full_profile": self.full_profile,
             "images": self.images,
             "rounds": self.rounds,
             "seconds": self.seconds,
@@ -198,6 +217,25 @@ class Timing:
             "orp_percent": self.orp,
             "cells": [{**c.as_dict(), "orp_percent": self.cell_orp(c)} for c in self.cells],
         }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Timing:
+        """The test ``as_dict`` wrote, from what was measured and stated (the network, mode,
+        type, batch, rounds, MACs per image, the cells' rounds and peaks, the reasons and
+        comment); every figure derived from them is recomputed, not read."""
+        return cls(
+            latin=data["network"],
+            mode=data["mode"],
+            dtype=data["dtype"],
+            batch=data["batch"],
+            rounds=data["rounds"],
+            macs_per_image=data["macs_per_image"],
+            full_profile=data["full_profile"],
+            cells=tuple(CellTiming.from_dict(c) for c in data["cells"]),
+            reasons=tuple(data["noncompliance_reasons"]),
+            comment=data["comment"],
+            table_set=data["table_set"],
+        )
 
 
 def macs_per_image(network: Network, mode: str) -> int:

@@ -113,6 +113,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    # After every performance test, the report so far (--gost-report), so that a run
+    # stopped later keeps its finished tests. trylast: after the item's own teardown.
+    session = _started(item.config)
+    if session and item.nodeid in session.results.benchmark_items:
+        session.checkpoint()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     gost = _started(session.config)

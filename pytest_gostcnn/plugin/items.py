@@ -22,6 +22,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_round,
 )
 from pytest_gostcnn.performance.cells import Cells
+from pytest_gostcnn.performance.designations import test_name
 from pytest_gostcnn.performance.rounds import AuditedRound, Rounds, plan
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
 
@@ -164,6 +165,9 @@ def run_benchmark_case(
             f"{verification.subject} is not verified correct in this session ({reasons}); "
             "section 9 times verified implementations only"
         )
+    if case in session.resumed:
+        _record_timing(session, session.resumed[case], node, resumed=True)
+        return
     network = setup.networks[latin]
     run_plan = plan(options.profile, options.batch)
     rounds, error = None, None
@@ -184,6 +188,8 @@ def run_benchmark_case(
     except Exception as exc:  # the backend's failure fails the item on every cell
         error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
     _fail_if_any_cell(cells, error, "preparing")
+    name = test_name(latin, mode, options.dtype, options.batch)
+    session.timing_now = (name, rounds)  # kept if the run stops in it: the summary says so
     benchmark.pedantic(
         rounds.target,
         setup=rounds.setup,
@@ -191,6 +197,7 @@ def run_benchmark_case(
         rounds=run_plan.rounds,
         warmup_rounds=run_plan.warmup_rounds,
     )
+    session.timing_now = None
     _fail_if_any_cell(cells, rounds.error, "timing")
     if benchmark.stats is None:
         pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
@@ -216,7 +223,6 @@ def run_benchmark_case(
         cells=tuple(cells.allgather(own_timing)),
         table_set=setup.table_set,
     )
-    session.results.timings[(latin, mode)] = timing
     benchmark.extra_info.update(
         {
             "images": timing.images,
@@ -227,25 +233,43 @@ def run_benchmark_case(
             "audited rounds": [a.round for c in timing.cells for a in c.audits],
         }
     )
+    _record_timing(session, timing, node)
+
+
+def _record_timing(
+    session: GostSession, timing: Timing, node: pytest.Item, resumed: bool = False
+) -> None:
+    """A test's timing into the session's results and the item's properties; the item
+    fails when an audit of its rounds failed. ``resumed``: the timing is the stopped run's
+    (``--gost-resume``), not timed again."""
+    options = session.options
+    session.results.timings[(timing.latin, timing.mode)] = timing
+    if resumed:
+        session.progress(
+            f"{timing.name}: resumed from --gost-resume={options.resume}, not timed again"
+        )
     audits = [a for c in timing.cells for a in c.audits]
     node.user_properties += [
         ("gost_test", timing.name),
         ("gost_orp_percent", "-" if timing.orp is None else f"{timing.orp:.3g}"),
         ("gost_audits", f"{sum(a.passed for a in audits)}/{len(audits)} passed"),
+        *([("gost_resumed_from", options.resume)] if resumed else []),
     ]
     if timing.failed_audits:
         cell, audit = timing.failed_audits[0]
-        where = f" on cell {cell}" if cells.size > 1 else ""
+        where = f" on cell {cell}" if len(timing.cells) > 1 else ""
+        earlier = " (in the resumed run)" if resumed else ""
+        command = session.rerun("test_benchmark", networks=timing.latin, mode=timing.mode)
         pytest.fail(
             "\n".join(
                 [
                     f"{timing.name}: audit of timed round {audit.round} of "
-                    f"{run_plan.rounds}{where} failed ({audit.verdict}); section 9 counts no "
-                    "result whose rounds differ from the verified implementation",
+                    f"{timing.rounds}{where}{earlier} failed ({audit.verdict}); section 9 "
+                    "counts no result whose rounds differ from the verified implementation",
                     f"first failure: {audit.failure}",
                     f"worst array: {audit.worst_array}",
                     f"seed: --gost-seed={options.seed}",
-                    f"rerun: {session.rerun('test_benchmark', networks=latin, mode=mode)}",
+                    f"rerun: {command}",
                 ]
             ),
             pytrace=False,

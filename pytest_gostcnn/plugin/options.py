@@ -128,6 +128,25 @@ def _report_path(flag: str, path: str) -> str:
     return str(target)
 
 
+def _readable_file(flag: str, path: str) -> str:
+    """A file that exists and can be read, with ``~`` expanded (its content is checked when
+    the session starts)."""
+    if not path.strip():
+        raise ValueError(f"{flag}=: empty; give a file name")
+    try:
+        target = Path(path).expanduser().resolve()
+        exists, regular = target.exists(), target.is_file()
+    except (OSError, RuntimeError) as exc:
+        raise ValueError(f"{flag}={path}: {exc}") from None
+    if not exists:
+        raise ValueError(f"{flag}={path}: no such file")
+    if not regular:
+        raise ValueError(f"{flag}={path}: not a regular file")
+    if not os.access(target, os.R_OK):
+        raise ValueError(f"{flag}={path}: cannot be read (permissions)")
+    return str(target)
+
+
 @dataclass(frozen=True)
 class Option:
     """One ``--gost-NAME`` option: its parser, its default text, and how a rerun repeats it.
@@ -273,6 +292,15 @@ OPTIONS: tuple[Option, ...] = (
         rerun="never",
     ),
     Option(
+        "resume",
+        "PATH",
+        "continue a stopped run from its --gost-report: the same configuration is required "
+        "(every difference is listed); its finished tests are not timed again, section 8 is "
+        "verified again; give --gost-report too to keep the continued run",
+        _readable_file,
+        rerun="never",
+    ),
+    Option(
         "local_cell",
         "K",
         "run one process as the K-th computing cell of a node, on the device that cell "
@@ -307,6 +335,7 @@ RERUN_ORDER = (
     "local_cell",
     "peak",
     "report",
+    "resume",
     "allow_unavailable",
 )
 
@@ -334,6 +363,7 @@ class Options:
     peak: Peak | None
     report: str | None
     local_cell: int | None
+    resume: str | None = None
     allow_unavailable: bool = False
     given: frozenset[str] = frozenset()
 

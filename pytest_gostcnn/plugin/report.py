@@ -17,22 +17,31 @@ from pathlib import Path
 
 from pytest_gostcnn.machine.facts import cpu_model, libraries
 from pytest_gostcnn.model.dtypes import master_dtype
-from pytest_gostcnn.model.network import CYRILLIC
+from pytest_gostcnn.model.network import CYRILLIC, table_checksum
 
 from .options import REPORT_TEMPORARY_PREFIX, Options
 from .results import Assessment, Results
-from .setup import Setup
+from .setup import Setup, layer_params
 
-FORMAT = "pytest-gostcnn report 1"
+FORMAT = "pytest-gostcnn report 2"
 
 
 def build_report(
     options: Options,
     setup: Setup,
     results: Results,
-    assessment: Assessment,
+    assessment: Assessment | None,
+    run: dict | None = None,
 ) -> dict:
-    """The report of a session: each result's own report form, with the run around them."""
+    """The report of a session: each result's own report form, with the run around them.
+
+    ``run`` says how far the run got (``GostSession.run_state``); a report written before
+    the run ends (a checkpoint) or of a stopped run says so there and in ``complete``.
+    Without an assessment (``--gost-resume`` comparing configurations) only the system and
+    the options are meaningful.
+    """
+    run = run or {"complete": False, "stopped": None, "finished": [], "unfinished": []}
+    final = assessment is not None and run.get("final", False)
     return {
         "format": FORMAT,
         "standard": "GOST R 57700.36-2021",
@@ -61,6 +70,12 @@ def build_report(
             "tables": options.tables,
             "table_set": setup.table_set,
             "tables_provenance": sorted({n.provenance for n in setup.networks.values()}),
+            "table_checksums": {
+                latin: table_checksum(network) for latin, network in setup.networks.items()
+            },
+            "tables_held": setup.tables,
+            "layer_items": len(layer_params(options, setup.networks)),
+            "cells": setup.cells.size,
             "weights": options.weights,
             "master_dtype": master_dtype(options.dtype),
             "provenance": {latin: p.as_dict() for latin, p in setup.provenances.items()},
@@ -69,10 +84,12 @@ def build_report(
             "local_cell": setup.local_cell,
             "allow_unavailable": options.allow_unavailable,
         },
-        "exit_status": int(assessment.exitstatus),
-        "exit_reason": assessment.exit_reason,
-        "compliant": assessment.compliance.compliant,
-        "noncompliance_reasons": assessment.compliance.texts(),
+        "complete": run["complete"],
+        "run": {key: value for key, value in run.items() if key != "final"},
+        "exit_status": int(assessment.exitstatus) if final else None,
+        "exit_reason": assessment.exit_reason if final else _in_progress(run),
+        "compliant": assessment.compliance.compliant if assessment else False,
+        "noncompliance_reasons": assessment.compliance.texts() if assessment else [],
         "cells": results.cell_reports,
         "peak": setup.peak.as_dict() if setup.peak else None,
         "verification": {
@@ -82,9 +99,18 @@ def build_report(
                 for (latin, mode), v in results.networks.items()
             ],
         },
-        "benchmarks": [t.as_dict() for t in assessment.timings],
-        "evaluations": [e.as_dict() for e in assessment.evaluations],
+        "benchmarks": [t.as_dict() for t in assessment.timings] if assessment else [],
+        "evaluations": [e.as_dict() for e in assessment.evaluations] if assessment else [],
     }
+
+
+def _in_progress(run: dict) -> str:
+    """The exit reason of a report written while the run goes on (a checkpoint)."""
+    finished, total = len(run["finished"]), len(run["finished"]) + len(run["unfinished"])
+    return (
+        f"written while the run was going on, after {finished} of {total} performance tests; "
+        "the exit status is known when it ends"
+    )
 
 
 def _mode(path: Path) -> int:

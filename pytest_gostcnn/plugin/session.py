@@ -17,7 +17,11 @@ from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.model.network import TableError
 from pytest_gostcnn.performance.cells import CellsError, detect
 from pytest_gostcnn.performance.compliance import Facts, assess
+from pytest_gostcnn.performance.designations import test_name
 from pytest_gostcnn.performance.evaluation import Run, evaluate_system, result_comment, software
+from pytest_gostcnn.performance.timing import Timing
+from pytest_gostcnn.reports.load import ReportError, configuration, differences, read_report
+from pytest_gostcnn.reports.load import timings as report_timings
 
 from . import report, summary
 from .options import OPTIONS, Options
@@ -36,6 +40,12 @@ class GostSession:
         self.layer_data: dict[str, object] = {}
         self._options: Options | None = None
         self._setup: Setup | None = None
+        # --gost-resume: the finished tests of the stopped run, not timed again.
+        self.resumed: dict[tuple[str, str], Timing] = {}
+        self.resumed_from: dict | None = None
+        # The performance test timing now, for the summary of a run stopped in it: its name
+        # and its Rounds (performance/rounds.py).
+        self.timing_now: tuple[str, object] | None = None
 
     @property
     def given(self) -> bool:
@@ -76,9 +86,11 @@ class GostSession:
             setup = resolve(options, cells)
             if cells.size > 1:
                 _check_same_items(self.config)
+            if options.resume is not None:
+                self._resume(options, setup)
         except BackendError as exc:
             error = f"--gost-backend: {exc}"
-        except (TableError, ValueError) as exc:
+        except (TableError, ValueError) as exc:  # ReportError is a ValueError
             error = str(exc)
         errors = [(cell, why) for cell, why in enumerate(cells.allgather(error)) if why]
         if errors:
@@ -89,6 +101,31 @@ class GostSession:
             setup = setup.without_backend(f"cell {missing[0][0]}: {missing[0][1]}")
         self._options, self._setup = options, setup
         return setup
+
+    def _resume(self, options: Options, setup: Setup) -> None:
+        """``--gost-resume``: the finished tests of the report, when it is of this very
+        configuration; ValueError listing every difference otherwise."""
+        flag = f"--gost-resume={options.resume}"
+        try:
+            earlier = read_report(options.resume)
+            theirs = configuration(earlier)
+        except ReportError as exc:
+            raise ValueError(f"--gost-resume: {exc}") from None
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"{flag}: not a whole report (no {exc})") from None
+        mine = configuration(report.build_report(options, setup, self.results, None))
+        changed = differences(mine, theirs)
+        if changed:
+            raise ValueError(
+                f"{flag}: the report is of another configuration, so its results cannot "
+                "be continued here: " + "; ".join(changed)
+            )
+        self.resumed = report_timings(earlier)
+        self.resumed_from = {
+            "path": options.resume,
+            "created": earlier["created"],
+            "tests": [t.name for t in self.resumed.values()],
+        }
 
     # For the items. ------------------------------------------------------------------------
 
@@ -172,6 +209,7 @@ class GostSession:
                 if r["failures"]
             ),
             table_set=setup.table_set,
+            not_run=self.not_run(),
         )
 
     def assess(self, statuses: list[tuple[int, str | None]]) -> Assessment:
@@ -211,7 +249,13 @@ class GostSession:
 
     def selected(self, items: list[pytest.Item]) -> None:
         """The items left to run once -k, -m, --deselect and --lf have had their say."""
-        self.results.selected = sum(1 for i in items if i.get_closest_marker("gost_suite"))
+        suite = [i for i in items if i.get_closest_marker("gost_suite")]
+        self.results.selected = len(suite)
+        self.results.benchmark_items = {
+            i.nodeid: i.callspec.params["gost_benchmark_case"]
+            for i in suite
+            if i.get_closest_marker("gost_benchmark") and hasattr(i, "callspec")
+        }
 
     def reported(self, item: pytest.Item, report: pytest.TestReport) -> None:
         if not item.get_closest_marker("gost_suite"):
@@ -222,10 +266,17 @@ class GostSession:
         elif report.skipped:
             self.results.skips.append(_skip_reason(report))
 
-    def exit_status(self, exitstatus: int) -> tuple[int, str | None]:
+    def exit_status(self, exitstatus: int, stopped: str | None = None) -> tuple[int, str | None]:
         """This cell's exit status, and why when the plugin decides it: 0 only when every
         selected item of the suite ran and passed; not 0 when nothing was verified."""
         options, setup, results = self.options, self.setup, self.results
+        if stopped is not None and results.suite_items:
+            not_run, tests = self.not_run()
+            return (exitstatus or pytest.ExitCode.INTERRUPTED), (
+                f"the run stopped ({stopped}) with {len(tests)} performance tests and "
+                f"{not_run} other items of the suite not run; the report keeps the finished "
+                "tests, --gost-resume=REPORT continues the run"
+            )
         if not results.suite_items:  # the suite was not asked for: pytest's word stands
             return exitstatus, None
         if setup.backend is None:
@@ -262,42 +313,121 @@ class GostSession:
         """Gather every cell's facts, failures and exit status on cell 0, judge the results
         there, set the system's exit status and write the report."""
         setup = self.setup
-        status, reason = self.exit_status(int(exitstatus))
+        stopped = _stopped(session, int(exitstatus))
+        status, reason = self.exit_status(int(exitstatus), stopped)
         session.exitstatus = status
-        gathered = setup.cells.gather(
-            {
-                "cell": setup.cells.rank,
-                "host": setup.cells.host,
-                "cpu_model": cpu_model(),
-                "device": setup.device,
-                "system": setup.system,
-                "peak": setup.peak.macs_per_second if setup.peak else None,
-                "failures": self.results.failures,
-                "exit_status": int(status),
-                "exit_reason": reason,
-            }
-        )
+        gathered = self._gather(status, reason)
         if not setup.cells.is_root:
             return
         self.results.cell_reports = gathered
         assessment = self.assess([(c["exit_status"], c["exit_reason"]) for c in gathered])
         self.results.assessment = assessment
+        self.results.stopped = stopped
         session.exitstatus = assessment.exitstatus
-        path = self.options.report
-        if path is None:
+        if self.options.report is None:
             return
+        state = {**self.run_state(stopped), "final": True}
+        why = self._write(report.build_report(self.options, setup, self.results, assessment, state))
+        if why is not None:
+            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+            self.results.assessment = dataclasses.replace(
+                assessment, exitstatus=session.exitstatus, exit_reason=why
+            )
+
+    def checkpoint(self, stopped: str | None = None) -> None:
+        """The report so far, after every performance test (on every cell: they gather),
+        so that a run killed later keeps its finished tests; marked incomplete.
+
+        With ``stopped`` (a cell stalled, cell 0 alone can act) nothing is gathered: the
+        cells' facts are those of the last checkpoint.
+        """
+        if self.options.report is None:
+            return
+        if stopped is None:
+            gathered = self._gather(None, None)
+            if not self.setup.cells.is_root:
+                return
+            self.results.cell_reports = gathered
+        elif not self.results.cell_reports:
+            self.results.cell_reports = [self._cell_report(None, None)]
+        statuses = [(0, None)] * len(self.results.cell_reports)
+        whole = report.build_report(
+            self.options, self.setup, self.results, self.assess(statuses), self.run_state(stopped)
+        )
+        self._write(whole)
+
+    def run_state(self, stopped: str | None = None) -> dict:
+        """How far the run got: complete, or where it stopped, and which performance tests
+        finished (their items ran) and which did not."""
+        options, results = self.options, self.results
+        not_run, tests = self.not_run()
+        finished = [
+            test_name(latin, mode, options.dtype, options.batch)
+            for node, (latin, mode) in results.benchmark_items.items()
+            if node in results.outcomes
+        ]
+        stopped_in = None
+        if self.timing_now is not None and (stopped or not_run or tests):
+            name, rounds = self.timing_now
+            stopped_in = {
+                "test": name,
+                "timed_rounds_done": max(0, rounds.calls - rounds.plan.warmup_rounds - 1),
+                "rounds": rounds.plan.rounds,
+            }
+        return {
+            "complete": stopped is None and not not_run and not tests,
+            "stopped": stopped,
+            "stopped_in": stopped_in,
+            "finished": finished,
+            "unfinished": tests,
+            "other_items_not_run": not_run,
+            "resumed_from": self.resumed_from,
+        }
+
+    def not_run(self) -> tuple[int, list[str]]:
+        """The selected items of the suite that have not run: how many outside section 9,
+        and the performance tests by name."""
+        options, results = self.options, self.results
+        if results.selected is None:
+            return 0, []
+        tests = [
+            test_name(latin, mode, options.dtype, options.batch)
+            for node, (latin, mode) in results.benchmark_items.items()
+            if node not in results.outcomes
+        ]
+        others = results.selected - len(results.outcomes) - len(tests)
+        return max(0, others), tests
+
+    def _cell_report(self, status: int | None, reason: str | None) -> dict:
+        setup = self.setup
+        return {
+            "cell": setup.cells.rank,
+            "host": setup.cells.host,
+            "cpu_model": cpu_model(),
+            "device": setup.device,
+            "system": setup.system,
+            "peak": setup.peak.macs_per_second if setup.peak else None,
+            "failures": self.results.failures,
+            "exit_status": None if status is None else int(status),
+            "exit_reason": reason,
+        }
+
+    def _gather(self, status: int | None, reason: str | None) -> list[dict] | None:
+        """Every cell's facts on cell 0 (a collective call: every cell makes it)."""
+        return self.setup.cells.gather(self._cell_report(status, reason))
+
+    def _write(self, whole: dict) -> str | None:
+        """Write the report atomically; why it could not be written, else None."""
+        path = self.options.report
         try:
-            whole = report.build_report(self.options, setup, self.results, assessment)
             report.write_report(path, whole)
         except (OSError, ValueError, TypeError) as exc:  # Value/TypeError: not JSON
             why = f"could not write --gost-report={path}: {exc}"
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             if reporter is not None:
                 reporter.write_line(f"gostcnn: {why}", red=True)
-            session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-            self.results.assessment = dataclasses.replace(
-                assessment, exitstatus=session.exitstatus, exit_reason=why
-            )
+            return why
+        return None
 
     def terminal_summary(self, reporter: Any) -> None:
         options, setup, results = self.options, self.setup, self.results
@@ -306,6 +436,9 @@ class GostSession:
         if not self.results.verified_any or results.assessment is None:
             return
         reporter.write_sep("=", "GOST R 57700.36-2021, section 8: verification")
+        state = self.run_state(results.stopped)
+        for line in summary.stopped_lines(state, options.resume):
+            reporter.write_line(line, red=True, bold=True)
         for line in summary.verification_lines(options, setup, results, self.rerun):
             reporter.write_line(line)
         if self.results.benchmarked:
@@ -345,6 +478,15 @@ def option_texts(config: pytest.Config) -> tuple[dict[str, str | None], dict[str
                 text, flags[option.name] = str(setting), option.dest
         texts[option.name] = text
     return texts, flags
+
+
+def _stopped(session: pytest.Session, exitstatus: int) -> str | None:
+    """Why pytest stopped before the end of its items, if it did: an interrupt (Ctrl-C, a
+    signal), or -x/--maxfail."""
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "interrupted"
+    why = session.shouldstop or session.shouldfail
+    return str(why) if why else None
 
 
 def _check_same_items(config: pytest.Config) -> None:

@@ -50,6 +50,38 @@ def nothing_verified(options: Options, setup: Setup, results: Results) -> list[s
     return []
 
 
+def stopped_lines(state: dict, resumed: str | None) -> list[str]:
+    """What a run that did not reach its end was: which performance tests finished, which
+    did not, the test it stopped in; and which tests a resumed run did not time again."""
+    lines = []
+    if state["resumed_from"]:
+        tests = state["resumed_from"]["tests"]
+        lines.append(
+            f"RESUMED from --gost-resume={resumed} (written {state['resumed_from']['created']}): "
+            f"{len(tests)} performance tests kept from it, not timed again: "
+            + (", ".join(tests) or "none")
+        )
+    if state["complete"]:
+        return lines
+    why = state["stopped"] or "not every selected item ran"
+    finished, unfinished = state["finished"], state["unfinished"]
+    lines.append(
+        f"RUN INCOMPLETE ({why}): {len(finished)} of {len(finished) + len(unfinished)} "
+        "performance tests finished; NOT COMPLIANT because incomplete"
+    )
+    lines.append("  finished: " + (", ".join(finished) or "none"))
+    lines.append("  not finished: " + (", ".join(unfinished) or "none"))
+    if state["other_items_not_run"]:
+        lines.append(f"  other items of the suite not run: {state['other_items_not_run']}")
+    where = state["stopped_in"]
+    if where:
+        lines.append(
+            f"  stopped in {where['test']} after {where['timed_rounds_done']} of "
+            f"{where['rounds']} timed rounds: not a result, it is timed again when resumed"
+        )
+    return lines
+
+
 def verification_lines(
     options: Options, setup: Setup, results: Results, rerun: Callable[..., str]
 ) -> list[str]:
@@ -127,8 +159,8 @@ def performance_lines(options: Options, setup: Setup, assessment: Assessment) ->
         )
     if not assessment.timings:
         lines.append(
-            "nothing was timed: every benchmark was skipped (see the skip reasons: -rs), "
-            "e.g. under --benchmark-disable or after a failed verification"
+            "nothing was timed: no performance test finished (see the skip reasons, -rs: "
+            "e.g. --benchmark-disable, or a failed verification; or the run stopped)"
         )
     lines.append(
         f"{'test':<40} {'images':>8} {'time s':>9} {'images/s':>9} {'MAC/s':>10} {'ОРП %':>7}"

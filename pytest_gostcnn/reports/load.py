@@ -1,0 +1,119 @@
+"""A written report read back: the file, the configuration it was run in, its tests.
+
+``configuration`` names everything a result depends on besides the machine's speed; two
+reports of one configuration can be resumed one from the other or merged (docs/report.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pytest_gostcnn.performance.timing import Timing
+
+# The formats this version reads: the one it writes. A report of format 1 lacks the raw
+# round times, so nothing can be recomputed from it.
+FORMATS = ("pytest-gostcnn report 2",)
+
+
+class ReportError(ValueError):
+    """A file that is not a report this version can read; the message names the file."""
+
+
+def read_report(path: str | Path) -> dict:
+    """The report at ``path``; ReportError naming the file and what is wrong."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReportError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise ReportError(f"{path}: is a directory; give a report file") from None
+    except OSError as exc:
+        raise ReportError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ReportError(f"{path}: not UTF-8 text, so not a --gost-report") from None
+    try:
+        report = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportError(
+            f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); a report "
+            "on disk is always whole, so this is not one"
+        ) from None
+    if not isinstance(report, dict) or "format" not in report:
+        raise ReportError(f"{path}: JSON, but not a --gost-report (no \"format\")")
+    if report["format"] not in FORMATS:
+        raise ReportError(
+            f"{path}: format {report['format']!r}; this version reads {', '.join(FORMATS)}"
+        )
+    return report
+
+
+# What a configuration holds, in the order differences are listed, with the words for each.
+CONFIGURATION = {
+    "backend": "backend",
+    "backend_version": "backend version",
+    "dtype": "data type",
+    "batch": "batch",
+    "table_set": "table set",
+    "tables": "tables (--gost-tables)",
+    "table_checksums": "table checksums",
+    "seed": "seed",
+    "profile": "profile",
+    "images": "images per test (--gost-images)",
+    "cells": "computing cells",
+    "weights": "weight reading",
+    "rmse_threshold": "СКОП override",
+    "networks": "networks",
+    "modes": "modes",
+}
+SELECTION = ("networks", "modes", "table_checksums")  # what merged runs may split
+
+
+def configuration(report: dict, selection: bool = True) -> dict:
+    """What the run of ``report`` depends on besides speed; with ``selection`` False, less
+    what the jobs of one merged run divide among themselves (networks, modes, and so the
+    checksums of the tables each used)."""
+    options, backend = report["options"], report["system"]["backend"]
+    values = {
+        "backend": backend["name"],
+        "backend_version": backend["version"],
+        "dtype": options["dtype"],
+        "batch": options["batch"],
+        "table_set": options["table_set"],
+        "tables": options["tables"],
+        "table_checksums": options["table_checksums"],
+        "seed": options["seed"],
+        "profile": options["profile"],
+        "images": options.get("images"),
+        "cells": options["cells"],
+        "weights": options["weights"],
+        "rmse_threshold": options["rmse_threshold"],
+        "networks": options["networks"],
+        "modes": options["modes"],
+    }
+    if not selection:
+        values = {key: value for key, value in values.items() if key not in SELECTION}
+    return values
+
+
+def differences(mine: dict, theirs: dict) -> list[str]:
+    """Each entry of two configurations that differs, in words: "seed: 0 here, 3 there"."""
+    return [
+        f"{CONFIGURATION[key]}: {_show(mine[key])} here, {_show(theirs.get(key))} there"
+        for key in mine
+        if mine[key] != theirs.get(key)
+    ]
+
+
+def _show(value: object) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_show(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return "none" if value is None else str(value)
+
+
+def timings(report: dict) -> dict[tuple[str, str], Timing]:
+    """The report's performance tests by (network, mode), rebuilt from what was measured."""
+    return {(t["network"], t["mode"]): Timing.from_dict(t) for t in report["benchmarks"]}
