@@ -148,6 +148,8 @@ class Rounds:
         self.first_image = ""
         self.next_image = 0
         self.calls = 0  # rounds set up so far, warm-up included
+        self.number = 0  # the timed round now set up or running (0: the warm-up)
+        self.done = 0  # timed rounds that ended
         self.pending: AuditedRound | None = None  # the round now running, if audited
         self.result: Any = None
         self.started = time.monotonic()
@@ -164,6 +166,7 @@ class Rounds:
         batch = self.plan.batch
         self.calls += 1
         number = self.calls - self.plan.warmup_rounds
+        self.number = max(0, number)
         arguments: tuple = (None,)
         try:
             if self.error is None:
@@ -212,6 +215,7 @@ class Rounds:
             else:
                 self.result = self.backend.train(self.network, self.weights, image, residual)
             self.backend.synchronize()
+            self.done = self.number
         except Exception as exc:  # noted and reported for every cell after the rounds
             self.error = _failure(exc, f"{self.mode} round")
 

@@ -371,7 +371,7 @@ class GostSession:
             name, rounds = self.timing_now
             stopped_in = {
                 "test": name,
-                "timed_rounds_done": max(0, rounds.calls - rounds.plan.warmup_rounds - 1),
+                "timed_rounds_done": rounds.done,
                 "rounds": rounds.plan.rounds,
             }
         return {

@@ -99,11 +99,17 @@ def configuration(report: dict, selection: bool = True) -> dict:
 
 def differences(mine: dict, theirs: dict) -> list[str]:
     """Each entry of two configurations that differs, in words: "seed: 0 here, 3 there"."""
-    return [
-        f"{CONFIGURATION[key]}: {_show(mine[key])} here, {_show(theirs.get(key))} there"
-        for key in mine
-        if mine[key] != theirs.get(key)
-    ]
+    found = []
+    for key in mine:
+        here, there = mine[key], theirs.get(key)
+        if here == there:
+            continue
+        if isinstance(here, dict) and isinstance(there, dict):  # only the entries that differ
+            keys = [k for k in {**here, **there} if here.get(k) != there.get(k)]
+            here = {k: here.get(k) for k in keys}
+            there = {k: there.get(k) for k in keys}
+        found.append(f"{CONFIGURATION[key]}: {_show(here)} here, {_show(there)} there")
+    return found
 
 
 def _show(value: object) -> str:
