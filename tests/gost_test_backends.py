@@ -6,6 +6,7 @@ their own backend, ``--gost-backend=mymod:Class``.
 """
 
 import os
+import time
 
 import numpy as np
 
@@ -179,6 +180,28 @@ class _TimedCheat(NumpyBackend):
         if host.ndim == 4 and len(host) > 0:  # an image batch or an output residual
             self.timed = self.timed or host.dtype == np.float32
         return super().to_device(host)
+
+
+class StallsOnCell1(_TimedCheat):
+    """Verifies on both cells; on cell 1 its whole-network inference never returns from its
+    third timed call (the warm-up round, timed round 1, then timed round 2), as a hung
+    device's does."""
+
+    stalls = "1"  # the rank
+    timed_calls = 0
+
+    def infer(self, network, weights, image):
+        if os.environ.get("OMPI_COMM_WORLD_RANK") == self.stalls and self.timed:
+            self.timed_calls += 1
+            while self.timed_calls == 3:
+                time.sleep(60)
+        return super().infer(network, weights, image)
+
+
+class StallsOnCell0(StallsOnCell1):
+    """As StallsOnCell1, on cell 0."""
+
+    stalls = "0"
 
 
 class CachesAnswer(NumpyBackend):

@@ -84,7 +84,9 @@ def read_report(path: Path) -> dict:
     return data
 
 
-def mpirun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+def mpirun(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Two ranks of pytest with ``args``; the test fails if they have not ended in ``timeout``
+    seconds."""
     (tmp_path / "mymod.py").write_text(BACKENDS.read_text(encoding="utf-8"), encoding="utf-8")
     env = {
         **os.environ,
@@ -95,9 +97,18 @@ def mpirun(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         "PYTHONPATH": str(tmp_path),
     }
     command = [MPIRUN, "-n", "2", sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
-    return subprocess.run(
-        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
-    )
+    with subprocess.Popen(
+        command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as job:
+        try:
+            stdout, stderr = job.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            job.terminate()  # mpirun ends its ranks on SIGTERM; on SIGKILL they would stay
+            stdout, stderr = job.communicate()
+            pytest.fail(
+                f"the MPI job had not ended after {timeout:g} s:\n{stdout[-3000:]}{stderr[-3000:]}"
+            )
+    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
 
 
 SMALL = ("--gost-networks=Sh", "--gost-mode=inference", "--gost-batch=1")
@@ -207,3 +218,40 @@ def test_a_failure_on_another_cell_alone_sets_the_systems_exit_status(tmp_path):
     assert [c["exit_status"] for c in data["cells"]] == [0, 1]
     assert data["exit_status"] == 1 and data["exit_reason"].startswith("cell 1: ")
     assert run.returncode != 0
+
+
+# A stalled cell ends the job (docs/cells.md): the other cells wait for it no longer than
+# the deadline, here a few seconds, after starting (mpirun, pytest, verifying М on both cells
+# of a shared machine), which STARTUP bounds with room to spare.
+STALL = (
+    "--gost-networks=M",
+    "--gost-mode=inference",
+    "--gost-stall-timeout=3",
+    "-k",
+    "test_benchmark",
+)
+STARTUP = 120
+
+
+@needs_mpi
+def test_a_cell_that_stalls_while_timed_ends_the_job_naming_it_the_test_and_the_round(tmp_path):
+    run = mpirun(tmp_path, "--gost-backend=mymod:StallsOnCell1", *STALL, timeout=3 + STARTUP)
+    assert run.returncode != 0
+    # Cell 0 names it; cell 1 never answers again (its inference sleeps) until it is killed.
+    assert (
+        "gostcnn: cell 1 of 2 stalled in М (M) inference, timed round 2 of 8: not at the "
+        "barrier after it within 3 s (--gost-stall-timeout); ending the job"
+    ) in run.stdout
+    assert "MPI_ABORT was invoked on rank 0" in run.stderr
+
+
+@needs_mpi
+def test_a_stall_of_cell_0_is_named_by_the_others_after_twice_the_deadline(tmp_path):
+    run = mpirun(tmp_path, "--gost-backend=mymod:StallsOnCell0", *STALL, timeout=6 + STARTUP)
+    assert run.returncode != 0
+    assert (
+        "gostcnn: cell 0 of 2 stalled in М (M) inference, timed round 2 of 8: cell 1 waited "
+        "for it at the barrier after it for twice the deadline of 3 s (--gost-stall-timeout); "
+        "ending the job"
+    ) in run.stderr
+    assert "MPI_ABORT was invoked on rank 1" in run.stderr

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +18,29 @@ from typing import Any
 _SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE")
 
 
+# The watched barrier's messages: each cell's arrival, sent to cell 0, and cell 0's word to
+# go on. Point-to-point messages never match a collective's, so these tags are the
+# barrier's own.
+_ARRIVED, _GO = 57700, 57701
+# A waiting cell tests for its messages ever less often, up to this many seconds between
+# tests: cells leave a barrier within 1 % of their wait of each other, and within 10 ms.
+_MOST_BETWEEN_TESTS = 0.01
+
+
 class CellsError(RuntimeError):
-    """An MPI run that cannot be set up (e.g. mpi4py missing under mpirun)."""
+    """An MPI run that cannot be set up (e.g. mpi4py missing under mpirun), or a barrier
+    that a cell did not reach in time."""
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """How long a cell waits for the others at a watched barrier, and why that long."""
+
+    seconds: float
+    source: str  # e.g. "--gost-stall-timeout"
+
+    def __str__(self) -> str:
+        return f"{self.seconds:g} s ({self.source})"
 
 
 @dataclass
@@ -34,9 +57,49 @@ class Cells:
     def is_root(self) -> bool:
         return self.rank == 0
 
-    def barrier(self) -> None:
-        if self.comm is not None:
-            self.comm.Barrier()
+    def watched_barrier(
+        self, deadline: Deadline, where: str, on_stall: Callable[[str], None]
+    ) -> None:
+        """A barrier that gives up on a cell that does not reach it within ``deadline``:
+        ``on_stall`` gets one line naming the stalled cells and ``where`` they were (the
+        session's ends the job), then CellsError. Without MPI there is nothing to wait for.
+
+        Every cell tells cell 0 it arrived; cell 0 waits for them all, so it knows which
+        are missing, then tells each to go on. The others wait twice the deadline for that
+        word: a cell that arrived early waits longer than cell 0 (which names the stalled
+        cell first), yet not forever when cell 0 itself is stalled (docs/cells.md).
+        """
+        if self.comm is None:
+            return
+        if self.is_root:
+            arrivals = {
+                cell: self.comm.irecv(source=cell, tag=_ARRIVED) for cell in range(1, self.size)
+            }
+            missing = _wait(arrivals, deadline.seconds)
+            if missing:
+                names = ", ".join(map(str, missing))
+                message = (
+                    f"cell{'s' if len(missing) > 1 else ''} {names} of {self.size} stalled in "
+                    f"{where}: not at the barrier after it within {deadline}"
+                )
+                on_stall(message)
+                raise CellsError(message)
+            for request in [self.comm.isend(None, dest=cell, tag=_GO) for cell in arrivals]:
+                request.wait()
+            return
+        arrived = self.comm.isend(None, dest=0, tag=_ARRIVED)
+        if _wait({0: self.comm.irecv(source=0, tag=_GO)}, 2 * deadline.seconds):
+            message = (
+                f"cell 0 of {self.size} stalled in {where}: cell {self.rank} waited for it at "
+                f"the barrier after it for twice the deadline of {deadline}"
+            )
+            on_stall(message)
+            raise CellsError(message)
+        arrived.wait()
+
+    def abort(self, status: int) -> None:
+        """End every cell's process, a hung one too, with ``status`` (MPI's Abort)."""
+        self.comm.Abort(status)
 
     def allgather(self, value: Any) -> list:
         """Every cell's ``value``, in rank order, on every cell."""
@@ -45,6 +108,19 @@ class Cells:
     def gather(self, value: Any) -> list | None:
         """Every cell's ``value`` in rank order on cell 0; None on the others."""
         return [value] if self.comm is None else self.comm.gather(value, root=0)
+
+
+def _wait(requests: dict[int, Any], seconds: float) -> list[int]:
+    """Test ``requests`` (by cell) until all are complete or ``seconds`` have passed; the
+    cells whose requests are still incomplete."""
+    started = time.monotonic()
+    pending = dict(requests)
+    while True:
+        pending = {cell: r for cell, r in pending.items() if not r.test()[0]}
+        waited = time.monotonic() - started
+        if not pending or waited >= seconds:
+            return sorted(pending)
+        time.sleep(min(_MOST_BETWEEN_TESTS, waited / 100))
 
 
 def launched_size(environ: dict[str, str] | None = None) -> int:

@@ -22,6 +22,7 @@ import numpy as np
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model.network import Network
 
+from .cells import Deadline
 from .images import ImageSet
 from .timing import FULL_PROFILE_IMAGES, Audit
 
@@ -42,6 +43,16 @@ RESIDUAL_SCALE = 2.0**-20
 # AUDIT_WINDOW, and one more anywhere between per AUDIT_EVERY rounds of a long run.
 AUDIT_WINDOW = 10
 AUDIT_EVERY = 10_000
+# A stalled cell (docs/cells.md): with several cells, each round starts at a watched barrier,
+# and a cell that has not reached it by the deadline ends the job. The rounds of a test do
+# the same work as its warm-up round, so a cell that takes STALL_FACTOR times as long is
+# not running; the floor leaves room for what has nothing to do with the round (a busy
+# node's scheduler, paging, a collector's pause). Before the warm-up has given a rate
+# (loading the weights, the warm-up round, which may compile a GPU backend's kernels) the
+# deadline is the default, or --gost-stall-timeout, which sets every deadline outright.
+STALL_FACTOR = 20
+STALL_FLOOR_SECONDS = 60.0
+STALL_DEFAULT_SECONDS = 1800.0
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,27 @@ def plan(profile: str, batch: int) -> Plan:
     else:
         rounds = max(QUICK_MIN_ROUNDS, math.ceil(QUICK_IMAGES / batch))
     return Plan(profile, rounds, WARMUP_ROUNDS, batch)
+
+
+def stall_deadline(stall_timeout: float | None, warmup_seconds: float | None) -> Deadline:
+    """How long a cell waits at a round's barrier for the others: ``--gost-stall-timeout``
+    when given, else the default until the warm-up round has been timed, then
+    ``STALL_FACTOR`` times it (from the barrier before it to the one after), at least
+    ``STALL_FLOOR_SECONDS``."""
+    if stall_timeout is not None:
+        return Deadline(stall_timeout, "--gost-stall-timeout")
+    if warmup_seconds is None:
+        return Deadline(STALL_DEFAULT_SECONDS, "the default until the warm-up round is timed")
+    return Deadline(
+        max(STALL_FLOOR_SECONDS, STALL_FACTOR * warmup_seconds),
+        f"{STALL_FACTOR} x the warm-up round's {warmup_seconds:.3g} s, at least "
+        f"{STALL_FLOOR_SECONDS:g} s",
+    )
+
+
+def subject(network: Network, mode: str) -> str:
+    """The test in a progress line or a stall's: ``М (M) training``."""
+    return f"{network.letter} ({network.latin}) {mode}"
 
 
 def benchmark_weights(network: Network, rng: np.random.Generator) -> dict:
@@ -115,7 +147,11 @@ class AuditedRound:
 class Rounds:
     """The setup, the timed target and the teardown of every round of one test, with
     progress reports; ``audit`` checks the rounds ``audited_rounds`` draws (with ``draw``,
-    by default the operating system's randomness), after each ends, untimed."""
+    by default the operating system's randomness), after each ends, untimed.
+
+    ``barrier(deadline, where)``, with several cells, meets the others before each round
+    and after the last (``end``), giving up on a cell that is not there by ``deadline``
+    (``stall_deadline``) and naming the round that cell was in (``where``)."""
 
     def __init__(
         self,
@@ -126,9 +162,10 @@ class Rounds:
         seed: int,
         cell: int = 0,
         progress: Callable[[str], None] | None = None,
-        before_round: Callable[[], None] | None = None,
+        barrier: Callable[[Deadline, str], None] | None = None,
         audit: Callable[[AuditedRound], Audit] | None = None,
         draw: random.Random | None = None,
+        stall_timeout: float | None = None,
     ) -> None:
         self.backend, self.network, self.mode, self.plan = backend, network, mode, run_plan
         rng = np.random.default_rng([seed, cell])
@@ -137,7 +174,10 @@ class Rounds:
         self.images = ImageSet(network.input_shape, seed, cell)
         self.residual_rng = np.random.default_rng([seed, cell, 1])
         self.progress = progress
-        self.before_round = before_round
+        self.barrier = barrier
+        self.stall_timeout = stall_timeout
+        self.warmup_seconds: float | None = None  # the last warm-up round, barrier to barrier
+        self.left_barrier: float | None = None
         self.audit = audit
         self.audited = (
             audited_rounds(run_plan.rounds, draw or random.SystemRandom()) if audit else ()
@@ -175,9 +215,32 @@ class Rounds:
             self.error = _failure(exc, "preparing a batch")
         self.next_image += batch
         self._report()
-        if self.before_round is not None:
-            self.before_round()  # e.g. a barrier: every cell's round starts together
+        if self.barrier is not None:  # every cell's round starts together
+            ended = self.calls - 1
+            self._meet(self._round_name(ended) if ended else f"preparing {self._round_name(1)}")
         return arguments, {}
+
+    def end(self) -> None:
+        """After the last round: every cell meets the others once more (with a barrier)."""
+        if self.barrier is not None:
+            self._meet(self._round_name(self.calls))
+
+    @property
+    def deadline(self) -> Deadline:
+        return stall_deadline(self.stall_timeout, self.warmup_seconds)
+
+    def _meet(self, ended: str) -> None:
+        self.barrier(self.deadline, ended)
+        now = time.monotonic()
+        if self.calls == self.plan.warmup_rounds + 1 and self.left_barrier is not None:
+            self.warmup_seconds = now - self.left_barrier  # the slowest cell's, as all wait
+        self.left_barrier = now
+
+    def _round_name(self, call: int) -> str:
+        """The round ``setup`` was called for the ``call``-th time (from 1)."""
+        if call <= self.plan.warmup_rounds:
+            return "the warm-up round"
+        return f"timed round {call - self.plan.warmup_rounds} of {self.plan.rounds}"
 
     def _arguments(self, batch: int, number: int) -> tuple:
         host = self.images.batch(self.next_image, batch)
@@ -242,7 +305,7 @@ class Rounds:
         rate = done / (now - self.started)
         left = (total - done) / rate if rate > 0 else math.inf
         self.progress(
-            f"{self.network.letter} ({self.network.latin}) {self.mode}: {done}/{total} images "
+            f"{subject(self.network, self.mode)}: {done}/{total} images "
             f"({100 * done / total:.1f}%), {rate:.3g} images/s, about {_duration(left)} left"
         )
 

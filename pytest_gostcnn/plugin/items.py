@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -21,9 +22,15 @@ from pytest_gostcnn.conformance.verification import (
     verify_network,
     verify_round,
 )
-from pytest_gostcnn.performance.cells import Cells
+from pytest_gostcnn.performance.cells import Cells, Deadline
 from pytest_gostcnn.performance.designations import test_name
-from pytest_gostcnn.performance.rounds import AuditedRound, Rounds, plan
+from pytest_gostcnn.performance.rounds import (
+    AuditedRound,
+    Rounds,
+    plan,
+    stall_deadline,
+    subject,
+)
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
 
 from .session import GostSession
@@ -174,6 +181,7 @@ def run_benchmark_case(
     network = setup.networks[latin]
     run_plan = plan(options.profile, options.batch)
     rounds, error = None, None
+    barrier = _barrier(session, subject(network, mode))
     try:
         rounds = Rounds(
             setup.backend,
@@ -183,13 +191,16 @@ def run_benchmark_case(
             options.seed,
             cells.rank,
             session.progress,
-            before_round=cells.barrier if cells.size > 1 else None,
+            barrier=barrier,
             audit=lambda audited: audit_round(
                 setup.backend, network, mode, audited, options.rmse_threshold
             ),
+            stall_timeout=options.stall_timeout,
         )
     except Exception as exc:  # the backend's failure fails the item on every cell
         error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
+    if barrier is not None:  # a cell hung loading its weights must not hold the others
+        barrier(stall_deadline(options.stall_timeout, None), "loading the weights")
     _fail_if_any_cell(cells, error, "preparing")
     name = test_name(latin, mode, options.dtype, options.batch)
     session.timing_now = (name, rounds)  # kept if the run stops in it: the summary says so
@@ -200,6 +211,7 @@ def run_benchmark_case(
         rounds=run_plan.rounds,
         warmup_rounds=run_plan.warmup_rounds,
     )
+    rounds.end()
     session.timing_now = None
     _fail_if_any_cell(cells, rounds.error, "timing")
     if benchmark.stats is None:
@@ -277,6 +289,17 @@ def _record_timing(
             ),
             pytrace=False,
         )
+
+
+def _barrier(session: GostSession, test: str) -> Callable[[Deadline, str], None] | None:
+    """With several cells, the barrier of ``test``'s rounds: a cell that does not reach it
+    in time ends the job, named (docs/cells.md). With one cell, none at all."""
+    cells = session.setup.cells
+    if cells.size == 1:
+        return None
+    return lambda deadline, where: cells.watched_barrier(
+        deadline, f"{test}, {where}", session.stalled
+    )
 
 
 def audit_round(

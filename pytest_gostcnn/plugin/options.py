@@ -23,7 +23,13 @@ from pytest_gostcnn.machine.peak import Peak, parse_peak
 from pytest_gostcnn.model.data import WEIGHT_READINGS
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, PRECISIONS, TRAINING_DTYPES
 from pytest_gostcnn.model.network import CYRILLIC, LATIN, Network, network_key
-from pytest_gostcnn.performance.rounds import PROFILES, QUICK_IMAGES
+from pytest_gostcnn.performance.rounds import (
+    PROFILES,
+    QUICK_IMAGES,
+    STALL_DEFAULT_SECONDS,
+    STALL_FACTOR,
+    STALL_FLOOR_SECONDS,
+)
 
 MODES = ("training", "inference", "both")
 MAX_BATCH = 1024  # standard.md §7: B is an integer from 1 to 1024
@@ -75,6 +81,16 @@ def _threshold(flag: str, text: str) -> float:
         raise ValueError(f"{flag}={text}: not a number") from None
     if not (math.isfinite(value) and value >= 0):
         raise ValueError(f"{flag}={text}: must be a finite number >= 0")
+    return value
+
+
+def _seconds(flag: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{flag}={text}: not a number of seconds") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{flag}={text}: must be a finite number of seconds > 0")
     return value
 
 
@@ -309,6 +325,16 @@ OPTIONS: tuple[Option, ...] = (
         _integer(0, 2**31 - 1),
     ),
     Option(
+        "stall_timeout",
+        "SECONDS",
+        "with several cells: how long the cells wait at a benchmark round's barrier for one "
+        "that has not arrived before the job is ended, naming it (default "
+        f"{STALL_DEFAULT_SECONDS:g} s until the warm-up round is timed, then "
+        f"{STALL_FACTOR} x that round, at least {STALL_FLOOR_SECONDS:g} s)",
+        _seconds,
+        rerun="never",
+    ),
+    Option(
         "allow_unavailable",
         "",
         "exit 0 when the backend is unavailable on this machine (a CI matrix job without the "
@@ -333,6 +359,7 @@ RERUN_ORDER = (
     "networks",
     "mode",
     "local_cell",
+    "stall_timeout",
     "peak",
     "report",
     "resume",
@@ -364,6 +391,7 @@ class Options:
     report: str | None
     local_cell: int | None
     resume: str | None = None
+    stall_timeout: float | None = None
     allow_unavailable: bool = False
     given: frozenset[str] = frozenset()
 

@@ -107,6 +107,8 @@ def build_report(
 def _in_progress(run: dict) -> str:
     """The exit reason of a report written while the run goes on (a checkpoint)."""
     finished, total = len(run["finished"]), len(run["finished"]) + len(run["unfinished"])
+    if run["stopped"]:
+        return f"the run stopped after {finished} of {total} performance tests: {run['stopped']}"
     return (
         f"written while the run was going on, after {finished} of {total} performance tests; "
         "the exit status is known when it ends"

@@ -6,7 +6,9 @@ to it; the suite's items (``items.py``) add their results to ``GostSession.resul
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import sys
 from typing import Any
 
 import pytest
@@ -137,14 +139,32 @@ class GostSession:
     def progress(self, line: str) -> None:
         """A progress line for long benchmarks, shown even while pytest captures output."""
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            with self._uncaptured():
+                reporter.write_line(f"gostcnn: {line}")
+
+    def stalled(self, message: str) -> None:
+        """A cell stalled (docs/cells.md): say so, keep the report of the finished tests and
+        end every cell's process, the stalled one too, with a status that is not 0."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        with self._uncaptured():
+            line = f"gostcnn: {message}; ending the job"
+            if reporter is None:  # cells other than 0 print nothing else, but this they must
+                print(line, file=sys.stderr)
+            else:
+                reporter.write_line(line, red=True, bold=True)
+            self.checkpoint(stopped=message)  # the finished tests, marked incomplete
+            if reporter is not None:
+                reporter.flush()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        self.setup.cells.abort(pytest.ExitCode.TESTS_FAILED)
+
+    def _uncaptured(self) -> contextlib.AbstractContextManager:
         capture = self.config.pluginmanager.get_plugin("capturemanager")
-        if reporter is None:
-            return
-        if capture is None:
-            reporter.write_line(f"gostcnn: {line}")
-            return
-        with capture.global_and_fixture_disabled():
-            reporter.write_line(f"gostcnn: {line}")
+        return (
+            contextlib.nullcontext() if capture is None else capture.global_and_fixture_disabled()
+        )
 
     # What the hooks ask. -------------------------------------------------------------------
 
@@ -348,6 +368,8 @@ class GostSession:
             if not self.setup.cells.is_root:
                 return
             self.results.cell_reports = gathered
+        elif not self.setup.cells.is_root:
+            return
         elif not self.results.cell_reports:
             self.results.cell_reports = [self._cell_report(None, None)]
         statuses = [(0, None)] * len(self.results.cell_reports)
