@@ -1,7 +1,7 @@
 """``--gost-report=PATH``: the JSON report a certifying body can check.
 
 It holds the system, the options, every verdict with its СКО values, every timing, every
-ОРП with the factors of the peak, and the evaluation. ``docs/report.schema.json`` is its
+ОРП with the factors of the peak, and the evaluation. ``reports/report.schema.json`` is its
 schema. The file is written to a temporary name in the same folder and renamed, so a
 report on disk is always whole.
 """
