@@ -2,6 +2,8 @@
 
 python -m pytest_gostcnn tables [--tables SET_OR_DIR]
 python -m pytest_gostcnn reference [--tables SET_OR_DIR] [--networks R,Sh] [--batch 2] [--seed 0]
+python -m pytest_gostcnn check REPORT... [--tables DIR]
+python -m pytest_gostcnn evaluate REPORT... [-o PATH]
 """
 
 from __future__ import annotations
@@ -19,10 +21,15 @@ from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weight
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.model.network import Network, TableError, load_networks
 from pytest_gostcnn.plugin.options import BY_NAME, OPTIONS, select_networks
+from pytest_gostcnn.reports import check, merge
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "check":
+        return check.main(args.reports, args.tables, print)
+    if args.command == "evaluate":
+        return merge.main(args.reports, args.output, print)
     try:
         networks = load_networks(args.tables)
         if args.command == "reference":
@@ -131,6 +138,22 @@ def _parser() -> argparse.ArgumentParser:
     reference = sub.add_parser(
         "reference", help="run one training iteration per network through the float64 reference"
     )
+    checker = sub.add_parser(
+        "check",
+        help="recompute every figure of --gost-report files and name each disagreement",
+    )
+    checker.add_argument("reports", nargs="+", metavar="REPORT")
+    checker.add_argument(
+        "--tables",
+        metavar="DIR",
+        help="the directory of tables a report of --gost-tables=DIR was run on",
+    )
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="merge the reports of runs of one configuration into one evaluation per mode",
+    )
+    evaluate.add_argument("reports", nargs="+", metavar="REPORT")
+    evaluate.add_argument("-o", "--output", metavar="PATH", help="write the merged report here")
     # The same options as the plugin's --gost-*, with the same checks.
     BY_NAME["tables"].add_argument(tables)
     for option in OPTIONS:

@@ -1,0 +1,352 @@
+"""``python -m pytest_gostcnn check REPORT``: every figure of a report recomputed from what
+was measured, and each disagreement named.
+
+From the raw round times, the cells' peaks and the tables (found by their checksums) it
+recomputes each test's time, MAC/s and ОРП, the system's time over the cells, the
+compliance conditions, and each evaluation (the dropped result, the first and second
+results); it checks the verdicts against their own СКО and СКОП values and the report
+against its schema (docs/report.md).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from pytest_gostcnn.conformance.verification import (
+    CORRECT,
+    NOT_CORRECT,
+    NOT_VERIFIED,
+    REFERENCE_GRADE,
+)
+from pytest_gostcnn.machine.peak import Peak
+from pytest_gostcnn.model.network import (
+    USER_TABLES,
+    Network,
+    TableError,
+    load_networks,
+    table_checksum,
+)
+from pytest_gostcnn.performance.compliance import Compliance, Facts, Provenance, assess
+from pytest_gostcnn.performance.designations import designate_test
+from pytest_gostcnn.performance.evaluation import Evaluation, Run, evaluate_system
+from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, Timing, macs_per_image
+
+from .load import timings as report_timings
+from .schema import validate
+
+RELATIVE = 1e-9  # figures agree within this share: JSON keeps every float exactly
+FAILED = frozenset({NOT_CORRECT, NOT_VERIFIED})
+
+
+def check_report(report: dict, tables: str | Path | None = None) -> list[str]:
+    """Every disagreement in ``report``, in words (empty: every figure agrees).
+
+    ``tables``: the directory of the tables a report of user tables (``--gost-tables=DIR``)
+    was run on; the shipped sets are found by name.
+    """
+    problems = validate(report)
+    if problems:  # the figures below assume the report's shape
+        return [f"schema: {problem}" for problem in problems]
+    found: list[str] = []
+    networks = _tables(report, tables, found)
+    timings = report_timings(report)
+    _check_tests(report, timings, networks, found)
+    _check_verification(report, found)
+    compliance = assess(facts(report, tuple(timings.values())))
+    _check_compliance(report, compliance, timings, found)
+    _check_evaluations(report, compliance, timings, found)
+    _check_run(report, found)
+    return found
+
+
+def facts(report: dict, timings: tuple[Timing, ...]) -> Facts:
+    """What compliance depends on, as the report states it."""
+    options, run = report["options"], report["run"]
+    layers = report["verification"]["layers"]
+    return Facts(
+        modes=tuple(options["modes"]),
+        profile=options["profile"],
+        networks=tuple(options["networks"]),
+        tables=options["tables_held"],
+        verdicts={(n["network"], n["mode"]): n["verdict"] for n in report["verification"]["networks"]},
+        failed_verdicts=FAILED,
+        layer_items=options["layer_items"],
+        layers_ran=len(layers),
+        layers_failed=sum(layer["verdict"] in FAILED for layer in layers),
+        threshold=options["rmse_threshold"],
+        provenances={
+            latin: Provenance(p["kind"], p["shipped"]) for latin, p in options["provenance"].items()
+        },
+        timings=timings,
+        cells=options["cells"],
+        cell_failures=tuple(
+            (cell["cell"], tuple(item for item, _ in cell["failures"]))
+            for cell in report["cells"]
+            if cell["failures"]
+        ),
+        table_set=options["table_set"],
+        not_run=(run["other_items_not_run"], list(run["unfinished"])),
+    )
+
+
+def run_of(report: dict) -> Run:
+    """What the evaluation's comment and designation depend on, as the report states it."""
+    options, backend = report["options"], report["system"]["backend"]
+    peaks = [cell["peak"] for cell in report["cells"]]
+    return Run(
+        dtype=options["dtype"],
+        batch=options["batch"],
+        cells=options["cells"],
+        device=backend["device"],
+        peak=Peak.from_dict(report["peak"]) if report["peak"] else None,
+        system_peak=sum(peaks) if peaks and None not in peaks else None,
+        software="",
+        table_set=options["table_set"],
+    )
+
+
+def _agrees(stated: object, computed: object) -> bool:
+    if isinstance(stated, int | float) and isinstance(computed, int | float):
+        if isinstance(stated, bool) or isinstance(computed, bool):
+            return stated == computed
+        return math.isclose(stated, computed, rel_tol=RELATIVE, abs_tol=0.0)
+    return stated == computed
+
+
+def _compare(found: list[str], where: str, stated: dict, computed: dict) -> None:
+    for key, value in computed.items():
+        written = stated.get(key)
+        if _agrees(written, value):
+            continue
+        if isinstance(written, list) and isinstance(value, list):  # name what differs
+            lacks = [item for item in value if item not in written]
+            adds = [item for item in written if item not in value]
+            found.append(
+                f"{where}: {key} lacks {lacks or 'nothing'} and has {adds or 'nothing'} beyond "
+                "what is recomputed"
+            )
+        else:
+            found.append(f"{where}: {key} is {written!r}, recomputed {value!r}")
+
+
+def _tables(report: dict, directory: str | Path | None, found: list[str]) -> dict[str, Network]:
+    """The tables the report's checksums name, or a disagreement saying why not."""
+    options = report["options"]
+    source = options["table_set"] if options["table_set"] != USER_TABLES else directory
+    if source is None:
+        found.append(
+            "tables: the report was run on a directory of tables (--gost-tables="
+            f"{options['tables']}); give it as --tables DIR to check the MACs per image"
+        )
+        return {}
+    try:
+        networks = load_networks(source)
+    except TableError as exc:
+        found.append(f"tables: {exc}")
+        return {}
+    for latin, checksum in options["table_checksums"].items():
+        network = networks.get(latin)
+        if network is None:
+            found.append(f"tables: {latin} is not in {source}")
+        elif table_checksum(network) != checksum:
+            found.append(
+                f"tables: {latin}'s checksum {checksum} is not that of {source}'s table "
+                f"({table_checksum(network)})"
+            )
+    if sorted(options["table_checksums"]) != sorted(options["networks"]):
+        found.append("tables: the checksums do not name exactly the selected networks")
+    return networks
+
+
+def _check_tests(
+    report: dict, timings: dict[tuple[str, str], Timing], networks: dict, found: list[str]
+) -> None:
+    options = report["options"]
+    peaks = {cell["cell"]: cell["peak"] for cell in report["cells"]}
+    if len(timings) != len(report["benchmarks"]):
+        found.append("benchmarks: a test appears more than once")
+    for stated in report["benchmarks"]:
+        timing = timings[(stated["network"], stated["mode"])]
+        where = f"benchmark {stated['designation']}"
+        if stated["network"] not in options["networks"] or stated["mode"] not in options["modes"]:
+            found.append(f"{where}: not a test of the selected networks and modes")
+        for key in ("dtype", "batch"):
+            if stated[key] != options[key]:
+                found.append(f"{where}: {key} {stated[key]!r}, the run's is {options[key]!r}")
+        network = networks.get(timing.latin)
+        if network is not None:
+            _compare(found, where, stated, {"macs_per_image": macs_per_image(network, timing.mode)})
+        full = options["profile"] == "full" and all(
+            c.images >= FULL_PROFILE_IMAGES for c in timing.cells
+        )
+        _compare(found, where, stated, {"full_profile": full})
+        _compare(
+            found,
+            where,
+            stated,
+            {
+                "images": timing.images,
+                "seconds": timing.seconds,
+                "macs_per_second": timing.macs_per_second,
+                "peak_macs_per_second": timing.peak_macs_per_second,
+                "orp_percent": timing.orp,
+            },
+        )
+        if [c["cell"] for c in stated["cells"]] != list(range(options["cells"])):
+            found.append(f"{where}: cells {[c['cell'] for c in stated['cells']]}, not one per cell")
+        for cell, written in zip(timing.cells, stated["cells"], strict=True):
+            here = f"{where}, cell {cell.cell}"
+            if len(cell.round_seconds) != timing.rounds:
+                found.append(f"{here}: {len(cell.round_seconds)} round times for {timing.rounds} rounds")
+            _compare(
+                found,
+                here,
+                written,
+                {
+                    "images": timing.rounds * timing.batch,
+                    "seconds": cell.seconds,
+                    "orp_percent": timing.cell_orp(cell),
+                },
+            )
+            peak = cell.peak.macs_per_second if cell.peak else None
+            if not _agrees(peaks.get(cell.cell), peak):
+                found.append(f"{here}: peak {peak!r}, the cell's is {peaks.get(cell.cell)!r}")
+            for audit in cell.audits:
+                if not 1 <= audit.round <= timing.rounds:
+                    found.append(f"{here}: audited round {audit.round} of {timing.rounds} rounds")
+                if audit.passed != (audit.verdict in (CORRECT, REFERENCE_GRADE)):
+                    found.append(f"{here}: audit of round {audit.round} passed={audit.passed} "
+                                 f"with verdict {audit.verdict!r}")
+
+
+def _check_verification(report: dict, found: list[str]) -> None:
+    entries = report["verification"]["layers"] + report["verification"]["networks"]
+    for entry in entries:
+        where = f"verification {entry['subject']}"
+        passed = [_passed(check) for check in entry["checks"]]
+        for check in entry["checks"]:
+            if check["rmse"] is not None and check["problem"] is None and check["rmse"] > 0:
+                ratio = check["rmse"] / check["admissible_rmse"] if check["admissible_rmse"] else None
+                if not _agrees(check["ratio"], ratio):
+                    found.append(f"{where}, {check['array']}: ratio {check['ratio']!r}, recomputed {ratio!r}")
+        if entry["verdict"] in (CORRECT, REFERENCE_GRADE):
+            if entry["error"] is not None or not entry["checks"] or not all(passed):
+                found.append(
+                    f"{where}: verdict {entry['verdict']!r}, but its own СКО values say not "
+                    "(an array at or above its СКОП, or an error)"
+                )
+            grade = all(check["rmse"] == 0 for check in entry["checks"])
+            if (entry["verdict"] == REFERENCE_GRADE) != grade:
+                found.append(f"{where}: verdict {entry['verdict']!r}, but every СКО being 0 is {grade}")
+        elif entry["error"] is None and entry["checks"] and all(passed):
+            found.append(f"{where}: verdict {entry['verdict']!r}, but every array is below its СКОП")
+
+
+def _passed(check: dict) -> bool:
+    rmse = check["rmse"]
+    return check["problem"] is None and rmse is not None and (
+        rmse == 0 or rmse < check["admissible_rmse"]
+    )
+
+
+def _check_compliance(
+    report: dict, compliance: Compliance, timings: dict, found: list[str]
+) -> None:
+    _compare(
+        found,
+        "report",
+        report,
+        {"compliant": compliance.compliant, "noncompliance_reasons": compliance.texts()},
+    )
+    run = run_of(report)
+    for stated in report["benchmarks"]:
+        timing = timings[(stated["network"], stated["mode"])]
+        reasons = [r.text for r in compliance.for_test(timing.latin, timing.mode)]
+        compliant = timing.full_profile and not reasons
+        designation = designate_test(
+            timing.latin, timing.mode, timing.dtype, timing.batch, timing.full_profile,
+            compliant, run.table_set,
+        )  # fmt: skip
+        _compare(
+            found,
+            f"benchmark {stated['designation']}",
+            stated,
+            {"noncompliance_reasons": reasons, "compliant": compliant, "designation": designation},
+        )
+
+
+def _check_evaluations(
+    report: dict, compliance: Compliance, timings: dict, found: list[str]
+) -> None:
+    run = run_of(report)
+    benchmarked = [m for m in report["options"]["modes"] if any(t[1] == m for t in timings)]
+    stated_modes = [e["mode"] for e in report["evaluations"]]
+    for mode in benchmarked:
+        if mode not in stated_modes:
+            found.append(f"evaluations: none for {mode}, which has results")
+    full = report["options"]["profile"] == "full"
+    computed = evaluate_system(stated_modes, timings.values(), run, compliance, full)
+    for stated, evaluation in zip(report["evaluations"], computed, strict=True):
+        _compare(found, f"evaluation {stated['designation']}", stated, _figures(evaluation))
+
+
+def _figures(evaluation: Evaluation) -> dict:
+    return {
+        "designation": evaluation.designation,
+        "cells": evaluation.cells,
+        "results_percent": dict(evaluation.results),
+        "missing": list(evaluation.missing),
+        "complete": evaluation.complete,
+        "dropped": evaluation.dropped,
+        "first_result_percent": evaluation.first,
+        "second_result_macs_per_second": evaluation.second,
+        "compliant": evaluation.compliant,
+        "noncompliance_reasons": list(evaluation.reasons),
+    }
+
+
+def _check_run(report: dict, found: list[str]) -> None:
+    run = report["run"]
+    complete = run["stopped"] is None and not run["unfinished"] and not run["other_items_not_run"]
+    _compare(found, "run", run, {"complete": complete})
+    _compare(found, "report", report, {"complete": run["complete"]})
+    finished = set(run["finished"])
+    for stated in report["benchmarks"]:
+        name = stated["designation"].split(" ")[0]
+        if name not in finished:
+            found.append(f"run: {name} has a result but is not among the finished tests")
+    if set(run["finished"]) & set(run["unfinished"]):
+        found.append("run: a test is both finished and not finished")
+    if complete and report["exit_status"] is None:
+        found.append("report: complete, but with no exit status")
+
+
+# For the command line. -------------------------------------------------------------------
+
+def main(paths: list[str], tables: str | None, say: Callable[[str], None]) -> int:
+    """Check each report; 0 only when every figure of every one agrees."""
+    from .load import ReportError, read_report
+
+    status = 0
+    for path in paths:
+        try:
+            report = read_report(path)
+        except ReportError as exc:
+            say(f"error: {exc}")
+            status = 1
+            continue
+        problems = check_report(report, tables)
+        if problems:
+            status = 1
+            say(f"{path}: {len(problems)} disagreement{'s' if len(problems) > 1 else ''}:")
+            for problem in problems:
+                say(f"  {problem}")
+        else:
+            tests = len(report["benchmarks"])
+            say(
+                f"{path}: every figure agrees ({tests} performance tests, "
+                f"{len(report['evaluations'])} evaluations, compliance recomputed)"
+            )
+    return status

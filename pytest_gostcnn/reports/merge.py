@@ -1,0 +1,5 @@
+"""Merge (placeholder until written)."""
+
+
+def main(paths, output, say):
+    raise NotImplementedError
