@@ -12,6 +12,7 @@ import argparse
 import sys
 import time
 import tracemalloc
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -19,9 +20,13 @@ from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
 from pytest_gostcnn.model.layers import Layer
+from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import Network, TableError, load_networks
 from pytest_gostcnn.plugin.options import BY_NAME, OPTIONS, select_networks
+from pytest_gostcnn.plugin import summary
+from pytest_gostcnn.plugin.report import write_report
 from pytest_gostcnn.reports import check, merge
+from pytest_gostcnn.reports.load import ReportError, read_report
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         return check.main(args.reports, args.tables, print)
     if args.command == "evaluate":
-        return merge.main(args.reports, args.output, print)
+        return _evaluate(args.reports, args.output)
     try:
         networks = load_networks(args.tables)
         if args.command == "reference":
@@ -50,6 +55,31 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 1
+    return 0
+
+
+def _evaluate(paths: list[str], output: str | None) -> int:
+    """Merge the reports, print the evaluation as the plugin does, write it with ``-o``."""
+    try:
+        if output is not None:
+            output = BY_NAME["report"].parse("-o", output)  # a file can be written there
+        reports = [(path, read_report(path)) for path in paths]
+        merged = merge.merge_reports(reports)
+    except (ReportError, ValueError) as exc:  # MergeError is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    report = merged.report
+    options = report["options"]
+    run = SimpleNamespace(profile=options["profile"], dtype=options["dtype"])
+    peak = Peak.from_dict(report["peak"]) if report["peak"] else None
+    where = SimpleNamespace(peak=peak, table_set=options["table_set"])
+    judged = SimpleNamespace(timings=merged.timings, evaluations=merged.evaluations)
+    print(f"merged {len(paths)} reports: {', '.join(paths)}")
+    for line in summary.performance_lines(run, where, judged):
+        print(line)
+    if output is not None:
+        write_report(output, report)
+        print(f"merged report written to {output}")
     return 0
 
 

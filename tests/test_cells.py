@@ -73,7 +73,9 @@ needs_mpi = pytest.mark.skipif(
 # Third-party backends, named on the command line as mymod:Class.
 BACKENDS = Path(__file__).with_name("gost_test_backends.py")
 SCHEMA = json.loads(
-    (Path(__file__).parent.parent / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(encoding="utf-8")
+    (Path(__file__).parent.parent / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(
+        encoding="utf-8"
+    )
 )
 
 

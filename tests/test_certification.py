@@ -23,7 +23,9 @@ from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases
 from pytest_gostcnn.model.network import LATIN, load_networks
 
 HERE = Path(__file__).parent
-SCHEMA = json.loads((HERE.parent / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(encoding="utf-8"))
+SCHEMA = json.loads(
+    (HERE.parent / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(encoding="utf-8")
+)
 TINY_FULL = '''"""The full profile shrunk to 4 images per test, so a compliant run fits."""
 from pytest_gostcnn.performance import rounds
 

@@ -34,7 +34,9 @@ from pytest_gostcnn.model.network import default_tables_dir, load_networks
 pytest_plugins = ["pytester"]
 
 REPOSITORY = Path(__file__).parent.parent
-SCHEMA = json.loads((REPOSITORY / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(encoding="utf-8"))
+SCHEMA = json.loads(
+    (REPOSITORY / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(encoding="utf-8")
+)
 # Third-party backends, named on the command line as mymod:Class.
 BACKENDS = Path(__file__).with_name("gost_test_backends.py")
 SMALL = ("--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")

@@ -14,7 +14,9 @@ from pytest_gostcnn.plugin.report import write_report
 pytest_plugins = ["pytester"]
 
 SCHEMA = json.loads(
-    (Path(__file__).parent.parent / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(encoding="utf-8")
+    (Path(__file__).parent.parent / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(
+        encoding="utf-8"
+    )
 )
 SMALL = ("--gost-backend=numpy", "--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")
 

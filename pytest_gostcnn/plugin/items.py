@@ -175,7 +175,9 @@ def run_benchmark_case(
     if case in session.resumed:
         # Not timed again: pytest-benchmark's warning that its fixture went unused says
         # nothing the summary's RESUMED line does not.
-        node.add_marker(pytest.mark.filterwarnings("ignore::pytest_benchmark.logger.PytestBenchmarkWarning"))
+        node.add_marker(
+            pytest.mark.filterwarnings("ignore::pytest_benchmark.logger.PytestBenchmarkWarning")
+        )
         _record_timing(session, session.resumed[case], node, resumed=True)
         return
     network = setup.networks[latin]

@@ -31,7 +31,8 @@ from pytest_gostcnn.model.network import (
 from pytest_gostcnn.performance.compliance import Compliance, Facts, Provenance, assess
 from pytest_gostcnn.performance.designations import designate_test
 from pytest_gostcnn.performance.evaluation import Evaluation, Run, evaluate_system
-from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, Timing, macs_per_image
+from pytest_gostcnn.performance.rounds import plan
+from pytest_gostcnn.performance.timing import Timing, macs_per_image
 
 from .load import timings as report_timings
 from .schema import validate
@@ -70,7 +71,9 @@ def facts(report: dict, timings: tuple[Timing, ...]) -> Facts:
         profile=options["profile"],
         networks=tuple(options["networks"]),
         tables=options["tables_held"],
-        verdicts={(n["network"], n["mode"]): n["verdict"] for n in report["verification"]["networks"]},
+        verdicts={
+            (n["network"], n["mode"]): n["verdict"] for n in report["verification"]["networks"]
+        },
         failed_verdicts=FAILED,
         layer_items=options["layer_items"],
         layers_ran=len(layers),
@@ -178,10 +181,10 @@ def _check_tests(
         network = networks.get(timing.latin)
         if network is not None:
             _compare(found, where, stated, {"macs_per_image": macs_per_image(network, timing.mode)})
-        full = options["profile"] == "full" and all(
-            c.images >= FULL_PROFILE_IMAGES for c in timing.cells
+        expected = plan(options["profile"], options["batch"])
+        _compare(
+            found, where, stated, {"full_profile": expected.compliant, "rounds": expected.rounds}
         )
-        _compare(found, where, stated, {"full_profile": full})
         _compare(
             found,
             where,
@@ -199,7 +202,9 @@ def _check_tests(
         for cell, written in zip(timing.cells, stated["cells"], strict=True):
             here = f"{where}, cell {cell.cell}"
             if len(cell.round_seconds) != timing.rounds:
-                found.append(f"{here}: {len(cell.round_seconds)} round times for {timing.rounds} rounds")
+                found.append(
+                    f"{here}: {len(cell.round_seconds)} round times for {timing.rounds} rounds"
+                )
             _compare(
                 found,
                 here,
@@ -217,8 +222,10 @@ def _check_tests(
                 if not 1 <= audit.round <= timing.rounds:
                     found.append(f"{here}: audited round {audit.round} of {timing.rounds} rounds")
                 if audit.passed != (audit.verdict in (CORRECT, REFERENCE_GRADE)):
-                    found.append(f"{here}: audit of round {audit.round} passed={audit.passed} "
-                                 f"with verdict {audit.verdict!r}")
+                    found.append(
+                        f"{here}: audit of round {audit.round} passed={audit.passed} "
+                        f"with verdict {audit.verdict!r}"
+                    )
 
 
 def _check_verification(report: dict, found: list[str]) -> None:
@@ -228,9 +235,13 @@ def _check_verification(report: dict, found: list[str]) -> None:
         passed = [_passed(check) for check in entry["checks"]]
         for check in entry["checks"]:
             if check["rmse"] is not None and check["problem"] is None and check["rmse"] > 0:
-                ratio = check["rmse"] / check["admissible_rmse"] if check["admissible_rmse"] else None
+                ratio = (
+                    check["rmse"] / check["admissible_rmse"] if check["admissible_rmse"] else None
+                )
                 if not _agrees(check["ratio"], ratio):
-                    found.append(f"{where}, {check['array']}: ratio {check['ratio']!r}, recomputed {ratio!r}")
+                    found.append(
+                        f"{where}, {check['array']}: ratio {check['ratio']!r}, recomputed {ratio!r}"
+                    )
         if entry["verdict"] in (CORRECT, REFERENCE_GRADE):
             if entry["error"] is not None or not entry["checks"] or not all(passed):
                 found.append(
@@ -239,15 +250,21 @@ def _check_verification(report: dict, found: list[str]) -> None:
                 )
             grade = all(check["rmse"] == 0 for check in entry["checks"])
             if (entry["verdict"] == REFERENCE_GRADE) != grade:
-                found.append(f"{where}: verdict {entry['verdict']!r}, but every СКО being 0 is {grade}")
+                found.append(
+                    f"{where}: verdict {entry['verdict']!r}, but every СКО being 0 is {grade}"
+                )
         elif entry["error"] is None and entry["checks"] and all(passed):
-            found.append(f"{where}: verdict {entry['verdict']!r}, but every array is below its СКОП")
+            found.append(
+                f"{where}: verdict {entry['verdict']!r}, but every array is below its СКОП"
+            )
 
 
 def _passed(check: dict) -> bool:
     rmse = check["rmse"]
-    return check["problem"] is None and rmse is not None and (
-        rmse == 0 or rmse < check["admissible_rmse"]
+    return (
+        check["problem"] is None
+        and rmse is not None
+        and (rmse == 0 or rmse < check["admissible_rmse"])
     )
 
 
@@ -324,6 +341,7 @@ def _check_run(report: dict, found: list[str]) -> None:
 
 
 # For the command line. -------------------------------------------------------------------
+
 
 def main(paths: list[str], tables: str | None, say: Callable[[str], None]) -> int:
     """Check each report; 0 only when every figure of every one agrees."""

@@ -41,7 +41,7 @@ def read_report(path: str | Path) -> dict:
             "on disk is always whole, so this is not one"
         ) from None
     if not isinstance(report, dict) or "format" not in report:
-        raise ReportError(f"{path}: JSON, but not a --gost-report (no \"format\")")
+        raise ReportError(f'{path}: JSON, but not a --gost-report (no "format")')
     if report["format"] not in FORMATS:
         raise ReportError(
             f"{path}: format {report['format']!r}; this version reads {', '.join(FORMATS)}"

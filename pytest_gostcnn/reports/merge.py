@@ -1,5 +1,190 @@
-"""Merge (placeholder until written)."""
+"""``python -m pytest_gostcnn evaluate REPORT...``: the reports of runs of one configuration
+(e.g. six batch jobs, one network each) merged into one run's results and evaluation.
+
+The runs must be of one configuration (``load.configuration`` less the networks and modes
+each job chose) on cells of the same peaks; a test in two reports must have the same times
+in both (then it counts once). Everything derived is recomputed as the plugin computes it:
+compliance, each test's reasons and designation, each mode's evaluation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+
+from pytest_gostcnn.model.network import LATIN
+from pytest_gostcnn.performance.compliance import Compliance, assess
+from pytest_gostcnn.performance.evaluation import Evaluation, evaluate_system, result_comment
+from pytest_gostcnn.performance.timing import Timing
+
+from .check import facts, run_of
+from .load import configuration, differences, timings
+
+MODES = ("training", "inference")
 
 
-def main(paths, output, say):
-    raise NotImplementedError
+class MergeError(ValueError):
+    """Reports that cannot be merged, with the reason."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Merged:
+    report: dict  # the merged report, in the format the plugin writes
+    timings: tuple[Timing, ...]
+    compliance: Compliance
+    evaluations: tuple[Evaluation, ...]
+
+
+def merge_reports(reports: list[tuple[str, dict]]) -> Merged:
+    """One run's results from the reports of several: MergeError naming the reports and
+    the reason when they are not of one configuration or disagree on a test."""
+    (first_path, first), *others = reports
+    mine = configuration(first, selection=False)
+    for path, report in others:
+        changed = differences(mine, configuration(report, selection=False))
+        changed += _peaks_differ(first, report)
+        if changed:
+            raise MergeError(
+                f"{path} is not of the configuration of {first_path}: "
+                + "; ".join(
+                    c.replace(" here,", f" in {first_path},").replace(" there", f" in {path}")
+                    for c in changed
+                )
+            )
+    tests: dict[tuple[str, str], tuple[str, dict]] = {}
+    checksums: dict[str, tuple[str, str]] = {}
+    verified: dict[tuple[str, str], tuple[str, dict]] = {}
+    for path, report in reports:
+        for latin, checksum in report["options"]["table_checksums"].items():
+            earlier = checksums.setdefault(latin, (path, checksum))
+            if earlier[1] != checksum:
+                raise MergeError(
+                    f"{latin}'s table differs between {earlier[0]} and {path} (checksums "
+                    f"{earlier[1]} and {checksum})"
+                )
+        for entry in report["benchmarks"]:
+            key = (entry["network"], entry["mode"])
+            if key in tests and _times(tests[key][1]) != _times(entry):
+                raise MergeError(
+                    f"{entry['designation']} is in {tests[key][0]} and in {path} with different "
+                    "times: one run's result cannot count twice, nor two results once"
+                )
+            tests.setdefault(key, (path, entry))
+        for entry in report["verification"]["networks"]:
+            key = (entry["network"], entry["mode"])
+            if key in verified and verified[key][1]["verdict"] != entry["verdict"]:
+                raise MergeError(
+                    f"{entry['subject']} is verified {verified[key][1]['verdict']} in "
+                    f"{verified[key][0]} and {entry['verdict']} in {path}"
+                )
+            verified.setdefault(key, (path, entry))
+    merged = _merged_report(reports, tests, checksums, verified)
+    found = tuple(timings(merged).values())
+    compliance = assess(facts(merged, found))
+    run = run_of(merged)
+    run = dataclasses.replace(run, software=_software(reports))
+    judged = tuple(
+        dataclasses.replace(
+            t,
+            reasons=tuple(r.text for r in compliance.for_test(t.latin, t.mode)),
+            comment=result_comment(run),
+        )
+        for t in found
+    )
+    benchmarked = [m for m in merged["options"]["modes"] if any(t.mode == m for t in judged)]
+    full = merged["options"]["profile"] == "full"
+    evaluations = tuple(evaluate_system(benchmarked, judged, run, compliance, full))
+    merged["benchmarks"] = [t.as_dict() for t in judged]
+    merged["evaluations"] = [e.as_dict() for e in evaluations]
+    merged["compliant"] = compliance.compliant
+    merged["noncompliance_reasons"] = compliance.texts()
+    return Merged(merged, judged, compliance, evaluations)
+
+
+def _times(entry: dict) -> list:
+    return [cell["round_seconds"] for cell in entry["cells"]]
+
+
+def _peaks_differ(first: dict, report: dict) -> list[str]:
+    mine = [cell["peak"] for cell in first["cells"]]
+    theirs = [cell["peak"] for cell in report["cells"]]
+    return [] if mine == theirs else [f"cell peaks (MAC/s): {mine} here, {theirs} there"]
+
+
+def _software(reports: list[tuple[str, dict]]) -> str:
+    """The software particulars the first report's evaluation states (9.7)."""
+    for _, report in reports:
+        for evaluation in report["evaluations"]:
+            for line in evaluation["comment"]:
+                if line.startswith("comment: software "):
+                    return line.removeprefix("comment: software ")
+    return "unknown"
+
+
+def _merged_report(
+    reports: list[tuple[str, dict]],
+    tests: dict[tuple[str, str], tuple[str, dict]],
+    checksums: dict[str, tuple[str, str]],
+    verified: dict[tuple[str, str], tuple[str, dict]],
+) -> dict:
+    """The first report with the others' tests, verdicts, layers and selections added."""
+    first = reports[0][1]
+    networks = [latin for latin in LATIN.values() if latin in checksums]
+    modes = [m for m in MODES if any(m in r["options"]["modes"] for _, r in reports)]
+    provenance = {}
+    for _, report in reports:
+        provenance.update(report["options"]["provenance"])
+    options = {
+        **first["options"],
+        "networks": networks,
+        "modes": modes,
+        "table_checksums": {latin: checksums[latin][1] for latin in networks},
+        "provenance": {latin: provenance[latin] for latin in networks},
+        "tables_provenance": sorted({provenance[latin]["kind"] for latin in networks}),
+        "layer_items": sum(r["options"]["layer_items"] for _, r in reports),
+    }
+    cells = [dict(cell, failures=[]) for cell in first["cells"]]
+    for _, report in reports:
+        for cell in report["cells"]:
+            cells[cell["cell"]]["failures"] += cell["failures"]
+    timed = {entry["designation"].split(" ")[0] for _, entry in tests.values()}
+    finished = _unique(name for _, r in reports for name in r["run"]["finished"])
+    unfinished = _unique(
+        name for _, r in reports for name in r["run"]["unfinished"] if name not in timed
+    )
+    stopped = next((r["run"]["stopped"] for _, r in reports if r["run"]["stopped"]), None)
+    others = sum(r["run"]["other_items_not_run"] for _, r in reports)
+    statuses = [(r["exit_status"], r["exit_reason"]) for _, r in reports]
+    failing = [(s, why) for s, why in statuses if s != 0]
+    status, reason = failing[0] if failing else (0, None)
+    order = {(latin, mode): i for i, (latin, mode) in enumerate(
+        (latin, mode) for latin in LATIN.values() for mode in MODES
+    )}  # fmt: skip
+    return {
+        **first,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "merged_from": [{"path": path, "created": r["created"]} for path, r in reports],
+        "options": options,
+        "cells": cells,
+        "exit_status": status,
+        "exit_reason": reason,
+        "complete": all(r["complete"] for _, r in reports) and not unfinished,
+        "run": {
+            "complete": all(r["run"]["complete"] for _, r in reports) and not unfinished,
+            "stopped": stopped,
+            "stopped_in": None,
+            "finished": finished,
+            "unfinished": unfinished,
+            "other_items_not_run": others,
+            "resumed_from": None,
+        },
+        "verification": {
+            "layers": [layer for _, r in reports for layer in r["verification"]["layers"]],
+            "networks": [verified[key][1] for key in sorted(verified, key=order.__getitem__)],
+        },
+        "benchmarks": [tests[key][1] for key in sorted(tests, key=order.__getitem__)],
+    }
+
+
+def _unique(names) -> list[str]:
+    return list(dict.fromkeys(names))

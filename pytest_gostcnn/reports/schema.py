@@ -37,8 +37,10 @@ _TYPES = {
 
 @cache
 def report_schema() -> dict:
-    text = resources.files("pytest_gostcnn.reports").joinpath("report.schema.json").read_text(
-        encoding="utf-8"
+    text = (
+        resources.files("pytest_gostcnn.reports")
+        .joinpath("report.schema.json")
+        .read_text(encoding="utf-8")
     )
     schema = json.loads(text)
     unknown = _unknown_keywords(schema)
