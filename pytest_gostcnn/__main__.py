@@ -16,14 +16,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
 from pytest_gostcnn.model.layers import Layer
-from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import Network, TableError, load_networks
-from pytest_gostcnn.plugin.options import BY_NAME, OPTIONS, select_networks
 from pytest_gostcnn.plugin import summary
+from pytest_gostcnn.plugin.options import BY_NAME, OPTIONS, select_networks
 from pytest_gostcnn.plugin.report import write_report
 from pytest_gostcnn.reports import check, merge
 from pytest_gostcnn.reports.load import ReportError, read_report
