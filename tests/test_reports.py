@@ -1,0 +1,320 @@
+"""Reports read back (issue 12): a stopped run resumed, single-network runs merged, and the
+checker that recomputes every figure and names each one edited.
+
+Runs are real, in fresh interpreters, on the six tiny tables and the shrunk full profile of
+tests/test_certification.py. A clock that advances exactly 2**-7 s per reading
+(``--benchmark-timer``) makes every round last the same time in every run, so two runs
+can be compared figure for figure, times included.
+"""
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from test_certification import SCHEMA, TINY, directory, suite
+
+from pytest_gostcnn.model.network import LATIN
+from pytest_gostcnn.performance import rounds
+from pytest_gostcnn.reports.check import check_report
+from pytest_gostcnn.reports.merge import MergeError, merge_reports
+from pytest_gostcnn.reports.schema import _unknown_keywords, report_schema, validate
+
+CLOCK = '''"""A clock that advances 2**-7 s at every reading: every round lasts exactly that."""
+_now = 0.0
+
+
+def tick():
+    global _now
+    _now += 2.0**-7
+    return _now
+'''
+STOP = '''"""Interrupt the run once its first performance test has finished, as Ctrl-C would."""
+import pytest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logfinish(nodeid, location):
+    if "test_benchmark" in nodeid:
+        raise KeyboardInterrupt
+'''
+FIXED = (*TINY, "--benchmark-timer=gost_test_clock.tick", "--gost-mode=inference")
+
+
+def run_dir(path: Path) -> Path:
+    directory(path)
+    (path / "gost_test_clock.py").write_text(CLOCK, encoding="utf-8")
+    (path / "gost_test_stop.py").write_text(STOP, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(autouse=True)
+def tiny_full_profile(monkeypatch):
+    """The checker in this process reads the full profile as the runs did (4 images)."""
+    monkeypatch.setattr(rounds, "FULL_PROFILE_IMAGES", 4)
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """One run of all six networks: the baseline."""
+    run = suite(run_dir(tmp_path_factory.mktemp("whole")), "--gost-backend=numpy", *FIXED)
+    assert run.returncode == 0, run.stdout[-3000:]
+    return run
+
+
+@pytest.fixture(scope="module")
+def singles(tmp_path_factory):
+    """Six runs, one network each, as six batch jobs would make them."""
+    found = []
+    for latin in LATIN.values():
+        path = run_dir(tmp_path_factory.mktemp(f"single-{latin}"))
+        run = suite(path, "--gost-backend=numpy", *FIXED, f"--gost-networks={latin}")
+        assert run.report is not None, run.stdout[-3000:]
+        found.append((str(path / "report.json"), run.report))
+    return found
+
+
+def _same_but_audits(report: dict) -> dict:
+    """A report less what differs between runs of the same times: when it was written,
+    the audited rounds (drawn by the operating system), the checks' own seconds and what
+    says the run was resumed or merged."""
+    report = copy.deepcopy(report)
+    for key in ("created", "merged_from"):
+        report.pop(key, None)
+    report["run"]["resumed_from"] = None
+    for test in report["benchmarks"]:
+        for cell in test["cells"]:
+            cell["audits"] = cell["audit_seconds"] = None
+    return report
+
+
+# The checker. ------------------------------------------------------------------------
+
+
+def test_the_checker_knows_every_keyword_of_the_schema_and_agrees_with_jsonschema(whole):
+    assert _unknown_keywords(report_schema()) == []
+    assert validate(whole.report) == []
+    broken = copy.deepcopy(whole.report)
+    broken["benchmarks"][0]["cells"][0]["round_seconds"][1] = "fast"
+    del broken["options"]["seed"]
+    broken["surplus"] = 1
+    problems = validate(broken)
+    assert len(problems) == 3, problems
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, SCHEMA)
+
+
+def test_check_passes_on_every_report_the_suite_writes(whole, singles):
+    tables = whole.path / "tiny"
+    assert check_report(whole.report, tables) == []
+    for path, report in singles:
+        assert check_report(report, tables) == [], path
+    merged = merge_reports(singles).report
+    assert check_report(merged, tables) == []
+
+
+def test_check_names_the_tables_it_needs_for_a_directory_of_tables(whole):
+    (problem,) = check_report(whole.report)
+    assert "--tables DIR" in problem
+
+
+def _round_time(report):
+    report["benchmarks"][2]["cells"][0]["round_seconds"][1] *= 0.5
+
+
+def _orp(report):
+    report["benchmarks"][0]["orp_percent"] *= 1.5
+
+
+def _missing_test(report):
+    del report["benchmarks"][3]
+
+
+def _macs(report):
+    report["benchmarks"][1]["macs_per_image"] += 1000
+
+
+def _peak(report):
+    report["cells"][0]["peak"] *= 0.5
+    report["peak"]["macs_per_second"] *= 0.5
+
+
+def _verdict(report):
+    check = report["verification"]["networks"][0]["checks"][0]
+    check["rmse"] = 2 * check["admissible_rmse"]
+
+
+def _compliant(report):
+    report["benchmarks"][4]["noncompliance_reasons"] = ["profile"]
+    report["benchmarks"][4]["compliant"] = False
+
+
+def _first_result(report):
+    report["evaluations"][0]["first_result_percent"] += 0.01
+
+
+def _dropped(report):
+    evaluation = report["evaluations"][0]
+    evaluation["dropped"] = next(
+        k for k in evaluation["results_percent"] if k != evaluation["dropped"]
+    )
+
+
+def _checksum(report):
+    report["options"]["table_checksums"]["M"] = "sha256:" + "0" * 64
+
+
+def _rounds(report):
+    test = report["benchmarks"][5]
+    test["cells"][0]["round_seconds"].append(test["cells"][0]["round_seconds"][0])
+
+
+def _schema(report):
+    report["benchmarks"][0]["orp_percent"] = "high"
+
+
+TAMPERING = {
+    "a round time edited": (_round_time, "seconds is"),
+    "an ОРП changed": (_orp, "orp_percent is"),
+    "a test removed": (_missing_test, "noncompliance_reasons lacks"),
+    "MACs per image edited": (_macs, "macs_per_image is"),
+    "the peak halved": (_peak, "peak"),
+    "an СКО above its СКОП, verdict kept": (_verdict, "its own СКО values say not"),
+    "a test's reasons dropped": (_compliant, "noncompliance_reasons"),
+    "the first result edited": (_first_result, "first_result_percent is"),
+    "another test dropped": (_dropped, "dropped is"),
+    "a table's checksum changed": (_checksum, "checksum"),
+    "a round added": (_rounds, "round times for"),
+    "a figure of the wrong type": (_schema, "schema:"),
+}
+
+
+@pytest.mark.parametrize("kind", TAMPERING)
+def test_check_fails_on_each_kind_of_tampering(whole, kind):
+    edit, words = TAMPERING[kind]
+    report = copy.deepcopy(whole.report)
+    edit(report)
+    problems = check_report(report, whole.path / "tiny")
+    assert problems, kind
+    assert any(words in problem for problem in problems), problems
+
+
+def _command(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    plugin = "import runpy, sys; from pytest_gostcnn.performance import rounds; "
+    plugin += "rounds.FULL_PROFILE_IMAGES = 4; sys.argv = ['pytest_gostcnn', *sys.argv[1:]]; "
+    plugin += "runpy.run_module('pytest_gostcnn', run_name='__main__')"
+    return subprocess.run(
+        [sys.executable, "-c", plugin, *args], cwd=cwd, capture_output=True, text=True
+    )
+
+
+def test_the_check_command_exits_0_only_when_every_figure_agrees(whole, tmp_path):
+    report = whole.path / "report.json"
+    done = _command("check", str(report), "--tables", str(whole.path / "tiny"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "every figure agrees" in done.stdout
+    edited = copy.deepcopy(whole.report)
+    _orp(edited)
+    (tmp_path / "edited.json").write_text(json.dumps(edited), encoding="utf-8")
+    done = _command("check", "edited.json", "--tables", str(whole.path / "tiny"), cwd=tmp_path)
+    assert done.returncode == 1 and "orp_percent is" in done.stdout
+    (tmp_path / "half.json").write_text(json.dumps(whole.report)[:500], encoding="utf-8")
+    done = _command("check", "half.json", "absent.json", cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "half.json: not JSON" in done.stdout and "absent.json: no such file" in done.stdout
+
+
+# Merging. -----------------------------------------------------------------------------
+
+
+def _figures(report: dict) -> list[dict]:
+    return [{k: v for k, v in e.items() if k != "comment"} for e in report["evaluations"]]
+
+
+def test_six_single_network_runs_merged_give_the_evaluation_of_one_run(whole, singles):
+    merged = merge_reports(singles)
+    assert _figures(merged.report) == _figures(whole.report)
+    assert merged.report["evaluations"][0]["compliant"] is True
+    assert [b["designation"] for b in merged.report["benchmarks"]] == [
+        b["designation"] for b in whole.report["benchmarks"]
+    ]
+    assert (
+        _same_but_audits(merged.report)["benchmarks"]
+        == (_same_but_audits(whole.report)["benchmarks"])
+    )
+
+
+def test_the_evaluate_command_prints_the_evaluation_and_writes_the_merged_report(singles, tmp_path):
+    paths = [path for path, _ in singles]
+    done = _command("evaluate", *paths, "-o", "merged.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "evaluation ОП-П-float32-B1-N1:" in done.stdout and "first result:" in done.stdout
+    written = json.loads((tmp_path / "merged.json").read_text(encoding="utf-8"))
+    jsonschema.validate(written, SCHEMA)
+    assert written["merged_from"] == [{"path": p, "created": r["created"]} for p, r in singles]
+    done = _command("evaluate", paths[0], "nowhere/x.json", cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+
+
+def test_merge_refuses_another_configuration_and_one_test_with_two_times(singles, tmp_path):
+    other = copy.deepcopy(singles[1][1])
+    other["options"]["seed"] = 5
+    with pytest.raises(MergeError, match="seed: 0 in .* 5 in b.json"):
+        merge_reports([singles[0], ("b.json", other)])
+    again = copy.deepcopy(singles[0][1])
+    again["benchmarks"][0]["cells"][0]["round_seconds"][0] *= 2
+    with pytest.raises(MergeError, match="with different times"):
+        merge_reports([singles[0], ("again.json", again)])
+    # the same result twice counts once
+    assert len(merge_reports([singles[0], ("copy.json", singles[0][1])]).timings) == 1
+
+
+# Stopped and resumed. -------------------------------------------------------------------
+
+
+def test_a_run_stopped_after_its_first_test_then_resumed_equals_an_uninterrupted_one(
+    whole, tmp_path
+):
+    path = run_dir(tmp_path)
+    stopped = suite(path, "--gost-backend=numpy", *FIXED, "-p", "gost_test_stop")
+    assert stopped.returncode != 0
+    report = stopped.report
+    assert report["complete"] is False and report["run"]["stopped"] == "interrupted"
+    assert report["run"]["finished"] == ["ТП-М-П-float32-B1"]
+    assert len(report["run"]["unfinished"]) == 5
+    assert "run incomplete" in " ".join(report["noncompliance_reasons"])
+    assert not report["evaluations"][0]["compliant"]
+    assert "RUN INCOMPLETE (interrupted): 1 of 6 performance tests finished" in stopped.stdout
+    assert check_report(report, path / "tiny") == []
+    (path / "stopped.json").write_text(json.dumps(report), encoding="utf-8")
+
+    resumed = suite(path, "--gost-backend=numpy", *FIXED, "--gost-resume=stopped.json")
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert "RESUMED from --gost-resume=" in resumed.stdout
+    assert resumed.report["run"]["resumed_from"]["tests"] == ["ТП-М-П-float32-B1"]
+    assert _same_but_audits(resumed.report) == _same_but_audits(whole.report)
+    # the finished test was not timed again: its audits are the stopped run's
+    assert resumed.report["benchmarks"][0]["cells"] == report["benchmarks"][0]["cells"]
+
+
+def test_resume_refuses_a_report_of_another_configuration_listing_every_difference(whole, tmp_path):
+    path = run_dir(tmp_path)
+    (path / "earlier.json").write_text(json.dumps(whole.report), encoding="utf-8")
+    run = suite(
+        path,
+        "--gost-backend=numpy",
+        *FIXED,
+        "--gost-seed=3",
+        "--gost-networks=M,G",
+        "--gost-resume=earlier.json",
+    )
+    assert run.returncode == 4 and "Traceback" not in run.stderr
+    assert "another configuration" in run.stderr
+    assert "seed: 3 here, 0 there" in run.stderr
+    assert "networks: M,G here, M,G,V,S,R,Sh there" in run.stderr
+    (path / "not.json").write_text("{}", encoding="utf-8")
+    run = suite(path, "--gost-backend=numpy", *FIXED, "--gost-resume=not.json")
+    assert run.returncode == 4 and "not a --gost-report" in run.stderr
