@@ -53,6 +53,8 @@ GOST_OPTIONS = {
     "--gost-seed",
     "--gost-tables",
     "--gost-weights",
+    "--gost-resume",
+    "--gost-stall-timeout",
     "--gost-rmse-threshold",
     "--gost-profile",
     "--gost-peak",
