@@ -53,6 +53,7 @@ GOST_OPTIONS = {
     "--gost-weights",
     "--gost-rmse-threshold",
     "--gost-profile",
+    "--gost-images",
     "--gost-peak",
     "--gost-report",
     "--gost-local-cell",
@@ -255,6 +256,19 @@ BAD_OPTIONS = [
     (["--gost-seed=-3"], ["--gost-seed=-3", "from 0 to"]),
     (["--gost-local-cell=-1"], ["--gost-local-cell=-1", "from 0 to"]),
     (["--gost-local-cell=gpu1"], ["--gost-local-cell=gpu1", "not an integer"]),
+    (["--gost-images=0"], ["--gost-images=0", "from 1 to"]),
+    (
+        ["--gost-batch=4", "--gost-images=3"],
+        ["--gost-images=3: fewer than one batch of --gost-batch=4"],
+    ),
+    (
+        ["--gost-profile=full", "--gost-images=5000"],
+        ["--gost-images=5000 and --gost-profile=full: give one of them"],
+    ),
+    (  # even the default profile, given, asks for what the image count replaces
+        ["--gost-profile=quick", "--gost-images=5000"],
+        ["--gost-images=5000 and --gost-profile=quick: give one of them"],
+    ),
 ]
 
 
@@ -383,6 +397,14 @@ def test_the_command_line_wins_over_the_ini_file(pytester):
     line = header(pytester, "--gost-batch=5")
 
     assert "; batch 5;" in line
+
+
+def test_a_profile_in_the_ini_file_and_an_image_count_are_one_usage_error(pytester):
+    pytester.makeini("[pytest]\ngost_profile = full\n")
+
+    result = pytester.runpytest("--gost-backend=numpy", "--gost-images=5000")
+
+    usage_error(result, "--gost-images=5000 and --gost-profile=full: give one of them")
 
 
 def test_a_bad_ini_setting_is_one_usage_error_naming_the_setting(pytester):

@@ -110,6 +110,7 @@ class Timing:
     reasons: tuple[str, ...] = ()
     comment: str = ""
     table_set: str = DEFAULT_TABLE_SET  # the shipped set's name, or "user"
+    requested_images: int | None = None  # --gost-images, when it chose the rounds
 
     @property
     def compliant(self) -> bool:
@@ -176,6 +177,7 @@ class Timing:
             self.full_profile,
             self.compliant,
             self.table_set,
+            self.requested_images,
         )
 
     def as_dict(self) -> dict:

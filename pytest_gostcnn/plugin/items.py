@@ -22,7 +22,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_round,
 )
 from pytest_gostcnn.performance.cells import Cells
-from pytest_gostcnn.performance.rounds import AuditedRound, Rounds, plan
+from pytest_gostcnn.performance.rounds import AuditedRound, Rounds
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
 
 from .session import GostSession
@@ -165,7 +165,7 @@ def run_benchmark_case(
             "section 9 times verified implementations only"
         )
     network = setup.networks[latin]
-    run_plan = plan(options.profile, options.batch)
+    run_plan = session.plan
     rounds, error = None, None
     try:
         rounds = Rounds(
@@ -215,6 +215,7 @@ def run_benchmark_case(
         full_profile=run_plan.compliant,
         cells=tuple(cells.allgather(own_timing)),
         table_set=setup.table_set,
+        requested_images=run_plan.requested,
     )
     session.results.timings[(latin, mode)] = timing
     benchmark.extra_info.update(
@@ -223,7 +224,7 @@ def run_benchmark_case(
             "MAC/s": timing.macs_per_second,
             "ОРП %": timing.orp,
             "test": timing.name,
-            "profile": options.profile,
+            "profile": run_plan.label,
             "audited rounds": [a.round for c in timing.cells for a in c.audits],
         }
     )

@@ -18,6 +18,7 @@ from pytest_gostcnn.model.network import TableError
 from pytest_gostcnn.performance.cells import CellsError, detect
 from pytest_gostcnn.performance.compliance import Facts, assess
 from pytest_gostcnn.performance.evaluation import Run, evaluate_system, result_comment, software
+from pytest_gostcnn.performance.rounds import Plan, plan
 
 from . import report, summary
 from .options import OPTIONS, Options
@@ -55,6 +56,12 @@ class GostSession:
     @property
     def setup(self) -> Setup:
         return self.start()
+
+    @property
+    def plan(self) -> Plan:
+        """Each benchmark's rounds: from ``--gost-images``, else from the profile."""
+        options = self.options
+        return plan(options.profile, options.batch, options.images)
 
     def start(self) -> Setup:
         """Parse the options and resolve them on this machine, once.
@@ -141,10 +148,17 @@ class GostSession:
             if options.rmse_threshold is None
             else f"; СКОП OVERRIDDEN: --gost-rmse-threshold={options.rmse_threshold:g}"
         )
+        run_plan = self.plan
+        count = (
+            f"profile {options.profile}"
+            if options.images is None
+            else f"images {options.images} per test ({run_plan.rounds} rounds of "
+            f"{options.batch}; no profile)"
+        )
         return [
             f"gostcnn: backend {backend}; dtype {options.dtype}; batch {options.batch}; "
             f"mode {'+'.join(options.modes)}; seed {options.seed}; weights {options.weights}; "
-            f"profile {options.profile}" + threshold,
+            f"{count}" + threshold,
             f"gostcnn: tables {setup.table_set}; networks {networks}",
         ]
 
@@ -172,6 +186,7 @@ class GostSession:
                 if r["failures"]
             ),
             table_set=setup.table_set,
+            images=options.images,
         )
 
     def assess(self, statuses: list[tuple[int, str | None]]) -> Assessment:
@@ -193,7 +208,7 @@ class GostSession:
             benchmarked = {mode for _, mode in self.results.benchmarked}
             modes = [m for m in self.options.modes if m in benchmarked]
             evaluations = evaluate_system(
-                modes, timings, run, compliance, self.options.profile == "full"
+                modes, timings, run, compliance, self.plan.compliant, self.options.images
             )
         failed = {r["cell"] for r in self.results.cell_reports if r["failures"]}
         failing = sorted(
