@@ -388,6 +388,17 @@ def test_an_unavailable_backend_still_gets_its_report(pytester, backends):
     assert data["exit_status"] == result.ret and "no CUDA device" in data["exit_reason"]
 
 
+def test_benchmark_options_that_pedantic_honours_are_not_refused(pytester):
+    path = pytester.path / "benchmark.json"
+    options = ("--benchmark-disable-gc", f"--benchmark-json={path}")
+    result = run(pytester, *SMALL, "-k", "test_benchmark", *options)
+    assert result.ret == 0
+    (timed,) = json.loads(path.read_text(encoding="utf-8"))["benchmarks"]
+    assert timed["options"]["disable_gc"] is True
+    # The rounds are the suite's: the quick profile's 16 images at batch 1.
+    assert timed["stats"]["rounds"] == 16 and timed["extra_info"]["images"] == 16
+
+
 def test_disabled_benchmarks_say_nothing_was_timed(pytester):
     report = pytester.path / "r.json"
     timed = recorded(pytester, *SMALL, "--benchmark-disable", f"--gost-report={report}")

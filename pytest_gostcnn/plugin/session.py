@@ -7,6 +7,8 @@ to it; the suite's items (``items.py``) add their results to ``GostSession.resul
 from __future__ import annotations
 
 import dataclasses
+import os
+import shlex
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from pytest_gostcnn.performance.evaluation import Run, evaluate_system, result_c
 from pytest_gostcnn.performance.rounds import Plan, plan
 
 from . import report, summary
+from .benchmark_options import histogram_error, missing_histogram_packages, refused_option
 from .options import OPTIONS, Options
 from .results import Assessment, Results
 from .setup import Setup, layer_params, resolve
@@ -73,6 +76,7 @@ class GostSession:
         if self._setup is not None:
             return self._setup
         _check_one_process(self.config)
+        _check_benchmark_options(self.config)
         try:
             cells = detect()
         except CellsError as exc:
@@ -392,6 +396,24 @@ def _check_one_process(config: pytest.Config) -> None:
             "cell and gathers every verdict there; drop -n (for several cells: mpirun -n N "
             "pytest ..., docs/cells.md)"
         )
+
+
+def _check_benchmark_options(config: pytest.Config) -> None:
+    """pytest-benchmark's options that the suite's ``benchmark.pedantic`` cannot honour, and
+    a histogram without the packages it is drawn with, are refused before anything runs."""
+    # Every argument pytest parsed: PYTEST_ADDOPTS, the ini file's addopts, the command line.
+    arguments = [
+        *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
+        *config.getini("addopts"),
+        *map(str, config.invocation_params.args),
+    ]
+    refused = refused_option(arguments)
+    if refused is not None:
+        raise pytest.UsageError(refused)
+    if config.getoption("benchmark_histogram", None):
+        missing = missing_histogram_packages()
+        if missing:
+            raise pytest.UsageError(histogram_error(missing))
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
