@@ -70,7 +70,12 @@ def _evaluate(paths: list[str], output: str | None) -> int:
         return 1
     report = merged.report
     options = report["options"]
-    run = SimpleNamespace(profile=options["profile"], dtype=options["dtype"])
+    run = SimpleNamespace(
+        profile=options["profile"],
+        dtype=options["dtype"],
+        batch=options["batch"],
+        images=options["images"],
+    )
     peak = Peak.from_dict(report["peak"]) if report["peak"] else None
     where = SimpleNamespace(peak=peak, table_set=options["table_set"])
     judged = SimpleNamespace(timings=merged.timings, evaluations=merged.evaluations)

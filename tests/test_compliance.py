@@ -59,6 +59,11 @@ FULL = compliant_facts()
 MISSED = [
     ("quick", {"profile": "quick"}, "quick profile: section 9.3 requires 1,000,000 images"),
     (
+        "images-below-a-million",
+        {"images": 999_999},
+        "--gost-images=999999: section 9.3 requires 1,000,000 images per cell",
+    ),
+    (
         "networks-subset",
         {
             "networks": ("R", "Sh"),
@@ -134,6 +139,11 @@ def test_each_condition_missed_is_a_reason_that_says_so(changes, says):
 
     assert not compliance.compliant
     assert any(text.startswith(says) for text in compliance.texts()), compliance.texts()
+
+
+def test_an_image_count_of_a_million_replaces_the_profile_and_may_be_compliant():
+    # --gost-images replaces the profile: its count decides, not the profile left at quick.
+    assert assess(compliant_facts(profile="quick", images=1_000_000)).compliant
 
 
 def test_official_tables_a_user_loads_may_be_compliant():

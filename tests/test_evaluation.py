@@ -63,6 +63,15 @@ def test_a_quick_result_is_never_designated_as_compliant():
         )
 
 
+def test_a_result_of_fewer_images_than_section_9_3_names_its_count():
+    assert designate_test("R", "training", "float32", 16, False, False, images=5000) == (
+        "ТП-Р-О-float32-B16 (images=5000, non-compliant)"
+    )
+    assert designate_evaluation("inference", "float32", 1, 1, False, False, images=5000) == (
+        "ОП-П-float32-B1-N1 (images=5000, non-compliant)"
+    )
+
+
 def test_a_full_profile_result_that_is_not_compliant_says_so():
     assert designate_test("R", "training", "float32", 16, True, False) == (
         "ТП-Р-О-float32-B16 (non-compliant)"

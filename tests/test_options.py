@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 
+from pytest_gostcnn.performance.rounds import plan
 from pytest_gostcnn.plugin.options import BY_NAME, OPTIONS, RERUN_ORDER, Options
 
 
@@ -28,6 +29,8 @@ def test_every_option_is_parsed_by_its_own_parser_to_its_default():
         ("dtype", "float64", "--gost-dtype=float64: not a data type of the standard"),
         ("rmse_threshold", "-1", "--gost-rmse-threshold=-1: must be a finite number >= 0"),
         ("profile", "medium", "--gost-profile=medium: choose one of quick, full"),
+        ("images", "0", "--gost-images=0: must be an integer from 1 to"),
+        ("images", "5e3", "--gost-images=5e3: not an integer"),
         ("peak", "fast", "--gost-peak=fast: the peak must be a positive number of MAC/s"),
         ("report", "", "--gost-report=: empty; give a file name"),
     ],
@@ -80,3 +83,33 @@ def test_every_option_is_declared_once_with_a_flag_of_its_name():
         "--gost-dtype",
         "--gost-batch",
     ]
+
+
+def test_a_rerun_repeats_the_image_count_after_the_profile_would_stand():
+    options = Options.parse({"images": "5000", "seed": "3"})
+    assert options.args(networks="R") == [
+        "--gost-backend=numpy",
+        "--gost-dtype=float32",
+        "--gost-batch=2",
+        "--gost-seed=3",
+        "--gost-images=5000",
+        "--gost-networks=R",
+    ]
+
+
+def test_an_image_count_runs_ceil_n_over_b_rounds_and_is_labelled_with_it():
+    run_plan = plan("quick", 3, images=5000)
+    # ceil(5000 / 3) = 1667 rounds of 3: two images more than asked, never fewer.
+    assert (run_plan.rounds, run_plan.images) == (1667, 5001)
+    assert (run_plan.profile, run_plan.label, run_plan.compliant) == (None, "images=5000", False)
+
+
+def test_an_image_count_of_a_million_is_the_full_profiles_rounds_and_meets_section_9_3():
+    assert plan("quick", 2, images=1_000_000).rounds == plan("full", 2).rounds == 500_000
+    assert plan("quick", 2, images=1_000_000).compliant
+    assert plan("quick", 7, images=2_000_000).compliant  # a minimum, not an exact count
+
+
+def test_an_image_count_below_a_million_is_never_compliant_whatever_the_rounding_adds():
+    below = plan("quick", 2, images=999_999)
+    assert below.images == 1_000_000 and not below.compliant  # 500,000 rounds, yet asked fewer

@@ -18,6 +18,7 @@ import json
 import re
 import shlex
 import sys
+import types
 from pathlib import Path
 
 import jsonschema
@@ -57,6 +58,7 @@ GOST_OPTIONS = {
     "--gost-stall-timeout",
     "--gost-rmse-threshold",
     "--gost-profile",
+    "--gost-images",
     "--gost-peak",
     "--gost-report",
     "--gost-local-cell",
@@ -259,6 +261,19 @@ BAD_OPTIONS = [
     (["--gost-seed=-3"], ["--gost-seed=-3", "from 0 to"]),
     (["--gost-local-cell=-1"], ["--gost-local-cell=-1", "from 0 to"]),
     (["--gost-local-cell=gpu1"], ["--gost-local-cell=gpu1", "not an integer"]),
+    (["--gost-images=0"], ["--gost-images=0", "from 1 to"]),
+    (
+        ["--gost-batch=4", "--gost-images=3"],
+        ["--gost-images=3: fewer than one batch of --gost-batch=4"],
+    ),
+    (
+        ["--gost-profile=full", "--gost-images=5000"],
+        ["--gost-images=5000 and --gost-profile=full: give one of them"],
+    ),
+    (  # even the default profile, given, asks for what the image count replaces
+        ["--gost-profile=quick", "--gost-images=5000"],
+        ["--gost-images=5000 and --gost-profile=quick: give one of them"],
+    ),
 ]
 
 
@@ -356,6 +371,76 @@ def test_workers_without_the_suite_are_none_of_its_business(pytester):
     assert result.ret == pytest.ExitCode.OK
 
 
+# pytest-benchmark's options that benchmark.pedantic ignores, as a user would give them.
+IGNORED_BY_PEDANTIC = [
+    "--benchmark-min-rounds=50",
+    "--benchmark-max-time=2",
+    "--benchmark-min-time=0.1",
+    "--benchmark-calibration-precision=5",
+    "--benchmark-precision=0.02",
+    "--benchmark-confidence=0.9",
+    "--benchmark-warmup=on",
+    "--benchmark-warmup-iterations=10",
+]
+
+
+@pytest.mark.parametrize("option", IGNORED_BY_PEDANTIC)
+def test_a_benchmark_option_the_suite_cannot_honour_is_one_usage_error(pytester, option):
+    result = pytester.runpytest("--gost-backend=numpy", *SMALL, option)
+
+    usage_error(result, f"{option}: the GOST suite")
+
+
+def test_a_refused_benchmark_option_given_with_a_space_is_named_with_its_value(pytester):
+    result = pytester.runpytest("--gost-backend=numpy", "--benchmark-min-rounds", "50")
+
+    usage_error(result, "--benchmark-min-rounds=50: the GOST suite fixes each test's rounds")
+
+
+def test_a_refused_benchmark_option_in_the_ini_files_addopts_is_refused_too(pytester):
+    pytester.makeini("[pytest]\naddopts = --benchmark-max-time=2\n")
+
+    result = pytester.runpytest("--gost-backend=numpy")
+
+    usage_error(result, "--benchmark-max-time=2: the GOST suite", "--gost-images=N")
+
+
+def test_a_refused_benchmark_option_in_pytest_addopts_is_refused_too(pytester, monkeypatch):
+    # Even at pytest-benchmark's own default: the user asked for it, and it would be ignored.
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--benchmark-min-rounds=5")
+
+    result = pytester.runpytest("--gost-backend=numpy")
+
+    usage_error(result, "--benchmark-min-rounds=5: the GOST suite")
+
+
+def test_benchmark_options_of_a_run_without_the_suite_are_none_of_its_business(pytester):
+    pytester.makepyfile(test_trivial="def test_trivial():\n    pass\n")
+
+    result = pytester.runpytest("--benchmark-min-rounds=50", "--benchmark-warmup=on")
+
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_a_histogram_without_pygal_is_one_usage_error_saying_what_to_install(pytester, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pygal", None)  # its import fails, installed or not
+
+    result = pytester.runpytest("--gost-backend=numpy", *SMALL, "--benchmark-histogram")
+
+    usage_error(result, "--benchmark-histogram:", "pygal", "pip install pygal pygaljs")
+
+
+def test_a_histogram_with_its_packages_is_not_refused(pytester, monkeypatch):
+    for package in ("pygal", "pygaljs"):
+        monkeypatch.setitem(sys.modules, package, types.ModuleType(package))
+
+    result = pytester.runpytest(
+        "--gost-backend=numpy", *SMALL, "--benchmark-histogram", "--collect-only", "-q"
+    )
+
+    assert result.ret == pytest.ExitCode.OK
+
+
 def test_report_header_names_backend_version_device_and_dtype(pytester):
     line = header(pytester, "--gost-backend=numpy", *SMALL)
 
@@ -387,6 +472,14 @@ def test_the_command_line_wins_over_the_ini_file(pytester):
     line = header(pytester, "--gost-batch=5")
 
     assert "; batch 5;" in line
+
+
+def test_a_profile_in_the_ini_file_and_an_image_count_are_one_usage_error(pytester):
+    pytester.makeini("[pytest]\ngost_profile = full\n")
+
+    result = pytester.runpytest("--gost-backend=numpy", "--gost-images=5000")
+
+    usage_error(result, "--gost-images=5000 and --gost-profile=full: give one of them")
 
 
 def test_a_bad_ini_setting_is_one_usage_error_naming_the_setting(pytester):

@@ -55,6 +55,7 @@ def test_report_of_a_run_validates_against_the_schema(pytester):
     (benchmark,) = data["benchmarks"]
     assert benchmark["network"] == "Sh" and benchmark["images"] == 16
     assert benchmark["compliant"] is False and data["compliant"] is False
+    assert (data["options"]["profile"], data["options"]["images"]) == ("quick", None)
     assert data["verification"]["networks"][0]["verdict"] == "correct"
     assert data["peak"]["estimated"] is True
     # Every factor of the peak stands beside the ratio.
@@ -83,6 +84,39 @@ def test_quick_results_are_labelled_non_compliant_wherever_shown(pytester):
             "test *images *time s *images/s *MAC/s *ОРП %",
             "ТП-Ш-П-float32-B1 (quick, non-compliant) *",
             "evaluation ОП-П-float32-B1-N1 (quick, non-compliant):",
+        ]
+    )
+
+
+def test_an_image_count_runs_ceil_n_over_b_rounds_and_says_it_is_not_compliant(pytester):
+    report = pytester.path / "report.json"
+    batch_2 = (
+        "--gost-backend=numpy",
+        "--gost-batch=2",
+        "--gost-networks=Sh",
+        "--gost-mode=inference",
+    )
+    result = run(
+        pytester, *batch_2, "--gost-images=5", "-k", "test_benchmark", f"--gost-report={report}"
+    )
+    assert result.ret == 0
+    data = read_report(report)
+    assert (data["options"]["profile"], data["options"]["images"]) == (None, 5)
+    (benchmark,) = data["benchmarks"]
+    assert (benchmark["rounds"], benchmark["images"]) == (3, 6)  # ceil(5 / 2) rounds of 2
+    assert benchmark["designation"] == "ТП-Ш-П-float32-B2 (images=5, non-compliant)"
+    reason = "--gost-images=5: section 9.3 requires 1,000,000 images per cell"
+    assert benchmark["noncompliance_reasons"][0].startswith(reason)
+    assert data["compliant"] is False and data["noncompliance_reasons"][0].startswith(reason)
+    result.stdout.fnmatch_lines(
+        [
+            "gostcnn: backend numpy *; images 5 per test (3 rounds of 2; no profile)",
+            "*GOST R 57700.36-2021, section 9: performance*",
+            "IMAGES=5: NOT COMPLIANT (section 9.3 requires 1,000,000 images per cell; *)",
+            "ТП-Ш-П-float32-B2 (images=5, non-compliant) * 6 *",
+            "  audited rounds * of 3: passed*",
+            "evaluation ОП-П-float32-B2-N1 (images=5, non-compliant):",
+            "GOST R 57700.36-2021: verification PASSED *NOT COMPLIANT (images=5)",
         ]
     )
 
@@ -354,6 +388,17 @@ def test_an_unavailable_backend_still_gets_its_report(pytester, backends):
     assert data["system"]["backend"]["unavailable"] == "no CUDA device"
     assert data["compliant"] is False and data["benchmarks"] == []
     assert data["exit_status"] == result.ret and "no CUDA device" in data["exit_reason"]
+
+
+def test_benchmark_options_that_pedantic_honours_are_not_refused(pytester):
+    path = pytester.path / "benchmark.json"
+    options = ("--benchmark-disable-gc", f"--benchmark-json={path}")
+    result = run(pytester, *SMALL, "-k", "test_benchmark", *options)
+    assert result.ret == 0
+    (timed,) = json.loads(path.read_text(encoding="utf-8"))["benchmarks"]
+    assert timed["options"]["disable_gc"] is True
+    # The rounds are the suite's: the quick profile's 16 images at batch 1.
+    assert timed["stats"]["rounds"] == 16 and timed["extra_info"]["images"] == 16
 
 
 def test_disabled_benchmarks_say_nothing_was_timed(pytester):

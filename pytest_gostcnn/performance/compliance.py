@@ -1,8 +1,9 @@
 """Section 9's word *compliant*: every condition a result must meet, and each it misses.
 
-standard.md §7.7: the full profile; every selected network verified correct in that mode in
-the same session; every layer item of the suite run and passed there; СКОП as derived, not
-overridden; tables of a provenance that counts; every audited round passed; no cell failed.
+standard.md §7.7: the full profile's 1,000,000 images per cell (or an image count of at least
+that); every selected network verified correct in that mode in the same session; every layer
+item of the suite run and passed there; СКОП as derived, not overridden; tables of a
+provenance that counts; every audited round passed; no cell failed.
 ``assess`` turns what a session found into the reasons it falls short; none means compliant.
 """
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET, LATIN
 
-from .timing import Timing
+from .timing import FULL_PROFILE_IMAGES, Timing
 
 # The provenances whose results may be compliant: the reconstructions the suite ships (the
 # standard's tables are lost) and official tables a user loads. Anything else (a
@@ -82,6 +83,7 @@ class Facts:
     # The selected items the run has not run (yet, or ever: it stopped): how many outside
     # section 9, and the performance tests by name.
     not_run: tuple[int, list[str]] = (0, [])
+    images: int | None = None  # --gost-images: per test per cell, instead of the profile
 
 
 @dataclass(frozen=True)
@@ -117,7 +119,16 @@ def _name(latin: str) -> str:
 def assess(facts: Facts) -> Compliance:
     """Each condition of standard.md §7.7 the session's results miss, in a fixed order."""
     reasons: list[Reason] = []
-    if facts.profile != "full":
+    if facts.images is not None:
+        if facts.images < FULL_PROFILE_IMAGES:
+            reasons.append(
+                Reason(
+                    f"images={facts.images}",
+                    f"--gost-images={facts.images}: section 9.3 requires 1,000,000 images per "
+                    "cell (run --gost-profile=full instead)",
+                )
+            )
+    elif facts.profile != "full":
         reasons.append(
             Reason(
                 "quick profile",

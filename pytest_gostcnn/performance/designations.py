@@ -11,13 +11,15 @@ from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_
 MODE_LETTERS = {"training": "О", "inference": "П"}  # обучение, применение
 
 
-def _label(full_profile: bool, compliant: bool, table_set: str) -> str:
-    """`` (quick, non-compliant)``, `` (non-compliant)`` or nothing; a result on the
-    canonical set names it: `` (canonical set, quick, non-compliant)``."""
+def _label(full_profile: bool, compliant: bool, table_set: str, images: int | None) -> str:
+    """`` (quick, non-compliant)``, `` (images=5000, non-compliant)`` (``--gost-images``
+    below section 9.3's count), `` (non-compliant)`` or nothing; a result on the canonical
+    set names it: `` (canonical set, quick, non-compliant)``."""
     if full_profile and compliant:
         return ""
     parts = ["canonical set"] if table_set == CANONICAL_SET else []
-    parts += [] if full_profile else ["quick"]
+    if not full_profile:
+        parts.append("quick" if images is None else f"images={images}")
     return f" ({', '.join([*parts, 'non-compliant'])})"
 
 
@@ -34,9 +36,12 @@ def designate_test(
     full_profile: bool,
     compliant: bool,
     table_set: str = DEFAULT_TABLE_SET,
+    images: int | None = None,
 ) -> str:
-    """The designation of one test's result, e.g. ``ТП-Р-О-float32-B16``."""
-    return test_name(latin, mode, dtype, batch) + _label(full_profile, compliant, table_set)
+    """The designation of one test's result, e.g. ``ТП-Р-О-float32-B16``; ``images``: the
+    ``--gost-images`` count, when it chose the rounds instead of a profile."""
+    label = _label(full_profile, compliant, table_set, images)
+    return test_name(latin, mode, dtype, batch) + label
 
 
 def designate_evaluation(
@@ -47,7 +52,8 @@ def designate_evaluation(
     full_profile: bool,
     compliant: bool,
     table_set: str = DEFAULT_TABLE_SET,
+    images: int | None = None,
 ) -> str:
     """The designation of an evaluation, e.g. ``ОП-О-float32-B16-N1``."""
     name = f"ОП-{MODE_LETTERS[mode]}-{dtype}-B{batch}-N{cells}"
-    return name + _label(full_profile, compliant, table_set)
+    return name + _label(full_profile, compliant, table_set, images)

@@ -110,9 +110,11 @@ def evaluate_system(
     run: Run,
     compliance: Compliance,
     full_profile: bool,
+    images: int | None = None,
 ) -> list[Evaluation]:
     """Section 9.8 for each of ``modes`` over the results that count in that mode (not a
-    test whose audit failed), with its comment, designation and reasons."""
+    test whose audit failed), with its comment, designation and reasons; ``images``: the
+    ``--gost-images`` count, when it chose the rounds instead of a profile."""
     timings = list(timings)
     out = []
     for mode in modes:
@@ -120,7 +122,14 @@ def evaluate_system(
         evaluation = evaluate(mode, results, run.system_peak or 0.0)
         reasons = compliance.for_evaluation(mode)
         designation = designate_evaluation(
-            mode, run.dtype, run.batch, run.cells, full_profile, not reasons, run.table_set
+            mode,
+            run.dtype,
+            run.batch,
+            run.cells,
+            full_profile,
+            not reasons,
+            run.table_set,
+            images,
         )
         out.append(
             dataclasses.replace(

@@ -127,6 +127,7 @@ class Timing:
     reasons: tuple[str, ...] = ()
     comment: str = ""
     table_set: str = DEFAULT_TABLE_SET  # the shipped set's name, or "user"
+    requested_images: int | None = None  # --gost-images, when it chose the rounds
 
     @property
     def compliant(self) -> bool:
@@ -193,6 +194,7 @@ class Timing:
             self.full_profile,
             self.compliant,
             self.table_set,
+            self.requested_images,
         )
 
     def as_dict(self) -> dict:
@@ -206,6 +208,7 @@ class Timing:
             "noncompliance_reasons": list(self.reasons),
             "comment": self.comment,
             "table_set": self.table_set,
+            "requested_images": self.requested_images,
             "batch": self.batch,
             "full_profile": self.full_profile,
             "images": self.images,
@@ -235,6 +238,7 @@ class Timing:
             reasons=tuple(data["noncompliance_reasons"]),
             comment=data["comment"],
             table_set=data["table_set"],
+            requested_images=data["requested_images"],
         )
 
 

@@ -27,7 +27,6 @@ from pytest_gostcnn.performance.designations import test_name
 from pytest_gostcnn.performance.rounds import (
     AuditedRound,
     Rounds,
-    plan,
     stall_deadline,
     subject,
 )
@@ -181,7 +180,7 @@ def run_benchmark_case(
         _record_timing(session, session.resumed[case], node, resumed=True)
         return
     network = setup.networks[latin]
-    run_plan = plan(options.profile, options.batch)
+    run_plan = session.plan
     rounds, error = None, None
     barrier = _barrier(session, subject(network, mode))
     try:
@@ -239,6 +238,7 @@ def run_benchmark_case(
         full_profile=run_plan.compliant,
         cells=tuple(cells.allgather(own_timing)),
         table_set=setup.table_set,
+        requested_images=run_plan.requested,
     )
     benchmark.extra_info.update(
         {
@@ -246,7 +246,7 @@ def run_benchmark_case(
             "MAC/s": timing.macs_per_second,
             "ОРП %": timing.orp,
             "test": timing.name,
-            "profile": options.profile,
+            "profile": run_plan.label,
             "audited rounds": [a.round for c in timing.cells for a in c.audits],
         }
     )

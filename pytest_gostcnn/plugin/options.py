@@ -293,6 +293,13 @@ OPTIONS: tuple[Option, ...] = (
         default="quick",
     ),
     Option(
+        "images",
+        "N",
+        "images per test per cell, at least the batch B, instead of a profile (give one of "
+        "the two): ceil(N / B) rounds of B; compliant only from 1,000,000 (section 9.3)",
+        _integer(1, 2**63 - 1),
+    ),
+    Option(
         "peak",
         "MAC/s",
         "theoretical peak of one computing cell in the chosen data type, e.g. 2.5e12 or "
@@ -356,6 +363,7 @@ RERUN_ORDER = (
     "weights",
     "rmse_threshold",
     "profile",
+    "images",
     "networks",
     "mode",
     "local_cell",
@@ -387,6 +395,7 @@ class Options:
     weights: str
     rmse_threshold: float | None
     profile: str
+    images: int | None
     peak: Peak | None
     report: str | None
     local_cell: int | None

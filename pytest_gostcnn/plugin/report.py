@@ -80,7 +80,9 @@ def build_report(
             "master_dtype": master_dtype(options.dtype),
             "provenance": {latin: p.as_dict() for latin, p in setup.provenances.items()},
             "rmse_threshold": options.rmse_threshold,
-            "profile": options.profile,
+            # One of the two chose the rounds; the other is null.
+            "profile": options.profile if options.images is None else None,
+            "images": options.images,
             "local_cell": setup.local_cell,
             "allow_unavailable": options.allow_unavailable,
         },

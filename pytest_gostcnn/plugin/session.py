@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
+import shlex
 import sys
 from typing import Any
 
@@ -21,11 +23,13 @@ from pytest_gostcnn.performance.cells import CellsError, detect
 from pytest_gostcnn.performance.compliance import Facts, assess
 from pytest_gostcnn.performance.designations import test_name
 from pytest_gostcnn.performance.evaluation import Run, evaluate_system, result_comment, software
+from pytest_gostcnn.performance.rounds import Plan, plan
 from pytest_gostcnn.performance.timing import Timing
 from pytest_gostcnn.reports.load import ReportError, configuration, differences, read_report
 from pytest_gostcnn.reports.load import timings as report_timings
 
 from . import report, summary
+from .benchmark_options import histogram_error, missing_histogram_packages, refused_option
 from .options import OPTIONS, Options
 from .results import Assessment, Results
 from .setup import Setup, layer_params, resolve
@@ -68,6 +72,12 @@ class GostSession:
     def setup(self) -> Setup:
         return self.start()
 
+    @property
+    def plan(self) -> Plan:
+        """Each benchmark's rounds: from ``--gost-images``, else from the profile."""
+        options = self.options
+        return plan(options.profile, options.batch, options.images)
+
     def start(self) -> Setup:
         """Parse the options and resolve them on this machine, once.
 
@@ -78,6 +88,7 @@ class GostSession:
         if self._setup is not None:
             return self._setup
         _check_one_process(self.config)
+        _check_benchmark_options(self.config)
         try:
             cells = detect()
         except CellsError as exc:
@@ -198,10 +209,17 @@ class GostSession:
             if options.rmse_threshold is None
             else f"; СКОП OVERRIDDEN: --gost-rmse-threshold={options.rmse_threshold:g}"
         )
+        run_plan = self.plan
+        count = (
+            f"profile {options.profile}"
+            if options.images is None
+            else f"images {options.images} per test ({run_plan.rounds} rounds of "
+            f"{options.batch}; no profile)"
+        )
         return [
             f"gostcnn: backend {backend}; dtype {options.dtype}; batch {options.batch}; "
             f"mode {'+'.join(options.modes)}; seed {options.seed}; weights {options.weights}; "
-            f"profile {options.profile}" + threshold,
+            f"{count}" + threshold,
             f"gostcnn: tables {setup.table_set}; networks {networks}",
         ]
 
@@ -230,6 +248,7 @@ class GostSession:
             ),
             table_set=setup.table_set,
             not_run=self.not_run(),
+            images=options.images,
         )
 
     def assess(self, statuses: list[tuple[int, str | None]]) -> Assessment:
@@ -251,7 +270,7 @@ class GostSession:
             benchmarked = {mode for _, mode in self.results.benchmarked}
             modes = [m for m in self.options.modes if m in benchmarked]
             evaluations = evaluate_system(
-                modes, timings, run, compliance, self.options.profile == "full"
+                modes, timings, run, compliance, self.plan.compliant, self.options.images
             )
         failed = {r["cell"] for r in self.results.cell_reports if r["failures"]}
         failing = sorted(
@@ -541,6 +560,24 @@ def _check_one_process(config: pytest.Config) -> None:
             "cell and gathers every verdict there; drop -n (for several cells: mpirun -n N "
             "pytest ..., docs/cells.md)"
         )
+
+
+def _check_benchmark_options(config: pytest.Config) -> None:
+    """pytest-benchmark's options that the suite's ``benchmark.pedantic`` cannot honour, and
+    a histogram without the packages it is drawn with, are refused before anything runs."""
+    # Every argument pytest parsed: PYTEST_ADDOPTS, the ini file's addopts, the command line.
+    arguments = [
+        *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
+        *config.getini("addopts"),
+        *map(str, config.invocation_params.args),
+    ]
+    refused = refused_option(arguments)
+    if refused is not None:
+        raise pytest.UsageError(refused)
+    if config.getoption("benchmark_histogram", None):
+        missing = missing_histogram_packages()
+        if missing:
+            raise pytest.UsageError(histogram_error(missing))
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

@@ -64,6 +64,7 @@ def resolve(options: Options, cells: Cells) -> Setup:
     except TableError as exc:
         raise TableError(f"--gost-tables: {exc}") from None
     networks = select_networks(all_networks, options.networks)
+    _check_images(options)
     name = options.backend
     cls = load_backend_class(name)
     _check_dtype(cls, name, options.dtype, options.modes)
@@ -167,6 +168,23 @@ def _local_cell(given: int | None, cells: Cells) -> int:
             "local rank; give this option only to a single-process run"
         )
     return given
+
+
+def _check_images(options: Options) -> None:
+    """``--gost-images`` replaces the profile, and asks at least one batch per test."""
+    if options.images is None:
+        return
+    if "profile" in options.given:
+        raise ValueError(
+            f"--gost-images={options.images} and --gost-profile={options.profile}: give one "
+            "of them (on the command line or in the ini file); an image count replaces the "
+            "profile"
+        )
+    if options.images < options.batch:
+        raise ValueError(
+            f"--gost-images={options.images}: fewer than one batch of --gost-batch="
+            f"{options.batch}; give at least {options.batch} images"
+        )
 
 
 def _check_dtype(cls: type[Backend], name: str, dtype: str, modes: tuple[str, ...]) -> None:

@@ -13,6 +13,7 @@ from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET
 from pytest_gostcnn.performance.designations import MODE_LETTERS
 from pytest_gostcnn.performance.evaluation import describe
+from pytest_gostcnn.performance.rounds import plan
 from pytest_gostcnn.performance.timing import Timing
 
 from .options import Options
@@ -27,6 +28,10 @@ CANONICAL_NON_COMPLIANT = (
 NON_COMPLIANT = (
     "QUICK PROFILE: NOT COMPLIANT (section 9.3 requires 1,000,000 images per cell; "
     "run --gost-profile=full)"
+)
+IMAGES_NON_COMPLIANT = (
+    "IMAGES={images}: NOT COMPLIANT (section 9.3 requires 1,000,000 images per cell; "
+    "run --gost-profile=full instead of --gost-images)"
 )
 
 
@@ -139,7 +144,13 @@ def verification_lines(
 
 def performance_lines(options: Options, setup: Setup, assessment: Assessment) -> list[str]:
     peak = setup.peak
-    lines = [] if options.profile == "full" else [NON_COMPLIANT]
+    counted = plan(options.profile, options.batch, options.images).compliant  # 9.3's count
+    if counted:
+        lines = []
+    elif options.images is None:
+        lines = [NON_COMPLIANT]
+    else:
+        lines = [IMAGES_NON_COMPLIANT.format(images=options.images)]
     if setup.table_set == CANONICAL_SET:
         lines.append(CANONICAL_NON_COMPLIANT)
     if peak is None:
@@ -182,7 +193,7 @@ def performance_lines(options: Options, setup: Setup, assessment: Assessment) ->
                 )
         lines.append(f"  {audit_line(t)}")
         lines.append(f"  {t.comment}")
-        lines += [f"  not compliant: {reason}" for reason in t.reasons if options.profile == "full"]
+        lines += [f"  not compliant: {reason}" for reason in t.reasons if counted]
     for evaluation in assessment.evaluations:
         lines.append(f"evaluation {evaluation.designation}:")
         lines += [f"  {line}" for line in describe(evaluation)]

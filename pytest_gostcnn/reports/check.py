@@ -90,6 +90,7 @@ def facts(report: dict, timings: tuple[Timing, ...]) -> Facts:
             if cell["failures"]
         ),
         table_set=options["table_set"],
+        images=options["images"],
         not_run=(run["other_items_not_run"], list(run["unfinished"])),
     )
 
@@ -180,8 +181,9 @@ def _check_tests(
                 found.append(f"{where}: {key} {stated[key]!r}, the run's is {options[key]!r}")
         network = networks.get(timing.latin)
         if network is not None:
-            _compare(found, where, stated, {"macs_per_image": macs_per_image(network, timing.mode)})
-        expected = plan(options["profile"], options["batch"])
+            _compare(found, where, stated, {"requested_images": options["images"]})
+        _compare(found, where, stated, {"macs_per_image": macs_per_image(network, timing.mode)})
+        expected = plan(options["profile"], options["batch"], options["images"])
         _compare(
             found, where, stated, {"full_profile": expected.compliant, "rounds": expected.rounds}
         )
@@ -284,7 +286,7 @@ def _check_compliance(
         compliant = timing.full_profile and not reasons
         designation = designate_test(
             timing.latin, timing.mode, timing.dtype, timing.batch, timing.full_profile,
-            compliant, run.table_set,
+            compliant, run.table_set, report["options"]["images"],
         )  # fmt: skip
         _compare(
             found,
@@ -303,8 +305,11 @@ def _check_evaluations(
     for mode in benchmarked:
         if mode not in stated_modes:
             found.append(f"evaluations: none for {mode}, which has results")
-    full = report["options"]["profile"] == "full"
-    computed = evaluate_system(stated_modes, timings.values(), run, compliance, full)
+    options = report["options"]
+    full = plan(options["profile"], options["batch"], options["images"]).compliant
+    computed = evaluate_system(
+        stated_modes, timings.values(), run, compliance, full, options["images"]
+    )
     for stated, evaluation in zip(report["evaluations"], computed, strict=True):
         _compare(found, f"evaluation {stated['designation']}", stated, _figures(evaluation))
 

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance.compliance import Compliance, assess
 from pytest_gostcnn.performance.evaluation import Evaluation, evaluate_system, result_comment
+from pytest_gostcnn.performance.rounds import plan
 from pytest_gostcnn.performance.timing import Timing
 
 from .check import facts, run_of
@@ -92,8 +93,11 @@ def merge_reports(reports: list[tuple[str, dict]]) -> Merged:
         for t in found
     )
     benchmarked = [m for m in merged["options"]["modes"] if any(t.mode == m for t in judged)]
-    full = merged["options"]["profile"] == "full"
-    evaluations = tuple(evaluate_system(benchmarked, judged, run, compliance, full))
+    options = merged["options"]
+    full = plan(options["profile"], options["batch"], options["images"]).compliant
+    evaluations = tuple(
+        evaluate_system(benchmarked, judged, run, compliance, full, options["images"])
+    )
     merged["benchmarks"] = [t.as_dict() for t in judged]
     merged["evaluations"] = [e.as_dict() for e in evaluations]
     merged["compliant"] = compliance.compliant
