@@ -179,10 +179,10 @@ def _check_tests(
         for key in ("dtype", "batch"):
             if stated[key] != options[key]:
                 found.append(f"{where}: {key} {stated[key]!r}, the run's is {options[key]!r}")
+        _compare(found, where, stated, {"requested_images": options["images"]})
         network = networks.get(timing.latin)
         if network is not None:
-            _compare(found, where, stated, {"requested_images": options["images"]})
-        _compare(found, where, stated, {"macs_per_image": macs_per_image(network, timing.mode)})
+            _compare(found, where, stated, {"macs_per_image": macs_per_image(network, timing.mode)})
         expected = plan(options["profile"], options["batch"], options["images"])
         _compare(
             found, where, stated, {"full_profile": expected.compliant, "rounds": expected.rounds}
