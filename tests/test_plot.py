@@ -115,6 +115,21 @@ def test_bar_heights_are_proportional_to_the_orp_values(report):
     assert len({bottom(bar(chart, latin)) for latin in ORDER}) == 1  # one baseline
 
 
+def test_the_axis_reads_the_bars_in_whole_steps_above_the_tallest(report):
+    chart = panel(picture(with_results(report, "training", EDITED)), "training")
+
+    # The tallest, 5 %, with a tenth of headroom: six steps of 1 %.
+    assert texts_of(chart, "tick") == [f"{tick} %" for tick in range(7)]
+    grid = {
+        text: float(line.get("y1"))
+        for text, line in zip(
+            texts_of(chart, "tick"), chart.findall(f"{SVG}line[@class='grid']"), strict=True
+        )
+    }
+    assert grid["0 %"] == pytest.approx(bottom(bar(chart, "R")), abs=0.01)
+    assert grid["5 %"] == pytest.approx(float(bar(chart, "R").get("y")), abs=0.02)
+
+
 def test_a_real_runs_bars_stand_at_its_reported_orp(report):
     root = picture(report)
     for evaluation in report["evaluations"]:
@@ -336,3 +351,11 @@ def test_a_failed_write_leaves_the_old_picture_and_no_temporary_file(
     monkeypatch.setattr("pytest_gostcnn.reports.plot.os.replace", full_disk)
     refused(capsys, tmp_path, written, output, f"-o {output}: cannot write (No space left")
     assert output.read_text(encoding="utf-8") == "the old picture"
+
+
+def test_output_onto_the_report_itself_is_refused_and_keeps_the_report(capsys, tmp_path, written):
+    path = tmp_path / "report.json"
+    path.write_bytes(written.read_bytes())
+
+    refused(capsys, tmp_path, path, path, f"-o {path}: is the report itself")
+    assert path.read_bytes() == written.read_bytes()

@@ -33,6 +33,7 @@ SLOT = 75  # one network's width on the chart
 BAR = 46
 CHART_HEIGHT = 200
 HEADROOM = 1.1  # the tallest bar stays below the top, with room for its labels
+TICKS = 6  # the most steps on the ОРП axis
 VERDICTS_LEFT = 700
 LINE = 18
 WRAP = 125  # characters in a line of text below a chart
@@ -288,22 +289,22 @@ def _panel(
 
 
 def _axis(largest: float) -> tuple[float, float]:
-    """The axis top: the least of 1, 2, 2.5, 5 times a power of ten above the largest
-    value with headroom; and its step, a fifth of it."""
+    """The axis's top and step: the least step of 1, 2, 2.5 or 5 times a power of ten
+    that reaches the largest value with headroom in at most ``TICKS`` steps."""
     wanted = largest * HEADROOM
     if wanted <= 0:
         return 1.0, 0.2
-    power = 10.0 ** math.floor(math.log10(wanted))
-    top = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= wanted)
-    return top, top / 5
+    power = 10.0 ** math.floor(math.log10(wanted / TICKS))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if wanted / (m * power) <= TICKS)
+    return math.ceil(wanted / step) * step, step
 
 
 def _axis_lines(chart_top: float, baseline: float, axis_top: float, step: float) -> list[str]:
     parts = []
-    for tick in range(6):
+    for tick in range(round(axis_top / step) + 1):
         value = tick * step
         y = baseline - value / axis_top * (baseline - chart_top)
-        right = CHART_LEFT + 6 * SLOT
+        right = CHART_LEFT + len(CYRILLIC) * SLOT
         parts.append(
             f'<line class="grid" x1="{CHART_LEFT}" y1="{y:.2f}" x2="{right}" y2="{y:.2f}" '
             f'stroke="{"#404040" if tick == 0 else "#e4e4e4"}"/>'
