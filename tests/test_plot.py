@@ -299,12 +299,13 @@ def refused(capsys, tmp_path: Path, report_path: Path, output: Path, says: str) 
     ("content", "says"),
     [
         (None, "no such file"),
-        ("{not json", "not JSON (Expecting property name enclosed in double quotes at line 1"),
-        ('{"tables": 6}', 'not a pytest-gostcnn report (no "format"'),
-        ("[]", "not a pytest-gostcnn report"),
+        ("{not json", "not JSON (line 1, column 2"),
+        ('{"tables": 6}', 'JSON, but not a --gost-report (no "format")'),
+        ("[]", 'JSON, but not a --gost-report (no "format")'),
+        ('{"format": "pytest-gostcnn report 1"}', "format 'pytest-gostcnn report 1'; this"),
         (b"\xff\xfe", "not UTF-8 text"),
     ],
-    ids=["missing", "not-json", "other-json", "a-list", "not-utf8"],
+    ids=["missing", "not-json", "other-json", "a-list", "format-1", "not-utf8"],
 )
 def test_a_file_that_is_not_a_report_is_one_line_naming_it(capsys, tmp_path, content, says):
     path = tmp_path / "no-report.json"

@@ -8,7 +8,6 @@ section 8 verdicts, the designation and whether it is compliant. A plain SVG, bu
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -20,8 +19,8 @@ from xml.sax.saxutils import escape
 
 from pytest_gostcnn.model.network import CYRILLIC
 
-# The report's "format" starts so; a later format number is read too, by the fields below.
-REPORT_FORMAT = "pytest-gostcnn report "
+from .load import ReportError, read_report
+
 # Characters XML 1.0 forbids (most control characters): left out of any text drawn.
 NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 PASSED = ("correct", "reference-grade")
@@ -47,9 +46,8 @@ GREEN = "#207020"
 MISSING_COLOUR = "#909090"
 
 
-class ReportError(Exception):
-    """A report this command cannot read or draw, or a picture it cannot write; the message
-    names the file and what is wrong."""
+class PictureError(Exception):
+    """A picture that cannot be written where ``-o`` says; the message names the file."""
 
 
 @dataclass(frozen=True)
@@ -67,43 +65,26 @@ def plot(report_path: str, output_path: str) -> int:
     """The command: read ``report_path``, write its picture to ``output_path``; on a
     problem, one line on stderr and exit status 1."""
     try:
-        report = read_report(Path(report_path))
+        report = drawable_report(Path(report_path))
         write_picture(Path(report_path), Path(output_path), draw(report))
-    except ReportError as exc:
+    except (ReportError, PictureError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {output_path}")
     return 0
 
 
-def read_report(path: Path) -> dict:
-    """The report at ``path``, checked for what ``draw`` reads: a report with at least one
-    evaluation, each with a mode and its results in percent."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ReportError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise ReportError(f"{path}: a folder, not a report") from None
-    except OSError as exc:
-        raise ReportError(f"{path}: cannot be read ({exc.strerror})") from None
-    except UnicodeDecodeError:
-        raise ReportError(f"{path}: not UTF-8 text, so not a report") from None
-    except json.JSONDecodeError as exc:
-        where = f"line {exc.lineno} column {exc.colno}"
-        raise ReportError(f"{path}: not JSON ({exc.msg} at {where})") from None
-    if not isinstance(data, dict) or not str(data.get("format", "")).startswith(REPORT_FORMAT):
-        raise ReportError(
-            f'{path}: not a pytest-gostcnn report (no "format": "{REPORT_FORMAT}1"; '
-            "write one with pytest --gost-report=PATH)"
-        )
-    evaluations = data.get("evaluations")
+def drawable_report(path: Path) -> dict:
+    """The report at ``path`` (``load.read_report``), checked for what ``draw`` reads: at
+    least one evaluation, each with a mode and its results in percent."""
+    report = read_report(path)
+    evaluations = report.get("evaluations")
     if not isinstance(evaluations, list) or not evaluations:
-        why = f" ({data['exit_reason']})" if data.get("exit_reason") else ""
+        why = f" ({report['exit_reason']})" if report.get("exit_reason") else ""
         raise ReportError(f"{path}: no evaluation to draw: nothing was benchmarked{why}")
     for index, evaluation in enumerate(evaluations):
         _check_evaluation(path, index, evaluation)
-    return data
+    return report
 
 
 def _check_evaluation(path: Path, index: int, evaluation: object) -> None:
@@ -138,14 +119,14 @@ def write_picture(report_path: Path, path: Path, svg: str) -> None:
     """Write ``svg`` to ``path`` atomically: a new file beside it, then a rename, so a
     half-written picture never stays on disk."""
     if not path.parent.is_dir():
-        raise ReportError(f"-o {path}: folder {path.parent} does not exist")
+        raise PictureError(f"-o {path}: folder {path.parent} does not exist")
     if path.exists() and path.resolve() == report_path.resolve():
-        raise ReportError(f"-o {path}: is the report itself; name another file")
+        raise PictureError(f"-o {path}: is the report itself; name another file")
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         file = open(temporary, "x", encoding="utf-8")  # a new file: the umask's permissions
     except OSError as exc:
-        raise ReportError(f"-o {path}: cannot write in {path.parent} ({exc.strerror})") from None
+        raise PictureError(f"-o {path}: cannot write in {path.parent} ({exc.strerror})") from None
     try:
         with file:
             file.write(svg)
@@ -154,14 +135,14 @@ def write_picture(report_path: Path, path: Path, svg: str) -> None:
         os.replace(temporary, path)
     except OSError as exc:
         temporary.unlink(missing_ok=True)
-        raise ReportError(f"-o {path}: cannot write ({exc.strerror})") from None
+        raise PictureError(f"-o {path}: cannot write ({exc.strerror})") from None
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
 
 
 def draw(report: dict) -> str:
-    """The picture of ``report`` (as ``read_report`` checked it), an SVG document."""
+    """The picture of ``report`` (as ``drawable_report`` checked it), an SVG document."""
     parts: list[str] = []
     y = MARGIN + LINE
     title = "GOST R 57700.36-2021, section 9.8: evaluation"
