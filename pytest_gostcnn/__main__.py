@@ -1,9 +1,11 @@
-"""Command line: check network tables, print the project's Table 1, time the reference.
+"""Command line: check network tables, print the project's Table 1, time the reference;
+check, merge and draw written reports.
 
 python -m pytest_gostcnn tables [--tables SET_OR_DIR]
 python -m pytest_gostcnn reference [--tables SET_OR_DIR] [--networks R,Sh] [--batch 2] [--seed 0]
 python -m pytest_gostcnn check REPORT... [--tables DIR]
 python -m pytest_gostcnn evaluate REPORT... [-o PATH]
+python -m pytest_gostcnn plot REPORT -o FILE.svg
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pytest_gostcnn.plugin.options import BY_NAME, OPTIONS, select_networks
 from pytest_gostcnn.plugin.report import write_report
 from pytest_gostcnn.reports import check, merge
 from pytest_gostcnn.reports.load import ReportError, read_report
+from pytest_gostcnn.reports.plot import plot
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         return check.main(args.reports, args.tables, print)
     if args.command == "evaluate":
         return _evaluate(args.reports, args.output)
+    if args.command == "plot":
+        return plot(args.report, args.output)
     try:
         networks = load_networks(args.tables)
         if args.command == "reference":
@@ -189,6 +194,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("reports", nargs="+", metavar="REPORT")
     evaluate.add_argument("-o", "--output", metavar="PATH", help="write the merged report here")
+    plotting = sub.add_parser(
+        "plot", help="draw a --gost-report's evaluation (section 9.8) as an SVG picture"
+    )
+    plotting.add_argument("report", metavar="REPORT", help="a report written by --gost-report")
+    plotting.add_argument("-o", "--output", metavar="FILE.svg", required=True, help="the picture")
     # The same options as the plugin's --gost-*, with the same checks.
     BY_NAME["tables"].add_argument(tables)
     for option in OPTIONS:
