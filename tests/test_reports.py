@@ -116,6 +116,19 @@ def test_check_passes_on_every_report_the_suite_writes(whole, singles):
     assert check_report(merged, tables) == []
 
 
+def test_check_passes_on_a_run_of_an_image_count_and_names_its_count_edited(tmp_path, monkeypatch):
+    monkeypatch.setattr(rounds, "FULL_PROFILE_IMAGES", 1_000_000)  # this run is not shrunk
+    path = run_dir(tmp_path)
+    args = ("--gost-tables=tiny", "--gost-batch=2", "--gost-images=5", "--gost-mode=inference")
+    run = suite(path, "--gost-backend=numpy", *args, "--gost-networks=M,G")
+    assert run.report is not None and run.report["options"]["images"] == 5, run.stdout[-2000:]
+    assert [b["rounds"] for b in run.report["benchmarks"]] == [3, 3]
+    assert check_report(run.report, path / "tiny") == []
+    run.report["options"]["images"] = 1_000_000  # as if section 9.3's count had run
+    problems = check_report(run.report, path / "tiny")
+    assert any("rounds is" in p for p in problems), problems
+
+
 def test_check_names_the_tables_it_needs_for_a_directory_of_tables(whole):
     (problem,) = check_report(whole.report)
     assert "--tables DIR" in problem
