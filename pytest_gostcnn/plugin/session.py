@@ -476,10 +476,13 @@ class GostSession:
             reporter.write_line(f"gostcnn: {line}", yellow=True, bold=True)
         if not self.results.verified_any or results.assessment is None:
             return
-        reporter.write_sep("=", "GOST R 57700.36-2021, section 8: verification")
         state = self.run_state(results.stopped)
-        for line in summary.stopped_lines(state, options.resume):
-            reporter.write_line(line, red=True, bold=True)
+        stopped = summary.stopped_lines(state, options.resume)
+        if stopped:
+            reporter.write_sep("=", "GOST R 57700.36-2021: the run")
+        for line in stopped:
+            reporter.write_line(line, red=not state["complete"], bold=True)
+        reporter.write_sep("=", "GOST R 57700.36-2021, section 8: verification")
         for line in summary.verification_lines(options, setup, results, self.rerun):
             reporter.write_line(line)
         if self.results.benchmarked:
@@ -504,6 +507,16 @@ class GostSession:
                 bold=True,
             )
         line = summary.last_line(self.options, self.setup, self.results, assessment)
+        state = self.run_state(self.results.stopped)
+        if not state["complete"]:
+            done = len(state["finished"])
+            total = done + len(state["unfinished"])
+            why = state["stopped"] or "items not run"
+            line = line.replace(
+                "GOST R 57700.36-2021: ",
+                f"GOST R 57700.36-2021: RUN INCOMPLETE ({why}; {done}/{total} performance tests); ",
+                1,
+            )
         reporter.write_line(line, green=not failed and assessment.compliance.compliant, bold=True)
 
 
