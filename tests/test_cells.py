@@ -13,6 +13,7 @@ import pytest
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.performance.cells import Cells, detect, launched_size
 from pytest_gostcnn.performance.timing import CellTiming, Timing
+from pytest_gostcnn.reports.check import check_report
 
 PEAK = Peak(1e10, "given (--gost-peak)")
 
@@ -262,6 +263,7 @@ def test_a_stalled_job_keeps_the_report_of_its_finished_tests_marked_incomplete(
         ("M", "training", 2)
     ]
     assert any(r.startswith("run incomplete") for r in data["noncompliance_reasons"])
+    assert check_report(data) == []
 
 
 @needs_mpi
