@@ -138,8 +138,8 @@ def assess(facts: Facts) -> Compliance:
         )
     others, tests = facts.not_run
     if others or tests:
-        parts = [f"{len(tests)} performance tests"] if tests else []
-        parts += [f"{others} other items of the suite"] if others else []
+        parts = [f"{len(tests)} performance test{'s' * (len(tests) != 1)}"] if tests else []
+        parts += [f"{others} other item{'s' * (others != 1)} of the suite"] if others else []
         shown = f" ({', '.join(tests)})" if tests else ""
         reasons.append(
             Reason(

@@ -312,8 +312,8 @@ class GostSession:
         if stopped is not None and results.suite_items:
             not_run, tests = self.not_run()
             return (exitstatus or pytest.ExitCode.INTERRUPTED), (
-                f"the run stopped ({stopped}) with {len(tests)} performance tests and "
-                f"{not_run} other items of the suite not run; the report keeps the finished "
+                f"the run stopped ({stopped}) with {_count(len(tests), 'performance test')} "
+                f"and {_count(not_run, 'other item')} of the suite not run; the report keeps the finished "
                 "tests, --gost-resume=REPORT continues the run"
             )
         if not results.suite_items:  # the suite was not asked for: pytest's word stands
@@ -532,6 +532,10 @@ def option_texts(config: pytest.Config) -> tuple[dict[str, str | None], dict[str
                 text, flags[option.name] = str(setting), option.dest
         texts[option.name] = text
     return texts, flags
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _stopped(session: pytest.Session, exitstatus: int) -> str | None:
