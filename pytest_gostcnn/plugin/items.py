@@ -232,6 +232,7 @@ def run_benchmark_case(
         ("gost_test", timing.name),
         ("gost_orp_percent", "-" if timing.orp is None else f"{timing.orp:.3g}"),
         ("gost_audits", f"{sum(a.passed for a in audits)}/{len(audits)} passed"),
+        ("gost_mean_above_median_percent", f"{100 * timing.spread.mean_above_median:.3g}"),
     ]
     if timing.failed_audits:
         cell, audit = timing.failed_audits[0]
