@@ -180,6 +180,7 @@ def run_benchmark_case(
             audit=lambda audited: audit_round(
                 setup.backend, network, mode, audited, options.rmse_threshold
             ),
+            estimate=session.estimate,
         )
     except Exception as exc:  # the backend's failure fails the item on every cell
         error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
@@ -191,6 +192,8 @@ def run_benchmark_case(
         rounds=run_plan.rounds,
         warmup_rounds=run_plan.warmup_rounds,
     )
+    if session.estimate is not None:
+        session.estimate.finished(case, rounds.audit_seconds)
     _fail_if_any_cell(cells, rounds.error, "timing")
     if benchmark.stats is None:
         pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")

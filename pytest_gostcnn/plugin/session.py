@@ -17,7 +17,10 @@ from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.model.network import TableError
 from pytest_gostcnn.performance.cells import CellsError, detect
 from pytest_gostcnn.performance.compliance import Facts, assess
+from pytest_gostcnn.performance.estimate import RunEstimate
 from pytest_gostcnn.performance.evaluation import Run, evaluate_system, result_comment, software
+from pytest_gostcnn.performance.rounds import plan
+from pytest_gostcnn.performance.timing import macs_per_image
 
 from . import report, summary
 from .options import OPTIONS, Options
@@ -34,6 +37,8 @@ class GostSession:
         # The suite's side of the network-shape layer case being verified, shared by its
         # steps (items.py).
         self.layer_data: dict[str, object] = {}
+        # The time of the selected benchmark tests, estimated as they run (items.py).
+        self.estimate: RunEstimate | None = None
         self._options: Options | None = None
         self._setup: Setup | None = None
 
@@ -212,6 +217,21 @@ class GostSession:
     def selected(self, items: list[pytest.Item]) -> None:
         """The items left to run once -k, -m, --deselect and --lf have had their say."""
         self.results.selected = sum(1 for i in items if i.get_closest_marker("gost_suite"))
+        self.estimate = self._run_estimate(items)
+
+    def _run_estimate(self, items: list[pytest.Item]) -> RunEstimate:
+        """The estimate of the selected benchmark tests, in the order they will run."""
+        options, networks = self.options, self.setup.networks
+        run_plan = plan(options.profile, options.batch)
+        images = (run_plan.rounds + run_plan.warmup_rounds) * run_plan.batch
+        tests = []
+        for item in items:
+            if item.get_closest_marker("gost_suite") and item.get_closest_marker("gost_benchmark"):
+                latin, mode = item.callspec.params["gost_benchmark_case"]
+                network = networks[latin]
+                label = f"{network.letter} ({latin}) {mode}"
+                tests.append(((latin, mode), label, macs_per_image(network, mode) * images))
+        return RunEstimate(tests)
 
     def reported(self, item: pytest.Item, report: pytest.TestReport) -> None:
         if not item.get_closest_marker("gost_suite"):
