@@ -147,11 +147,13 @@ def test_each_test_result_carries_the_comment_of_9_7(compliant):
         assert comment.startswith("comment: data type float32; computing cells: 1 (CPU")
         assert "not used: everything outside this cell" in comment
         assert "; cell peak " in comment and "(estimated: " in comment  # and its source
-    # In the summary: under each test's row, its audit line, then the comment.
+    # In the summary: under each test's row, its audit line, its rounds' spread, then the
+    # comment.
     lines = compliant.lines
     row = next(i for i, line in enumerate(lines) if line.startswith("ТП-Ш-П-float32-B1 "))
     assert lines[row + 1].startswith("  audited rounds ")
-    assert lines[row + 2] == "  " + compliant.report["benchmarks"][-1]["comment"]
+    assert lines[row + 2].startswith("  rounds: median ")
+    assert lines[row + 3] == "  " + compliant.report["benchmarks"][-1]["comment"]
 
 
 def test_the_summary_puts_its_russian_terms_in_words_once(compliant):
@@ -186,6 +188,8 @@ def test_junit_xml_gives_each_item_its_verdict_worst_ratio_and_orp(compliant):
     (timed,) = [b for b in compliant.report["benchmarks"] if b["network"] == "R"]
     assert benchmark["gost_orp_percent"] == f"{timed['orp_percent']:.3g}"
     assert benchmark["gost_audits"].endswith("passed")
+    mean_above_median = 100 * timed["spread"]["mean_above_median"]
+    assert benchmark["gost_mean_above_median_percent"] == f"{mean_above_median:.3g}"
 
 
 # The issue's cases, each rerun: the non-compliant result with its reason, a failed audit,

@@ -410,3 +410,19 @@ def test_disabled_benchmarks_say_nothing_was_timed(pytester):
     assert "pytest-benchmark is disabled" in reason and "nothing was timed" in reason
     assert read_report(report)["benchmarks"] == []
     timed.result.stdout.fnmatch_lines(["nothing was timed: no performance test finished*"])
+
+
+def test_a_run_prints_its_estimate_before_timing_and_each_tests_spread_after(pytester):
+    result = run(pytester, *SMALL, "-k", "test_benchmark")
+    assert result.ret == 0
+    # In order: the run's total, printed before the first timed round; the test's result
+    # in the section 9 table; the spread of its rounds beside its audit line.
+    result.stdout.fnmatch_lines(
+        [
+            "gostcnn: run estimate: about * for the rounds of 1 benchmark test (1 from its own "
+            "warm-up; *",
+            "ТП-Ш-П-float32-B1 (quick, non-compliant) *",
+            "  audited rounds *",
+            "  rounds: median * s, slowest round *x the median, mean (the ОРП's) * % * the median*",
+        ]
+    )

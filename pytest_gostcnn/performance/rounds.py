@@ -23,8 +23,9 @@ from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model.network import Network
 
 from .cells import Deadline
+from .estimate import RunEstimate, duration
 from .images import ImageSet
-from .timing import FULL_PROFILE_IMAGES, Audit
+from .timing import FULL_PROFILE_IMAGES, Audit, macs_per_image
 
 PROFILES = ("quick", "full")
 # The quick profile: enough images for a stable mean on a CPU, few enough that all six
@@ -163,7 +164,8 @@ class AuditedRound:
 class Rounds:
     """The setup, the timed target and the teardown of every round of one test, with
     progress reports; ``audit`` checks the rounds ``audited_rounds`` draws (with ``draw``,
-    by default the operating system's randomness), after each ends, untimed.
+    by default the operating system's randomness), after each ends, untimed. ``estimate``,
+    the whole run's, hears when this test begins and when its warm-up ends.
 
     ``barrier(deadline, where)``, with several cells, meets the others before each round
     and after the last (``end``), giving up on a cell that is not there by ``deadline``
@@ -182,6 +184,7 @@ class Rounds:
         audit: Callable[[AuditedRound], Audit] | None = None,
         draw: random.Random | None = None,
         stall_timeout: float | None = None,
+        estimate: RunEstimate | None = None,
     ) -> None:
         self.backend, self.network, self.mode, self.plan = backend, network, mode, run_plan
         rng = np.random.default_rng([seed, cell])
@@ -208,6 +211,7 @@ class Rounds:
         self.done = 0  # timed rounds that ended
         self.pending: AuditedRound | None = None  # the round now running, if audited
         self.result: Any = None
+        self.estimate = estimate
         self.started = time.monotonic()
         self.last_report = self.started
 
@@ -221,6 +225,7 @@ class Rounds:
     def setup(self) -> tuple[tuple, dict]:
         batch = self.plan.batch
         self.calls += 1
+        self._estimate()
         number = self.calls - self.plan.warmup_rounds
         self.number = max(0, number)
         arguments: tuple = (None,)
@@ -257,6 +262,20 @@ class Rounds:
         if call <= self.plan.warmup_rounds:
             return "the warm-up round"
         return f"timed round {call - self.plan.warmup_rounds} of {self.plan.rounds}"
+
+    def _estimate(self) -> None:
+        """Tell the run's estimate that this test began, or that its warm-up rounds ended
+        (the first timed round is being set up), and print the total it then gives."""
+        if self.estimate is None:
+            return
+        key = (self.network.latin, self.mode)
+        if self.calls == 1:
+            self.estimate.began(key)
+        if self.calls == self.plan.warmup_rounds + 1:
+            images = self.plan.warmup_rounds * self.plan.batch
+            line = self.estimate.warmed_up(key, macs_per_image(self.network, self.mode) * images)
+            if line is not None and self.progress is not None:
+                self.progress(line)
 
     def _arguments(self, batch: int, number: int) -> tuple:
         host = self.images.batch(self.next_image, batch)
@@ -320,21 +339,14 @@ class Rounds:
         done = self.next_image
         rate = done / (now - self.started)
         left = (total - done) / rate if rate > 0 else math.inf
-        self.progress(
+        line = (
             f"{subject(self.network, self.mode)}: {done}/{total} images "
-            f"({100 * done / total:.1f}%), {rate:.3g} images/s, about {_duration(left)} left"
+            f"({100 * done / total:.1f}%), {rate:.3g} images/s, about {duration(left)} left"
         )
+        if self.estimate is not None:
+            line += "; " + self.estimate.status((self.network.latin, self.mode), done / total)
+        self.progress(line)
 
 
 def _failure(exc: Exception, during: str) -> str:
     return f"the backend raised {type(exc).__name__}: {exc} ({during})"
-
-
-def _duration(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "unknown time"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

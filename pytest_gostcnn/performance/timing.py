@@ -8,6 +8,8 @@ With several cells the system's time is the slowest cell's, round by round.
 from __future__ import annotations
 
 import dataclasses
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_gostcnn.machine.peak import Peak
@@ -17,6 +19,13 @@ from pytest_gostcnn.model.network import CYRILLIC, DEFAULT_TABLE_SET, Network
 from .designations import designate_test, test_name
 
 FULL_PROFILE_IMAGES = 1_000_000  # section 9.3: each cell's own set of 1,000,000 images
+# The ОРП divides by the mean round (the time over the rounds); the median round is what a
+# typical round took. Where the mean lies more than this share above the median, slow
+# rounds (another process on the machine, throttling) lowered the ОРП by about that much.
+# Quick runs on a quiet 2-core machine put the mean up to 9.4 % above the median (one of
+# their 8 rounds 1.6x the others), a busy loop beside them 15 % and 24 %: a lower threshold
+# would call quiet runs noisy (docs/benchmarking.md, "Noise", has the runs).
+NOISY_MEAN_ABOVE_MEDIAN = 0.10
 
 
 def relative_real_performance(
@@ -54,6 +63,53 @@ class Audit:
 
 
 @dataclass(frozen=True)
+class Spread:
+    """How a test's timed rounds spread: the median round, the slowest, and the mean, which
+    the ОРП uses (the time over the rounds)."""
+
+    median_seconds: float
+    slowest_seconds: float
+    mean_seconds: float
+
+    @classmethod
+    def of(cls, round_seconds: Sequence[float]) -> Spread:
+        return cls(
+            statistics.median(round_seconds),
+            max(round_seconds),
+            sum(round_seconds) / len(round_seconds),
+        )
+
+    @property
+    def slowest_to_median(self) -> float:
+        return self.slowest_seconds / self.median_seconds
+
+    @property
+    def mean_above_median(self) -> float:
+        """The mean round's excess over the median round, as a share of the median."""
+        return self.mean_seconds / self.median_seconds - 1.0
+
+    @property
+    def noisy(self) -> bool:
+        """Slow rounds moved the result: the mean lies more than ``NOISY_MEAN_ABOVE_MEDIAN``
+        above the median."""
+        return self.mean_seconds > self.median_seconds * (1.0 + NOISY_MEAN_ABOVE_MEDIAN)
+
+    @property
+    def orp_lowered(self) -> float:
+        """How much lower the ОРП is than at the median round's rate, as a share of that."""
+        return 1.0 - self.median_seconds / self.mean_seconds
+
+    def as_dict(self) -> dict:
+        return {
+            "median_round_seconds": self.median_seconds,
+            "slowest_round_seconds": self.slowest_seconds,
+            "slowest_to_median": self.slowest_to_median,
+            "mean_above_median": self.mean_above_median,
+            "noisy": self.noisy,
+        }
+
+
+@dataclass(frozen=True)
 class CellTiming:
     """One computing cell's measurement of one test: every timed round's seconds, and
     the audits of its drawn rounds (their time apart)."""
@@ -71,6 +127,10 @@ class CellTiming:
     def seconds(self) -> float:
         return sum(self.round_seconds)
 
+    @property
+    def spread(self) -> Spread:
+        return Spread.of(self.round_seconds)
+
     def as_dict(self) -> dict:
         """The cell's measurement with every round's seconds: a reader recomputes the
         test's time and ОРП from them (``python -m pytest_gostcnn check``)."""
@@ -84,6 +144,7 @@ class CellTiming:
             "first_image_crc32": self.first_image,
             "audits": [audit.as_dict() for audit in self.audits],
             "audit_seconds": self.audit_seconds,
+            "spread": self.spread.as_dict(),
         }
 
     @classmethod
@@ -140,6 +201,12 @@ class Timing:
     @property
     def seconds(self) -> float:
         return system_seconds(self.cells)
+
+    @property
+    def spread(self) -> Spread:
+        """The spread of the system's rounds, each the slowest cell's."""
+        rounds = zip(*(c.round_seconds for c in self.cells), strict=True)
+        return Spread.of([max(times) for times in rounds])
 
     @property
     def failed_audits(self) -> list[tuple[int, Audit]]:
@@ -219,6 +286,7 @@ class Timing:
             "peak_macs_per_second": self.peak_macs_per_second,
             "orp_percent": self.orp,
             "cells": [{**c.as_dict(), "orp_percent": self.cell_orp(c)} for c in self.cells],
+            "spread": self.spread.as_dict(),
         }
 
     @classmethod

@@ -197,6 +197,7 @@ def run_benchmark_case(
                 setup.backend, network, mode, audited, options.rmse_threshold
             ),
             stall_timeout=options.stall_timeout,
+            estimate=session.estimate,
         )
     except Exception as exc:  # the backend's failure fails the item on every cell
         error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
@@ -214,6 +215,8 @@ def run_benchmark_case(
     )
     rounds.end()
     session.timing_now = None
+    if session.estimate is not None:
+        session.estimate.finished(case, rounds.audit_seconds)
     _fail_if_any_cell(cells, rounds.error, "timing")
     if benchmark.stats is None:
         pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
@@ -271,6 +274,7 @@ def _record_timing(
         ("gost_orp_percent", "-" if timing.orp is None else f"{timing.orp:.3g}"),
         ("gost_audits", f"{sum(a.passed for a in audits)}/{len(audits)} passed"),
         *([("gost_resumed_from", options.resume)] if resumed else []),
+        ("gost_mean_above_median_percent", f"{100 * timing.spread.mean_above_median:.3g}"),
     ]
     if timing.failed_audits:
         cell, audit = timing.failed_audits[0]

@@ -22,9 +22,10 @@ from pytest_gostcnn.model.network import TableError
 from pytest_gostcnn.performance.cells import CellsError, detect
 from pytest_gostcnn.performance.compliance import Facts, assess
 from pytest_gostcnn.performance.designations import test_name
+from pytest_gostcnn.performance.estimate import RunEstimate
 from pytest_gostcnn.performance.evaluation import Run, evaluate_system, result_comment, software
 from pytest_gostcnn.performance.rounds import Plan, plan
-from pytest_gostcnn.performance.timing import Timing
+from pytest_gostcnn.performance.timing import Timing, macs_per_image
 from pytest_gostcnn.reports.load import ReportError, configuration, differences, read_report
 from pytest_gostcnn.reports.load import timings as report_timings
 
@@ -44,6 +45,8 @@ class GostSession:
         # The suite's side of the network-shape layer case being verified, shared by its
         # steps (items.py).
         self.layer_data: dict[str, object] = {}
+        # The time of the selected benchmark tests, estimated as they run (items.py).
+        self.estimate: RunEstimate | None = None
         self._options: Options | None = None
         self._setup: Setup | None = None
         # --gost-resume: the finished tests of the stopped run, not timed again.
@@ -295,6 +298,21 @@ class GostSession:
             for i in suite
             if i.get_closest_marker("gost_benchmark") and hasattr(i, "callspec")
         }
+        self.estimate = self._run_estimate()
+
+    def _run_estimate(self) -> RunEstimate:
+        """The estimate of the selected benchmark tests still to time, in the order they
+        will run (a test kept from --gost-resume is not timed again)."""
+        networks, run_plan = self.setup.networks, self.plan
+        images = (run_plan.rounds + run_plan.warmup_rounds) * run_plan.batch
+        tests = []
+        for latin, mode in self.results.benchmark_items.values():
+            if (latin, mode) in self.resumed:
+                continue
+            network = networks[latin]
+            label = f"{network.letter} ({latin}) {mode}"
+            tests.append(((latin, mode), label, macs_per_image(network, mode) * images))
+        return RunEstimate(tests)
 
     def reported(self, item: pytest.Item, report: pytest.TestReport) -> None:
         if not item.get_closest_marker("gost_suite"):

@@ -14,7 +14,7 @@ from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_
 from pytest_gostcnn.performance.designations import MODE_LETTERS
 from pytest_gostcnn.performance.evaluation import describe
 from pytest_gostcnn.performance.rounds import plan
-from pytest_gostcnn.performance.timing import Timing
+from pytest_gostcnn.performance.timing import NOISY_MEAN_ABOVE_MEDIAN, Timing
 
 from .options import Options
 from .results import Assessment, Results
@@ -168,6 +168,9 @@ def performance_lines(options: Options, setup: Setup, assessment: Assessment) ->
             f"ОРП ABOVE 100 % ({', '.join(above)}): a test ran faster than the cell peak, so "
             "the peak is wrong (check --gost-peak) and so is every ОРП below"
         )
+    noisy = [t for t in assessment.timings if t.spread.noisy]
+    if noisy:
+        lines.append(noisy_line(noisy))
     if not assessment.timings:
         lines.append(
             "nothing was timed: no performance test finished (see the skip reasons, -rs: "
@@ -192,6 +195,7 @@ def performance_lines(options: Options, setup: Setup, assessment: Assessment) ->
                     f"{'-' if cell_orp is None else f'{cell_orp:.3g}':>6}"
                 )
         lines.append(f"  {audit_line(t)}")
+        lines.append(f"  {spread_line(t)}")
         lines.append(f"  {t.comment}")
         lines += [f"  not compliant: {reason}" for reason in t.reasons if counted]
     for evaluation in assessment.evaluations:
@@ -228,6 +232,38 @@ def audit_line(timing: Timing) -> str:
         f"audited rounds {rounds} of {timing.rounds}: {verdict}; "
         f"{seconds:.3g} s, not counted in the time"
     )
+
+
+def spread_line(timing: Timing) -> str:
+    """How the test's rounds spread: the median, the slowest against it, and the mean (the
+    ОРП's) above it."""
+    spread = timing.spread
+    side = "above" if spread.mean_above_median >= 0 else "below"
+    return (
+        f"rounds: median {spread.median_seconds:.3g} s, slowest round "
+        f"{spread.slowest_to_median:.3g}x the median, mean (the ОРП's) "
+        f"{_percent(abs(spread.mean_above_median))} % {side} the median"
+        + (" (NOISY)" if spread.noisy else "")
+    )
+
+
+def noisy_line(noisy: list[Timing]) -> str:
+    """The warning for the tests whose slow rounds moved their ОРП."""
+    tests = ", ".join(
+        f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode} {_percent(t.spread.orp_lowered)} %"
+        for t in noisy
+    )
+    return (
+        f"NOISY ROUNDS ({tests}): the mean round lies more than "
+        f"{100 * NOISY_MEAN_ABOVE_MEDIAN:.0f} % above the median, so slow rounds (another "
+        "process on the machine, throttling) lowered these ОРП by the share shown against "
+        "the median round's rate; rerun on a quiet machine or with more images"
+    )
+
+
+def _percent(share: float) -> str:
+    """A share in percent, to two figures, and never in exponent notation."""
+    return f"{100 * share:.2g}" if 100 * share < 10 else f"{100 * share:.0f}"
 
 
 def terms(setup: Setup) -> list[str]:

@@ -1,0 +1,192 @@
+"""The run's time estimate (docs/benchmarking.md, "Estimate and progress"), driven by a
+clock the test sets: each test's warm-up gives a MAC rate, each finished test its time."""
+
+from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.performance.estimate import RunEstimate, duration
+from pytest_gostcnn.performance.rounds import Plan, Rounds
+from pytest_gostcnn.performance.timing import macs_per_image
+
+
+class Clock:
+    """Seconds that pass only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def estimate_of(*macs: int) -> tuple[RunEstimate, Clock]:
+    """Tests "A", "B", ... of the given MACs (all their rounds'), in run order."""
+    clock = Clock()
+    labels = "ABCDEFGH"[: len(macs)]
+    return RunEstimate(
+        [(label, label, m) for label, m in zip(labels, macs, strict=True)], clock
+    ), clock
+
+
+def warm_up(estimate: RunEstimate, clock: Clock, key: str, macs: int, seconds: float):
+    estimate.began(key)
+    clock.now += seconds
+    return estimate.warmed_up(key, macs)
+
+
+def test_no_total_before_any_test_has_a_rate():
+    estimate, _ = estimate_of(1000, 3000)
+
+    assert estimate.total_seconds() is None
+
+
+def test_first_warm_up_rate_estimates_every_test_from_its_own_macs():
+    estimate, clock = estimate_of(1000, 3000)
+
+    line = warm_up(estimate, clock, "A", macs=10, seconds=1.0)  # 10 MAC/s
+
+    assert estimate.total_seconds() == 1000 / 10 + 3000 / 10
+    assert line == (
+        "run estimate: about 7 min for the rounds of 2 benchmark tests (1 from its own "
+        "warm-up, 1 estimated from A's warm-up, 10 MAC/s; their audits and the verification "
+        "not counted)"
+    )
+
+
+def test_a_later_tests_own_warm_up_replaces_the_guess_for_it():
+    estimate, clock = estimate_of(1000, 3000)
+    warm_up(estimate, clock, "A", macs=10, seconds=1.0)
+    clock.now = 100.0
+    estimate.finished("A")  # 100 s: as guessed, 10 MAC/s
+
+    line = warm_up(estimate, clock, "B", macs=30, seconds=1.0)  # 30 MAC/s, not 10
+
+    assert estimate.total_seconds() == 100 + 3000 / 30
+    assert line == (
+        "run estimate refined: about 3 min for the rounds of 2 benchmark tests, about 99 s left "
+        "(1 measured, 1 from its own warm-up)"
+    )
+
+
+def test_the_measured_time_replaces_the_estimate():
+    estimate, clock = estimate_of(1000, 3000)
+    warm_up(estimate, clock, "A", macs=10, seconds=1.0)
+    clock.now = 250.0
+
+    estimate.finished("A")  # 250 s, where its warm-up promised 100
+
+    # B, not begun, is guessed at A's measured rate: 4 MAC/s.
+    assert estimate.total_seconds() == 250 + 3000 / 4
+
+
+def test_a_total_that_moved_little_is_not_printed_again():
+    estimate, clock = estimate_of(1000, 1000)
+    warm_up(estimate, clock, "A", macs=10, seconds=1.0)
+    clock.now = 105.0
+    estimate.finished("A")
+
+    # A took 105 s and B's warm-up gives it 100 s: 205 s against the 200 s printed, 2.5 %.
+    assert warm_up(estimate, clock, "B", macs=10, seconds=1.0) is None
+
+
+def test_a_total_that_moved_more_than_a_tenth_is_printed():
+    estimate, clock = estimate_of(1000, 1000)
+    warm_up(estimate, clock, "A", macs=10, seconds=1.0)
+    clock.now = 125.0
+    estimate.finished("A")
+
+    # A took 125 s and B's warm-up gives it 100 s: 225 s against 200 s, 12.5 %.
+    assert warm_up(estimate, clock, "B", macs=10, seconds=1.0).startswith(
+        "run estimate refined: about 4 min"
+    )
+
+
+def test_a_tests_audits_are_not_counted_in_its_time_nor_in_its_rate():
+    estimate, clock = estimate_of(1000, 3000)
+    warm_up(estimate, clock, "A", macs=10, seconds=1.0)
+    clock.now = 150.0
+
+    estimate.finished("A", audit_seconds=50.0)  # its rounds: 100 s, 10 MAC/s
+
+    assert estimate.total_seconds() == 100 + 3000 / 10
+
+
+def test_progress_names_the_test_the_share_done_and_the_time_left():
+    estimate, clock = estimate_of(1000, 1000, 3000)
+    warm_up(estimate, clock, "A", macs=10, seconds=1.0)
+    clock.now = 100.0
+    estimate.finished("A")  # 10 MAC/s measured
+    estimate.began("B")
+    clock.now = 125.0
+
+    line = estimate.status("B", fraction=0.25)
+
+    # B: 25 s for a quarter, 75 s left; C not begun: 3000 MACs at 10 MAC/s, 300 s.
+    # Done 100 + 25 s of 125 + 375 = 500 s.
+    assert line == (
+        "run: test 2 of 3, 25.0 % of the estimated time, about 6 min left "
+        "(1 test estimated from A's measured rate, 10 MAC/s)"
+    )
+
+
+def test_the_last_tests_progress_rests_on_nothing_guessed():
+    estimate, clock = estimate_of(1000)
+    warm_up(estimate, clock, "A", macs=10, seconds=1.0)
+    clock.now = 50.0
+
+    assert estimate.status("A", fraction=0.5) == (
+        "run: test 1 of 1, 50.0 % of the estimated time, about 50 s left"
+    )
+
+
+def test_a_test_that_never_began_before_a_later_one_leaves_the_estimate():
+    estimate, clock = estimate_of(1000, 1000, 1000)  # A is skipped: not verified
+
+    warm_up(estimate, clock, "B", macs=10, seconds=1.0)
+
+    assert estimate.total_seconds() == 200
+    assert estimate.status("B", fraction=0.0).startswith("run: test 1 of 2, ")
+
+
+def test_a_finished_test_that_never_began_leaves_the_estimate():
+    estimate, clock = estimate_of(1000, 1000)
+    estimate.finished("A")  # its item failed before any round
+
+    warm_up(estimate, clock, "B", macs=10, seconds=1.0)
+
+    assert estimate.total_seconds() == 100
+
+
+def test_durations_read_in_the_unit_a_person_uses():
+    assert [duration(s) for s in (0.25, 42, 600, 86 * 3600)] == [
+        "0.2 s",
+        "42 s",
+        "10 min",
+        "86.0 h",
+    ]
+
+
+def test_the_runs_first_total_is_printed_before_the_first_timed_round(shipped_networks):
+    network = shipped_networks["Sh"]
+    run_plan = Plan("quick", rounds=2, warmup_rounds=1, batch=1)
+    macs = macs_per_image(network, "inference") * 3
+    estimate = RunEstimate([(("Sh", "inference"), "Ш (Sh) inference", macs)])
+    events: list[str] = []
+    rounds = Rounds(
+        NumpyBackend("float32"),
+        network,
+        "inference",
+        run_plan,
+        seed=0,
+        progress=events.append,
+        estimate=estimate,
+    )
+
+    for _ in range(run_plan.warmup_rounds + run_plan.rounds):  # as benchmark.pedantic does
+        arguments, _ = rounds.setup()
+        events.append("round")
+        rounds.target(*arguments)
+        rounds.teardown(*arguments)
+
+    assert events[0] == "round"  # the warm-up
+    assert events[1].startswith("run estimate: about ")
+    assert "for the rounds of 1 benchmark test (1 from its own warm-up;" in events[1]
+    assert events[2:] == ["round", "round"]
