@@ -331,8 +331,8 @@ class GostSession:
             not_run, tests = self.not_run()
             return (exitstatus or pytest.ExitCode.INTERRUPTED), (
                 f"the run stopped ({stopped}) with {_count(len(tests), 'performance test')} "
-                f"and {_count(not_run, 'other item')} of the suite not run; the report keeps the finished "
-                "tests, --gost-resume=REPORT continues the run"
+                f"and {_count(not_run, 'other item')} of the suite not run; the report keeps "
+                "the finished tests, --gost-resume=REPORT continues the run"
             )
         if not results.suite_items:  # the suite was not asked for: pytest's word stands
             return exitstatus, None
