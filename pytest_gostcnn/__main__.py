@@ -11,6 +11,7 @@ python -m pytest_gostcnn plot REPORT -o FILE.svg
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 import tracemalloc
@@ -207,5 +208,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _main() -> int:
+    """``main``, quiet when its reader stops early (``... | head``), as other commands are."""
+    try:
+        return main()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 1
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main())

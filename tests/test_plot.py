@@ -321,7 +321,7 @@ def test_a_report_with_nothing_benchmarked_is_one_line(capsys, tmp_path):
     run = suite(directory(tmp_path), *TINY_QUICK, "--gost-mode=inference", "-k", "layer")
     assert run.report["evaluations"] == []
 
-    says = f"{run.path / 'report.json'}: no evaluation to draw: nothing was benchmarked"
+    says = f"{run.path / 'report.json'}: no result to draw: no performance test finished"
     refused(capsys, tmp_path, run.path / "report.json", tmp_path / "out.svg", says)
 
 

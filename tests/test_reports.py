@@ -9,6 +9,7 @@ can be compared figure for figure, times included.
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -185,6 +186,15 @@ def _rounds(report):
     test["cells"][0]["round_seconds"].append(test["cells"][0]["round_seconds"][0])
 
 
+def _spread(report):
+    report["benchmarks"][0]["spread"]["noisy"] = True
+
+
+def _audit(report):
+    audit = report["benchmarks"][1]["cells"][0]["audits"][0]
+    audit["worst_ratio"] = 5.0  # the round differed, its verdict kept
+
+
 def _schema(report):
     report["benchmarks"][0]["orp_percent"] = "high"
 
@@ -201,6 +211,8 @@ TAMPERING = {
     "another test dropped": (_dropped, "dropped is"),
     "a table's checksum changed": (_checksum, "checksum"),
     "a round added": (_rounds, "round times for"),
+    "the rounds' spread called noisy": (_spread, "spread: noisy is"),
+    "an audit's ratio above 1, passed kept": (_audit, "not below 1"),
     "a figure of the wrong type": (_schema, "schema:"),
 }
 
@@ -250,6 +262,16 @@ def _figures(report: dict) -> list[dict]:
 def test_six_single_network_runs_merged_give_the_evaluation_of_one_run(whole, singles):
     merged = merge_reports(singles)
     assert _figures(merged.report) == _figures(whole.report)
+    # a layer item every job ran (the small edge cases) counts once; a layer at a network's
+    # shape is each job's own item (its id names that network's rows)
+    ids = merged.report["options"]["layer_item_ids"]
+    assert len(ids) == len(set(ids)) == merged.report["options"]["layer_items"]
+    small = set(whole.report["options"]["layer_item_ids"]) & set(
+        singles[0][1]["options"]["layer_item_ids"]
+    )
+    assert small and small <= set(ids)
+    assert len(ids) < sum(r["options"]["layer_items"] for _, r in singles)
+    assert [layer["subject"] for layer in merged.report["verification"]["layers"]] == ids
     assert merged.report["evaluations"][0]["compliant"] is True
     assert [b["designation"] for b in merged.report["benchmarks"]] == [
         b["designation"] for b in whole.report["benchmarks"]
@@ -288,13 +310,21 @@ def test_merge_refuses_another_configuration_and_one_test_with_two_times(singles
 # Stopped and resumed. -------------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory):
+    """A full-profile run interrupted once its first test (М inference) finished."""
+    path = run_dir(tmp_path_factory.mktemp("stopped"))
+    run = suite(path, "--gost-backend=numpy", *FIXED, "-p", "gost_test_stop")
+    assert run.report is not None, run.stdout[-3000:]
+    (path / "stopped.json").write_text(json.dumps(run.report), encoding="utf-8")
+    return run
+
+
 def test_a_run_stopped_after_its_first_test_then_resumed_equals_an_uninterrupted_one(
-    whole, tmp_path
+    whole, stopped
 ):
-    path = run_dir(tmp_path)
-    stopped = suite(path, "--gost-backend=numpy", *FIXED, "-p", "gost_test_stop")
+    path, report = stopped.path, stopped.report
     assert stopped.returncode != 0
-    report = stopped.report
     assert report["complete"] is False and report["run"]["stopped"] == "interrupted"
     assert report["run"]["finished"] == ["ТП-М-П-float32-B1"]
     assert len(report["run"]["unfinished"]) == 5
@@ -302,7 +332,6 @@ def test_a_run_stopped_after_its_first_test_then_resumed_equals_an_uninterrupted
     assert not report["evaluations"][0]["compliant"]
     assert "RUN INCOMPLETE (interrupted): 1 of 6 performance tests finished" in stopped.stdout
     assert check_report(report, path / "tiny") == []
-    (path / "stopped.json").write_text(json.dumps(report), encoding="utf-8")
 
     resumed = suite(path, "--gost-backend=numpy", *FIXED, "--gost-resume=stopped.json")
     assert resumed.returncode == 0, resumed.stdout[-3000:]
@@ -311,6 +340,27 @@ def test_a_run_stopped_after_its_first_test_then_resumed_equals_an_uninterrupted
     assert _same_but_audits(resumed.report) == _same_but_audits(whole.report)
     # the finished test was not timed again: its audits are the stopped run's
     assert resumed.report["benchmarks"][0]["cells"] == report["benchmarks"][0]["cells"]
+
+
+def test_a_stopped_job_merged_with_jobs_that_ran_the_rest_is_whole(whole, stopped, singles):
+    merged = merge_reports([(str(stopped.path / "stopped.json"), stopped.report), *singles[1:]])
+    report = merged.report
+    assert report["complete"] is True and report["run"]["stopped"] is None
+    assert report["exit_status"] == 0 and report["run"]["unfinished"] == []
+    assert _figures(report) == _figures(whole.report)
+    assert check_report(report, whole.path / "tiny") == []
+
+
+def test_resume_without_a_report_to_keep_the_run_is_refused(stopped):
+    # suite() always gives --gost-report: this run goes without
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gost-backend=numpy",
+         *FIXED, "--gost-resume=stopped.json"],
+        cwd=stopped.path, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHONPATH": str(stopped.path)},
+    )  # fmt: skip
+    assert done.returncode == 4 and "Traceback" not in done.stderr
+    assert "give --gost-report=PATH too" in done.stderr
 
 
 def test_resume_refuses_a_report_of_another_configuration_listing_every_difference(whole, tmp_path):

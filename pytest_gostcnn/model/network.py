@@ -208,9 +208,7 @@ def load_networks(directory: str | Path | None = None) -> dict[str, Network]:
         raise TableError("an empty name; give a directory of network tables")
     named = table_set(directory)
     try:
-        directory = (
-            table_set_dir(named) if named != USER_TABLES else Path(directory).expanduser()
-        )
+        directory = table_set_dir(named) if named != USER_TABLES else Path(directory).expanduser()
         is_dir = directory.is_dir()
     except (OSError, RuntimeError) as exc:  # ~nouser, a name too long, a link loop
         raise TableError(f"{directory}: {exc}") from None

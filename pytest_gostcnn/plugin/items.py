@@ -33,7 +33,7 @@ from pytest_gostcnn.performance.rounds import (
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
 
 from .session import GostSession
-from .setup import case_steps, layer_params
+from .setup import case_steps, layer_item_id, layer_params
 
 
 def network_id(batch: int, latin: str, mode: str) -> str:
@@ -56,7 +56,7 @@ def parametrize(session: GostSession, metafunc: pytest.Metafunc) -> None:
     options, networks = session.options, session.setup.networks
     if "gost_layer_case" in wanted:
         params = layer_params(options, networks)
-        ids = [f"{c.layer.type.name}-{step}-{c.tag}-{options.dtype}" for c, step in params]
+        ids = [layer_item_id(c, step, options.dtype) for c, step in params]
         metafunc.parametrize("gost_layer_case", params, ids=ids)
     for name in ("gost_network_case", "gost_benchmark_case"):
         if name in wanted:
@@ -172,11 +172,9 @@ def run_benchmark_case(
             "section 9 times verified implementations only"
         )
     if case in session.resumed:
-        # Not timed again: pytest-benchmark's warning that its fixture went unused says
-        # nothing the summary's RESUMED line does not.
-        node.add_marker(
-            pytest.mark.filterwarnings("ignore::pytest_benchmark.logger.PytestBenchmarkWarning")
-        )
+        # Not timed again. pytest-benchmark warns of a fixture left unused unless it was
+        # skipped: the summary's RESUMED line says why it was.
+        benchmark.skipped = True
         _record_timing(session, session.resumed[case], node, resumed=True)
         return
     network = setup.networks[latin]

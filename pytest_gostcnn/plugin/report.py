@@ -21,7 +21,7 @@ from pytest_gostcnn.model.network import CYRILLIC, table_checksum
 
 from .options import REPORT_TEMPORARY_PREFIX, Options
 from .results import Assessment, Results
-from .setup import Setup, layer_params
+from .setup import Setup, layer_item_id, layer_params
 
 FORMAT = "pytest-gostcnn report 2"
 
@@ -42,6 +42,10 @@ def build_report(
     """
     run = run or {"complete": False, "stopped": None, "finished": [], "unfinished": []}
     final = assessment is not None and run.get("final", False)
+    layer_ids = [
+        layer_item_id(case, step, options.dtype)
+        for case, step in layer_params(options, setup.networks)
+    ]
     return {
         "format": FORMAT,
         "standard": "GOST R 57700.36-2021",
@@ -74,7 +78,8 @@ def build_report(
                 latin: table_checksum(network) for latin, network in setup.networks.items()
             },
             "tables_held": setup.tables,
-            "layer_items": len(layer_params(options, setup.networks)),
+            "layer_items": len(layer_ids),
+            "layer_item_ids": layer_ids,
             "cells": setup.cells.size,
             "weights": options.weights,
             "master_dtype": master_dtype(options.dtype),

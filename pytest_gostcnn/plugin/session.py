@@ -122,6 +122,11 @@ class GostSession:
         """``--gost-resume``: the finished tests of the report, when it is of this very
         configuration; ValueError listing every difference otherwise."""
         flag = f"--gost-resume={options.resume}"
+        if options.report is None:
+            raise ValueError(
+                f"{flag}: give --gost-report=PATH too (it may be the same file), or the "
+                "continued run's results are kept nowhere but the terminal"
+            )
         try:
             earlier = read_report(options.resume)
             theirs = configuration(earlier)

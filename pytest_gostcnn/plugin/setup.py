@@ -110,6 +110,11 @@ def case_steps(options: Options, case: LayerCase) -> tuple[str, ...]:
     return ("forward",) if options.modes == ("inference",) else layer_steps(case.layer)
 
 
+def layer_item_id(case: LayerCase, step: str, dtype: str) -> str:
+    """A layer item's id (and its verification's subject): type, step, case, data type."""
+    return f"{case.layer.type.name}-{step}-{case.tag}-{dtype}"
+
+
 def layer_params(options: Options, networks: dict[str, Network]) -> list[tuple[LayerCase, str]]:
     """The suite's layer items: the steps of every small layer case and of every distinct
     layer of the selected networks at its own shape."""

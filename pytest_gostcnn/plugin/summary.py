@@ -63,8 +63,8 @@ def stopped_lines(state: dict, resumed: str | None) -> list[str]:
         tests = state["resumed_from"]["tests"]
         lines.append(
             f"RESUMED from --gost-resume={resumed} (written {state['resumed_from']['created']}): "
-            f"{len(tests)} performance tests kept from it, not timed again: "
-            + (", ".join(tests) or "none")
+            f"{len(tests)} performance test{'s' * (len(tests) != 1)} kept from it, not timed "
+            "again: " + (", ".join(tests) or "none (it finished none)")
         )
     if state["complete"]:
         return lines

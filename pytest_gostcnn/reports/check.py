@@ -199,6 +199,7 @@ def _check_tests(
                 "orp_percent": timing.orp,
             },
         )
+        _compare(found, f"{where}, spread", stated.get("spread", {}), timing.spread.as_dict())
         if [c["cell"] for c in stated["cells"]] != list(range(options["cells"])):
             found.append(f"{where}: cells {[c['cell'] for c in stated['cells']]}, not one per cell")
         for cell, written in zip(timing.cells, stated["cells"], strict=True):
@@ -220,7 +221,15 @@ def _check_tests(
             peak = cell.peak.macs_per_second if cell.peak else None
             if not _agrees(peaks.get(cell.cell), peak):
                 found.append(f"{here}: peak {peak!r}, the cell's is {peaks.get(cell.cell)!r}")
+            _compare(found, f"{here}, spread", written.get("spread", {}), cell.spread.as_dict())
             for audit in cell.audits:
+                if audit.passed and audit.worst_ratio is not None and audit.worst_ratio >= 1:
+                    found.append(
+                        f"{here}: audit of round {audit.round} passed with СКО/СКОП "
+                        f"{audit.worst_ratio:g}, not below 1"
+                    )
+                if not audit.passed and audit.failure is None:
+                    found.append(f"{here}: audit of round {audit.round} failed without a failure")
                 if not 1 <= audit.round <= timing.rounds:
                     found.append(f"{here}: audited round {audit.round} of {timing.rounds} rounds")
                 if audit.passed != (audit.verdict in (CORRECT, REFERENCE_GRADE)):
@@ -231,6 +240,17 @@ def _check_tests(
 
 
 def _check_verification(report: dict, found: list[str]) -> None:
+    ids = report["options"]["layer_item_ids"]
+    if report["options"]["layer_items"] != len(ids):
+        found.append(
+            f"options: layer_items is {report['options']['layer_items']}, the ids name {len(ids)}"
+        )
+    subjects = [layer["subject"] for layer in report["verification"]["layers"]]
+    if len(set(subjects)) != len(subjects):
+        found.append("verification: a layer item appears more than once")
+    strays = [subject for subject in subjects if subject not in set(ids)]
+    if strays:
+        found.append(f"verification: {strays[0]} is not a layer item of these options")
     entries = report["verification"]["layers"] + report["verification"]["networks"]
     for entry in entries:
         where = f"verification {entry['subject']}"
@@ -368,8 +388,9 @@ def main(paths: list[str], tables: str | None, say: Callable[[str], None]) -> in
                 say(f"  {problem}")
         else:
             tests = len(report["benchmarks"])
+            evaluations = len(report["evaluations"])
             say(
-                f"{path}: every figure agrees ({tests} performance tests, "
-                f"{len(report['evaluations'])} evaluations, compliance recomputed)"
+                f"{path}: every figure agrees ({tests} performance test{'s' * (tests != 1)}, "
+                f"{evaluations} evaluation{'s' * (evaluations != 1)}, compliance recomputed)"
             )
     return status

@@ -105,7 +105,10 @@ def differences(mine: dict, theirs: dict) -> list[str]:
         if here == there:
             continue
         if isinstance(here, dict) and isinstance(there, dict):  # only the entries that differ
-            keys = [k for k in {**here, **there} if here.get(k) != there.get(k)]
+            # (a table in one only is a difference of the networks, listed under its name)
+            keys = [k for k in here if k in there and here[k] != there[k]]
+            if not keys:
+                continue
             here = {k: here.get(k) for k in keys}
             there = {k: there.get(k) for k in keys}
         found.append(f"{CONFIGURATION[key]}: {_show(here)} here, {_show(there)} there")

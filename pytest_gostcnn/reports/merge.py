@@ -138,6 +138,13 @@ def _merged_report(
     provenance = {}
     for _, report in reports:
         provenance.update(report["options"]["provenance"])
+    # A layer item every job has (the small edge cases, a layer two networks share) counts
+    # once: the first report's verification of it stands.
+    layer_ids = _unique(i for _, r in reports for i in r["options"]["layer_item_ids"])
+    layers: dict[str, dict] = {}
+    for _, report in reports:
+        for layer in report["verification"]["layers"]:
+            layers.setdefault(layer["subject"], layer)
     options = {
         **first["options"],
         "networks": networks,
@@ -145,7 +152,8 @@ def _merged_report(
         "table_checksums": {latin: checksums[latin][1] for latin in networks},
         "provenance": {latin: provenance[latin] for latin in networks},
         "tables_provenance": sorted({provenance[latin]["kind"] for latin in networks}),
-        "layer_items": sum(r["options"]["layer_items"] for _, r in reports),
+        "layer_items": len(layer_ids),
+        "layer_item_ids": layer_ids,
     }
     cells = [dict(cell, failures=[]) for cell in first["cells"]]
     for _, report in reports:
@@ -156,9 +164,20 @@ def _merged_report(
     unfinished = _unique(
         name for _, r in reports for name in r["run"]["unfinished"] if name not in timed
     )
-    stopped = next((r["run"]["stopped"] for _, r in reports if r["run"]["stopped"]), None)
     others = sum(r["run"]["other_items_not_run"] for _, r in reports)
-    statuses = [(r["exit_status"], r["exit_reason"]) for _, r in reports]
+    complete = not unfinished and not others
+    # A job that stopped is whole once the others finished what it did not: its stop, and
+    # the exit status it stopped with, are then no longer the merged run's.
+    stopped = (
+        None
+        if complete
+        else next((r["run"]["stopped"] for _, r in reports if r["run"]["stopped"]), None)
+    )
+    statuses = [
+        (r["exit_status"], r["exit_reason"])
+        for _, r in reports
+        if not (complete and r["run"]["stopped"])
+    ]
     failing = [(s, why) for s, why in statuses if s != 0]
     status, reason = failing[0] if failing else (0, None)
     order = {(latin, mode): i for i, (latin, mode) in enumerate(
@@ -172,9 +191,9 @@ def _merged_report(
         "cells": cells,
         "exit_status": status,
         "exit_reason": reason,
-        "complete": all(r["complete"] for _, r in reports) and not unfinished,
+        "complete": complete,
         "run": {
-            "complete": all(r["run"]["complete"] for _, r in reports) and not unfinished,
+            "complete": complete,
             "stopped": stopped,
             "stopped_in": None,
             "finished": finished,
@@ -183,7 +202,7 @@ def _merged_report(
             "resumed_from": None,
         },
         "verification": {
-            "layers": [layer for _, r in reports for layer in r["verification"]["layers"]],
+            "layers": [layers[i] for i in layer_ids if i in layers],
             "networks": [verified[key][1] for key in sorted(verified, key=order.__getitem__)],
         },
         "benchmarks": [tests[key][1] for key in sorted(tests, key=order.__getitem__)],

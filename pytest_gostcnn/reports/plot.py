@@ -79,9 +79,9 @@ def drawable_report(path: Path) -> dict:
     least one evaluation, each with a mode and its results in percent."""
     report = read_report(path)
     evaluations = report.get("evaluations")
-    if not isinstance(evaluations, list) or not evaluations:
+    if not isinstance(evaluations, list) or not evaluations or not report.get("benchmarks"):
         why = f" ({report['exit_reason']})" if report.get("exit_reason") else ""
-        raise ReportError(f"{path}: no evaluation to draw: nothing was benchmarked{why}")
+        raise ReportError(f"{path}: no result to draw: no performance test finished{why}")
     for index, evaluation in enumerate(evaluations):
         _check_evaluation(path, index, evaluation)
     return report
