@@ -69,7 +69,10 @@ def _evaluate(paths: list[str], output: str | None) -> int:
     try:
         if output is not None:
             output = BY_NAME["report"].parse("-o", output)  # a file can be written there
-        reports = [(path, read_report(path)) for path in paths]
+        twice = sorted({path for path in paths if paths.count(path) > 1})
+        if twice:
+            print(f"given more than once, read once: {', '.join(twice)}")
+        reports = [(path, read_report(path)) for path in dict.fromkeys(paths)]
         merged = merge.merge_reports(reports)
     except (ReportError, ValueError) as exc:  # MergeError is a ValueError
         print(f"error: {exc}", file=sys.stderr)

@@ -224,12 +224,21 @@ class GostSession:
             else f"images {options.images} per test ({run_plan.rounds} rounds of "
             f"{options.batch}; no profile)"
         )
-        return [
+        lines = [
             f"gostcnn: backend {backend}; dtype {options.dtype}; batch {options.batch}; "
             f"mode {'+'.join(options.modes)}; seed {options.seed}; weights {options.weights}; "
             f"{count}" + threshold,
             f"gostcnn: tables {setup.table_set}; networks {networks}",
         ]
+        if options.stall_timeout is not None and setup.cells.size == 1:
+            lines.append(
+                f"gostcnn: --gost-stall-timeout={options.stall_timeout:g} has no effect: one "
+                "computing cell waits at no barrier (it watches the cells of an mpirun run)"
+            )
+        if options.resume is not None:
+            kept = ", ".join(t.name for t in self.resumed.values()) or "none"
+            lines.append(f"gostcnn: resuming {options.resume}: tests not timed again: {kept}")
+        return lines
 
     def facts(self) -> Facts:
         """What compliance depends on, from every cell's results (on cell 0)."""
@@ -336,8 +345,13 @@ class GostSession:
             not_run, tests = self.not_run()
             return (exitstatus or pytest.ExitCode.INTERRUPTED), (
                 f"the run stopped ({stopped}) with {_count(len(tests), 'performance test')} "
-                f"and {_count(not_run, 'other item')} of the suite not run; the report keeps "
-                "the finished tests, --gost-resume=REPORT continues the run"
+                f"and {_count(not_run, 'other item')} of the suite not run; "
+                + (
+                    f"the report keeps the finished tests, --gost-resume={options.report} "
+                    "continues the run"
+                    if options.report
+                    else "nothing was kept (no --gost-report)"
+                )
             )
         if not results.suite_items:  # the suite was not asked for: pytest's word stands
             return exitstatus, None
