@@ -72,7 +72,8 @@ def _evaluate(paths: list[str], output: str | None) -> int:
         twice = sorted({path for path in paths if paths.count(path) > 1})
         if twice:
             print(f"given more than once, read once: {', '.join(twice)}")
-        reports = [(path, read_report(path)) for path in dict.fromkeys(paths)]
+        paths = list(dict.fromkeys(paths))
+        reports = [(path, read_report(path)) for path in paths]
         merged = merge.merge_reports(reports)
     except (ReportError, ValueError) as exc:  # MergeError is a ValueError
         print(f"error: {exc}", file=sys.stderr)

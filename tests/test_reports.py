@@ -42,6 +42,22 @@ def pytest_runtest_logfinish(nodeid, location):
     if "test_benchmark" in nodeid:
         raise KeyboardInterrupt
 '''
+STOP_IN_SECTION_8 = STOP.replace('"test_benchmark" in nodeid', '"test_network" in nodeid')
+COPY = '''"""Keep a copy of the report as each performance test leaves it (a checkpoint)."""
+import pathlib
+import shutil
+
+import pytest
+
+COPIES = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logfinish(nodeid, location):
+    if "test_benchmark" in nodeid:
+        COPIES.append(nodeid)
+        shutil.copy("report.json", f"checkpoint-{len(COPIES)}.json")
+'''
 FIXED = (*TINY, "--benchmark-timer=gost_test_clock.tick", "--gost-mode=inference")
 
 
@@ -49,6 +65,8 @@ def run_dir(path: Path) -> Path:
     directory(path)
     (path / "gost_test_clock.py").write_text(CLOCK, encoding="utf-8")
     (path / "gost_test_stop.py").write_text(STOP, encoding="utf-8")
+    (path / "gost_test_stop_8.py").write_text(STOP_IN_SECTION_8, encoding="utf-8")
+    (path / "gost_test_copy.py").write_text(COPY, encoding="utf-8")
     return path
 
 
@@ -195,6 +213,18 @@ def _audit(report):
     audit["worst_ratio"] = 5.0  # the round differed, its verdict kept
 
 
+def _tables_held(report):
+    report["options"]["tables_held"] = 2
+
+
+def _provenance(report):
+    report["options"]["provenance"]["M"]["kind"] = "reconstruction"
+
+
+def _peak_factors(report):
+    report["peak"]["units"] *= 2
+
+
 def _schema(report):
     report["benchmarks"][0]["orp_percent"] = "high"
 
@@ -213,6 +243,9 @@ TAMPERING = {
     "a round added": (_rounds, "round times for"),
     "the rounds' spread called noisy": (_spread, "spread: noisy is"),
     "an audit's ratio above 1, passed kept": (_audit, "not below 1"),
+    "the tables said to hold fewer networks": (_tables_held, "tables_held is"),
+    "a table's provenance renamed": (_provenance, "kind is"),
+    "a peak's factors that do not multiply to it": (_peak_factors, "macs_per_second is"),
     "a figure of the wrong type": (_schema, "schema:"),
 }
 
@@ -336,6 +369,7 @@ def test_a_run_stopped_after_its_first_test_then_resumed_equals_an_uninterrupted
     resumed = suite(path, "--gost-backend=numpy", *FIXED, "--gost-resume=stopped.json")
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert "RESUMED from --gost-resume=" in resumed.stdout
+    assert "was not used at all" not in resumed.stdout + resumed.stderr
     assert resumed.report["run"]["resumed_from"]["tests"] == ["ТП-М-П-float32-B1"]
     assert _same_but_audits(resumed.report) == _same_but_audits(whole.report)
     # the finished test was not timed again: its audits are the stopped run's
@@ -349,6 +383,37 @@ def test_a_stopped_job_merged_with_jobs_that_ran_the_rest_is_whole(whole, stoppe
     assert report["exit_status"] == 0 and report["run"]["unfinished"] == []
     assert _figures(report) == _figures(whole.report)
     assert check_report(report, whole.path / "tiny") == []
+
+
+def test_a_resumed_run_stopped_again_in_section_8_keeps_the_tests_it_resumed(stopped):
+    path = stopped.path
+    (path / "report.json").write_text(json.dumps(stopped.report), encoding="utf-8")
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "gost_test_stop_8"]
+    command += ["--gost-backend=numpy", *FIXED, "--gost-report=report.json"]
+    command += ["--gost-resume=report.json"]
+    env = {**os.environ, "PYTHONPATH": str(path)}
+    done = subprocess.run(command, cwd=path, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0
+    again = json.loads((path / "report.json").read_text(encoding="utf-8"))
+    assert [b["designation"].split(" ")[0] for b in again["benchmarks"]] == ["ТП-М-П-float32-B1"]
+    assert again["run"]["finished"] == ["ТП-М-П-float32-B1"] and again["complete"] is False
+    assert check_report(again, path / "tiny") == []
+
+
+def test_a_checkpoint_is_never_complete_and_a_killed_jobs_merges_whole(tmp_path):
+    path = run_dir(tmp_path)
+    run = suite(path, "--gost-backend=numpy", *FIXED, "-p", "gost_test_copy")
+    assert run.returncode == 0, run.stdout[-2000:]
+    last = json.loads((path / "checkpoint-6.json").read_text(encoding="utf-8"))
+    # written after the last test, before the run ended: what a job killed then keeps
+    assert last["complete"] is False and last["exit_status"] is None
+    assert last["run"]["unfinished"] == [] and len(last["benchmarks"]) == 6
+    assert any(r.startswith("run not ended") for r in last["noncompliance_reasons"])
+    assert check_report(last, path / "tiny") == []
+    merged = merge_reports([("killed.json", last)]).report
+    assert merged["complete"] is True and merged["exit_status"] == 0
+    assert merged["compliant"] is True
+    assert check_report(merged, path / "tiny") == []
 
 
 def test_resume_without_a_report_to_keep_the_run_is_refused(stopped):
@@ -378,6 +443,16 @@ def test_resume_refuses_a_report_of_another_configuration_listing_every_differen
     assert "another configuration" in run.stderr
     assert "seed: 3 here, 0 there" in run.stderr
     assert "networks: M,G here, M,G,V,S,R,Sh there" in run.stderr
+    run = suite(
+        path, "--gost-backend=numpy", *FIXED, "--gost-peak=1T", "--gost-resume=earlier.json"
+    )
+    assert run.returncode == 4 and "cell 0's peak (MAC/s): 1000000000000.0 here" in run.stderr
+    edited = copy.deepcopy(whole.report)
+    edited["benchmarks"][0]["macs_per_image"] *= 1000
+    (path / "edited.json").write_text(json.dumps(edited), encoding="utf-8")
+    run = suite(path, "--gost-backend=numpy", *FIXED, "--gost-resume=edited.json")
+    assert run.returncode == 4 and "the report does not check" in run.stderr
+    assert "macs_per_image is" in run.stderr
     (path / "not.json").write_text("{}", encoding="utf-8")
     run = suite(path, "--gost-backend=numpy", *FIXED, "--gost-resume=not.json")
     assert run.returncode == 4 and "not a --gost-report" in run.stderr

@@ -83,6 +83,7 @@ class Facts:
     # The selected items the run has not run (yet, or ever: it stopped): how many outside
     # section 9, and the performance tests by name.
     not_run: tuple[int, list[str]] = (0, [])
+    ended: bool = True  # False in a report written while the run goes on (a checkpoint)
     images: int | None = None  # --gost-images: per test per cell, instead of the profile
 
 
@@ -145,6 +146,15 @@ def assess(facts: Facts) -> Compliance:
             Reason(
                 "run incomplete",
                 f"run incomplete: {' and '.join(parts)} not run{shown}",
+                evaluation=True,
+            )
+        )
+    if not facts.ended:
+        reasons.append(
+            Reason(
+                "run not ended",
+                "run not ended: the report was written while the run was going on (a "
+                "checkpoint); the run's own end decides",
                 evaluation=True,
             )
         )

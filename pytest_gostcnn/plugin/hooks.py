@@ -113,13 +113,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     return report
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item: pytest.Item) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item):
     # After every performance test, the report so far (--gost-report), so that a run
-    # stopped later keeps its finished tests. trylast: after the item's own teardown.
-    session = _started(item.config)
-    if session and item.nodeid in session.results.benchmark_items:
-        session.checkpoint()
+    # stopped later keeps its finished tests: after the item's own teardown, and even
+    # when that raised, since under MPI every cell must make the checkpoint's gather.
+    try:
+        return (yield)
+    finally:
+        session = _started(item.config)
+        if session and item.nodeid in session.results.benchmark_items:
+            session.checkpoint()
 
 
 @pytest.hookimpl(tryfirst=True)

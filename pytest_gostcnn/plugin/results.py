@@ -36,6 +36,7 @@ class Results:
     cell_reports: list[dict] = field(default_factory=list)  # every cell's, on cell 0
     suite_items: int = 0  # items of the suite collected in this run
     selected: int | None = None  # of those, the ones left after -k, -m, --deselect, --lf
+    suite_nodes: list[str] = field(default_factory=list)  # the selected items' node ids
     benchmark_items: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> test
     stopped: str | None = None  # why the run stopped before its end (cell 0, once it ends)
     assessment: Assessment | None = None  # on cell 0, once the session ends

@@ -26,6 +26,7 @@ from pytest_gostcnn.performance.estimate import RunEstimate
 from pytest_gostcnn.performance.evaluation import Run, evaluate_system, result_comment, software
 from pytest_gostcnn.performance.rounds import Plan, plan
 from pytest_gostcnn.performance.timing import Timing, macs_per_image
+from pytest_gostcnn.reports.check import check_report
 from pytest_gostcnn.reports.load import ReportError, configuration, differences, read_report
 from pytest_gostcnn.reports.load import timings as report_timings
 
@@ -141,7 +142,17 @@ class GostSession:
                 f"{flag}: the report is of another configuration, so its results cannot "
                 "be continued here: " + "; ".join(changed)
             )
+        problems = check_report(earlier, options.tables if setup.table_set == "user" else None)
+        if problems:
+            raise ValueError(
+                f"{flag}: the report does not check (python -m pytest_gostcnn check): "
+                + "; ".join(problems[:3])
+                + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+            )
         self.resumed = report_timings(earlier)
+        # Kept from the start: a run stopped again before their items, or one that
+        # deselects them, must not write a report without them over the earlier one.
+        self.results.timings.update(self.resumed)
         self.resumed_from = {
             "path": options.resume,
             "created": earlier["created"],
@@ -240,7 +251,7 @@ class GostSession:
             lines.append(f"gostcnn: resuming {options.resume}: tests not timed again: {kept}")
         return lines
 
-    def facts(self) -> Facts:
+    def facts(self, ended: bool = True) -> Facts:
         """What compliance depends on, from every cell's results (on cell 0)."""
         options, setup, results = self.options, self.setup, self.results
         failed = (NOT_CORRECT, NOT_VERIFIED)
@@ -265,14 +276,15 @@ class GostSession:
             ),
             table_set=setup.table_set,
             not_run=self.not_run(),
+            ended=ended,
             images=options.images,
         )
 
-    def assess(self, statuses: list[tuple[int, str | None]]) -> Assessment:
+    def assess(self, statuses: list[tuple[int, str | None]], ended: bool = True) -> Assessment:
         """The session's results judged (standard.md §7.7), with the system's exit status:
         that of the first cell where an item failed, else of the first that is not 0, and
         why."""
-        compliance = assess(self.facts())
+        compliance = assess(self.facts(ended))
         run = self.run()
         timings = tuple(
             dataclasses.replace(
@@ -285,6 +297,7 @@ class GostSession:
         evaluations: list = []
         if self.setup.backend is not None:
             benchmarked = {mode for _, mode in self.results.benchmarked}
+            benchmarked |= {mode for _, mode in self.results.timings}  # resumed ones too
             modes = [m for m in self.options.modes if m in benchmarked]
             evaluations = evaluate_system(
                 modes, timings, run, compliance, self.plan.compliant, self.options.images
@@ -307,6 +320,7 @@ class GostSession:
         """The items left to run once -k, -m, --deselect and --lf have had their say."""
         suite = [i for i in items if i.get_closest_marker("gost_suite")]
         self.results.selected = len(suite)
+        self.results.suite_nodes = [i.nodeid for i in suite]
         self.results.benchmark_items = {
             i.nodeid: i.callspec.params["gost_benchmark_case"]
             for i in suite
@@ -430,20 +444,26 @@ class GostSession:
             self.results.cell_reports = [self._cell_report(None, None)]
         statuses = [(0, None)] * len(self.results.cell_reports)
         whole = report.build_report(
-            self.options, self.setup, self.results, self.assess(statuses), self.run_state(stopped)
+            self.options,
+            self.setup,
+            self.results,
+            self.assess(statuses, ended=False),
+            self.run_state(stopped, ended=False),
         )
         self._write(whole)
 
-    def run_state(self, stopped: str | None = None) -> dict:
+    def run_state(self, stopped: str | None = None, ended: bool = True) -> dict:
         """How far the run got: complete, or where it stopped, and which performance tests
-        finished (their items ran) and which did not."""
+        finished (their items ran, or the resumed report has them) and which did not.
+        ``ended`` False: a checkpoint, written while the run goes on, is never complete."""
         options, results = self.options, self.results
         not_run, tests = self.not_run()
         finished = [
             test_name(latin, mode, options.dtype, options.batch)
             for node, (latin, mode) in results.benchmark_items.items()
-            if node in results.outcomes
+            if node in results.outcomes or (latin, mode) in self.resumed
         ]
+        finished += [t.name for t in self.resumed.values() if t.name not in finished]
         stopped_in = None
         if self.timing_now is not None and (stopped or not_run or tests):
             name, rounds = self.timing_now
@@ -453,7 +473,7 @@ class GostSession:
                 "rounds": rounds.plan.rounds,
             }
         return {
-            "complete": stopped is None and not not_run and not tests,
+            "complete": ended and stopped is None and not not_run and not tests,
             "stopped": stopped,
             "stopped_in": stopped_in,
             "finished": finished,
@@ -471,10 +491,14 @@ class GostSession:
         tests = [
             test_name(latin, mode, options.dtype, options.batch)
             for node, (latin, mode) in results.benchmark_items.items()
-            if node not in results.outcomes
+            if node not in results.outcomes and (latin, mode) not in self.resumed
         ]
-        others = results.selected - len(results.outcomes) - len(tests)
-        return max(0, others), tests
+        others = sum(
+            1
+            for node in results.suite_nodes
+            if node not in results.outcomes and node not in results.benchmark_items
+        )
+        return others, tests
 
     def _cell_report(self, status: int | None, reason: str | None) -> dict:
         setup = self.setup

@@ -92,6 +92,7 @@ def facts(report: dict, timings: tuple[Timing, ...]) -> Facts:
         table_set=options["table_set"],
         images=options["images"],
         not_run=(run["other_items_not_run"], list(run["unfinished"])),
+        ended=report["exit_status"] is not None,
     )
 
 
@@ -161,13 +162,30 @@ def _tables(report: dict, directory: str | Path | None, found: list[str]) -> dic
             )
     if sorted(options["table_checksums"]) != sorted(options["networks"]):
         found.append("tables: the checksums do not name exactly the selected networks")
+    _compare(found, "options", options, {"tables_held": len(networks)})
+    shipped = options["table_set"] != USER_TABLES
+    for latin, stated in options["provenance"].items():
+        if latin in networks:
+            kind = networks[latin].provenance
+            _compare(
+                found, f"options.provenance.{latin}", stated, {"kind": kind, "shipped": shipped}
+            )
     return networks
+
+
+def _check_peak(peak: dict | None, where: str, found: list[str]) -> None:
+    """A peak given by its factors is their product (machine/peak.py)."""
+    if peak is None or peak["units"] is None:
+        return
+    product = peak["units"] * peak["clock_hz"] * peak["macs_per_cycle_per_unit"]
+    _compare(found, where, peak, {"macs_per_second": product})
 
 
 def _check_tests(
     report: dict, timings: dict[tuple[str, str], Timing], networks: dict, found: list[str]
 ) -> None:
     options = report["options"]
+    _check_peak(report["peak"], "peak", found)
     peaks = {cell["cell"]: cell["peak"] for cell in report["cells"]}
     if len(timings) != len(report["benchmarks"]):
         found.append("benchmarks: a test appears more than once")
@@ -187,6 +205,10 @@ def _check_tests(
         _compare(
             found, where, stated, {"full_profile": expected.compliant, "rounds": expected.rounds}
         )
+        lengths = {len(c.round_seconds) for c in timing.cells}
+        if len(lengths) > 1:  # the system's rounds pair the cells' round by round
+            found.append(f"{where}: the cells hold {sorted(lengths)} round times, not the same")
+            continue
         _compare(
             found,
             where,
@@ -218,6 +240,7 @@ def _check_tests(
                     "orp_percent": timing.cell_orp(cell),
                 },
             )
+            _check_peak(written["peak"], f"{here}, peak", found)
             peak = cell.peak.macs_per_second if cell.peak else None
             if not _agrees(peaks.get(cell.cell), peak):
                 found.append(f"{here}: peak {peak!r}, the cell's is {peaks.get(cell.cell)!r}")
@@ -322,6 +345,9 @@ def _check_evaluations(
     run = run_of(report)
     benchmarked = [m for m in report["options"]["modes"] if any(t[1] == m for t in timings)]
     stated_modes = [e["mode"] for e in report["evaluations"]]
+    if len(set(stated_modes)) != len(stated_modes):
+        found.append(f"evaluations: a mode appears more than once ({', '.join(stated_modes)})")
+        return
     for mode in benchmarked:
         if mode not in stated_modes:
             found.append(f"evaluations: none for {mode}, which has results")
@@ -351,7 +377,13 @@ def _figures(evaluation: Evaluation) -> dict:
 
 def _check_run(report: dict, found: list[str]) -> None:
     run = report["run"]
-    complete = run["stopped"] is None and not run["unfinished"] and not run["other_items_not_run"]
+    ended = report["exit_status"] is not None
+    complete = (
+        ended
+        and run["stopped"] is None
+        and not run["unfinished"]
+        and not run["other_items_not_run"]
+    )
     _compare(found, "run", run, {"complete": complete})
     _compare(found, "report", report, {"complete": run["complete"]})
     finished = set(run["finished"])
@@ -361,8 +393,6 @@ def _check_run(report: dict, found: list[str]) -> None:
             found.append(f"run: {name} has a result but is not among the finished tests")
     if set(run["finished"]) & set(run["unfinished"]):
         found.append("run: a test is both finished and not finished")
-    if complete and report["exit_status"] is None:
-        found.append("report: complete, but with no exit status")
 
 
 # For the command line. -------------------------------------------------------------------

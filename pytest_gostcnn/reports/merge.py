@@ -20,6 +20,7 @@ from pytest_gostcnn.performance.timing import Timing
 
 from .check import facts, run_of
 from .load import configuration, differences, timings
+from .schema import validate
 
 MODES = ("training", "inference")
 
@@ -39,6 +40,10 @@ class Merged:
 def merge_reports(reports: list[tuple[str, dict]]) -> Merged:
     """One run's results from the reports of several: MergeError naming the reports and
     the reason when they are not of one configuration or disagree on a test."""
+    for path, report in reports:
+        problems = validate(report)
+        if problems:
+            raise MergeError(f"{path}: not a whole report: {problems[0]}")
     (first_path, first), *others = reports
     mine = configuration(first, selection=False)
     for path, report in others:
@@ -173,13 +178,17 @@ def _merged_report(
         if complete
         else next((r["run"]["stopped"] for _, r in reports if r["run"]["stopped"]), None)
     )
+    # A job killed after a checkpoint has no exit status; once the others hold what it
+    # did not finish, its cells' failures (kept in the report) are what counts of it.
     statuses = [
         (r["exit_status"], r["exit_reason"])
         for _, r in reports
-        if not (complete and r["run"]["stopped"])
+        if not (complete and (r["run"]["stopped"] or r["exit_status"] is None))
     ]
     failing = [(s, why) for s, why in statuses if s != 0]
     status, reason = failing[0] if failing else (0, None)
+    if not complete and any(r["exit_status"] is None for _, r in reports):
+        status, reason = None, "a merged job had not ended (its report is a checkpoint)"
     order = {(latin, mode): i for i, (latin, mode) in enumerate(
         (latin, mode) for latin in LATIN.values() for mode in MODES
     )}  # fmt: skip
