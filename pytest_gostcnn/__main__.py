@@ -15,7 +15,6 @@ import os
 import sys
 import time
 import tracemalloc
-from types import SimpleNamespace
 
 import numpy as np
 
@@ -25,6 +24,7 @@ from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.model.network import Network, TableError, load_networks
+from pytest_gostcnn.performance.rounds import plan
 from pytest_gostcnn.plugin import summary
 from pytest_gostcnn.plugin.options import BY_NAME, OPTIONS, select_networks
 from pytest_gostcnn.plugin.report import write_report
@@ -80,17 +80,17 @@ def _evaluate(paths: list[str], output: str | None) -> int:
         return 1
     report = merged.report
     options = report["options"]
-    run = SimpleNamespace(
-        profile=options["profile"],
-        dtype=options["dtype"],
-        batch=options["batch"],
-        images=options["images"],
-    )
     peak = Peak.from_dict(report["peak"]) if report["peak"] else None
-    where = SimpleNamespace(peak=peak, table_set=options["table_set"])
-    judged = SimpleNamespace(timings=merged.timings, evaluations=merged.evaluations)
+    lines = summary.performance_lines(
+        plan(options["profile"], options["batch"], options["images"]),
+        options["dtype"],
+        peak,
+        options["table_set"],
+        merged.timings,
+        merged.evaluations,
+    )
     print(f"merged {len(paths)} reports: {', '.join(paths)}")
-    for line in summary.performance_lines(run, where, judged):
+    for line in lines:
         print(line)
     if output is not None:
         write_report(output, report)

@@ -349,8 +349,9 @@ def test_a_failed_write_leaves_the_old_picture_and_no_temporary_file(
     def full_disk(source, target):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("pytest_gostcnn.reports.plot.os.replace", full_disk)
-    refused(capsys, tmp_path, written, output, f"-o {output}: cannot write (No space left")
+    monkeypatch.setattr("pytest_gostcnn.reports.files.os.replace", full_disk)
+    says = f"-o {output}: cannot write in {tmp_path} (No space left"
+    refused(capsys, tmp_path, written, output, says)
     assert output.read_text(encoding="utf-8") == "the old picture"
 
 

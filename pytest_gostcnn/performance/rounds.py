@@ -313,7 +313,6 @@ class Rounds:
             else:
                 self.result = self.backend.train(self.network, self.weights, image, residual)
             self.backend.synchronize()
-            self.done = self.number
         except Exception as exc:  # noted and reported for every cell after the rounds
             self.error = _failure(exc, f"{self.mode} round")
 
@@ -321,6 +320,8 @@ class Rounds:
         """After a round, untimed: audit it if it was drawn, then let its results go."""
         pending, result = self.pending, self.result
         self.pending = self.result = None
+        if self.error is None and not self.audit_failed:  # the round ran
+            self.done = self.number  # counted here, not in the timed target
         if pending is None or self.error is not None:
             return
         started = time.monotonic()

@@ -135,7 +135,7 @@ class GostSession:
             raise ValueError(f"--gost-resume: {exc}") from None
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{flag}: not a whole report (no {exc})") from None
-        mine = configuration(report.build_report(options, setup, self.results, None))
+        mine = configuration(report.configuration_fields(options, setup))
         changed = differences(mine, theirs)
         if changed:
             raise ValueError(
@@ -416,8 +416,10 @@ class GostSession:
         session.exitstatus = assessment.exitstatus
         if self.options.report is None:
             return
-        state = {**self.run_state(stopped), "final": True}
-        why = self._write(report.build_report(self.options, setup, self.results, assessment, state))
+        whole = report.build_report(
+            self.options, setup, self.results, assessment, self.run_state(stopped), ended=True
+        )
+        why = self._write(whole)
         if why is not None:
             session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
             self.results.assessment = dataclasses.replace(
@@ -548,7 +550,16 @@ class GostSession:
             reporter.write_line(line)
         if self.results.benchmarked:
             reporter.write_sep("=", "GOST R 57700.36-2021, section 9: performance")
-            for line in summary.performance_lines(options, setup, results.assessment):
+            assessment = results.assessment
+            lines = summary.performance_lines(
+                self.plan,
+                options.dtype,
+                setup.peak,
+                setup.table_set,
+                assessment.timings,
+                assessment.evaluations,
+            )
+            for line in lines:
                 reporter.write_line(line)
         for line in summary.terms(setup):
             reporter.write_line(line)

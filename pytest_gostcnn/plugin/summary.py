@@ -6,14 +6,14 @@ Only rendering: the verdicts, timings and evaluations are computed where they li
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from pytest_gostcnn.machine.peak import si
+from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET
 from pytest_gostcnn.performance.designations import MODE_LETTERS
-from pytest_gostcnn.performance.evaluation import describe
-from pytest_gostcnn.performance.rounds import plan
+from pytest_gostcnn.performance.evaluation import Evaluation, describe
+from pytest_gostcnn.performance.rounds import Plan
 from pytest_gostcnn.performance.timing import NOISY_MEAN_ABOVE_MEDIAN, Timing
 
 from .options import Options
@@ -142,25 +142,33 @@ def verification_lines(
     return lines
 
 
-def performance_lines(options: Options, setup: Setup, assessment: Assessment) -> list[str]:
-    peak = setup.peak
-    counted = plan(options.profile, options.batch, options.images).compliant  # 9.3's count
+def performance_lines(
+    run_plan: Plan,
+    dtype: str,
+    peak: Peak | None,
+    table_set: str,
+    timings: Sequence[Timing],
+    evaluations: Sequence[Evaluation],
+) -> list[str]:
+    """Section 9's lines: of this session (``GostSession``), or of merged reports
+    (``python -m pytest_gostcnn evaluate``)."""
+    counted = run_plan.compliant  # 9.3's count
     if counted:
         lines = []
-    elif options.images is None:
+    elif run_plan.requested is None:
         lines = [NON_COMPLIANT]
     else:
-        lines = [IMAGES_NON_COMPLIANT.format(images=options.images)]
-    if setup.table_set == CANONICAL_SET:
+        lines = [IMAGES_NON_COMPLIANT.format(images=run_plan.requested)]
+    if table_set == CANONICAL_SET:
         lines.append(CANONICAL_NON_COMPLIANT)
     if peak is None:
         lines.append("no peak: ОРП needs --gost-peak=MAC/s (no estimate for this device)")
     else:
         label = "ESTIMATED " if peak.estimated else ""
-        lines.append(f"cell peak ({options.dtype}): {label}{peak.describe()}")
+        lines.append(f"cell peak ({dtype}): {label}{peak.describe()}")
     above = [
         f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode}"
-        for t in assessment.timings
+        for t in timings
         if t.orp is not None and t.orp > 100
     ]
     if above:
@@ -168,10 +176,10 @@ def performance_lines(options: Options, setup: Setup, assessment: Assessment) ->
             f"ОРП ABOVE 100 % ({', '.join(above)}): a test ran faster than the cell peak, so "
             "the peak is wrong (check --gost-peak) and so is every ОРП below"
         )
-    noisy = [t for t in assessment.timings if t.spread.noisy]
+    noisy = [t for t in timings if t.spread.noisy]
     if noisy:
         lines.append(noisy_line(noisy))
-    if not assessment.timings:
+    if not timings:
         lines.append(
             "nothing was timed: no performance test finished (see the skip reasons, -rs: "
             "e.g. --benchmark-disable, or a failed verification; or the run stopped)"
@@ -179,7 +187,7 @@ def performance_lines(options: Options, setup: Setup, assessment: Assessment) ->
     lines.append(
         f"{'test':<40} {'images':>8} {'time s':>9} {'images/s':>9} {'MAC/s':>10} {'ОРП %':>7}"
     )
-    for t in assessment.timings:
+    for t in timings:
         orp = "-" if t.orp is None else f"{t.orp:.3g}"
         lines.append(
             f"{t.designation:<40} {t.images:>8} "
@@ -198,7 +206,7 @@ def performance_lines(options: Options, setup: Setup, assessment: Assessment) ->
         lines.append(f"  {spread_line(t)}")
         lines.append(f"  {t.comment}")
         lines += [f"  not compliant: {reason}" for reason in t.reasons if counted]
-    for evaluation in assessment.evaluations:
+    for evaluation in evaluations:
         lines.append(f"evaluation {evaluation.designation}:")
         lines += [f"  {line}" for line in describe(evaluation)]
         lines += [f"  {line}" for line in evaluation.comment]

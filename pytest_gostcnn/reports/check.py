@@ -29,11 +29,12 @@ from pytest_gostcnn.model.network import (
     table_checksum,
 )
 from pytest_gostcnn.performance.compliance import Compliance, Facts, Provenance, assess
-from pytest_gostcnn.performance.designations import designate_test
+from pytest_gostcnn.performance.designations import designate_test, test_name
 from pytest_gostcnn.performance.evaluation import Evaluation, Run, evaluate_system
 from pytest_gostcnn.performance.rounds import plan
 from pytest_gostcnn.performance.timing import Timing, macs_per_image
 
+from .load import ReportError, read_report
 from .load import timings as report_timings
 from .schema import validate
 
@@ -388,7 +389,7 @@ def _check_run(report: dict, found: list[str]) -> None:
     _compare(found, "report", report, {"complete": run["complete"]})
     finished = set(run["finished"])
     for stated in report["benchmarks"]:
-        name = stated["designation"].split(" ")[0]
+        name = test_name(stated["network"], stated["mode"], stated["dtype"], stated["batch"])
         if name not in finished:
             found.append(f"run: {name} has a result but is not among the finished tests")
     if set(run["finished"]) & set(run["unfinished"]):
@@ -400,8 +401,6 @@ def _check_run(report: dict, found: list[str]) -> None:
 
 def main(paths: list[str], tables: str | None, say: Callable[[str], None]) -> int:
     """Check each report; 0 only when every figure of every one agrees."""
-    from .load import ReportError, read_report
-
     status = 0
     for path in paths:
         try:

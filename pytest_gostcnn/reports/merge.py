@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance.compliance import Compliance, assess
+from pytest_gostcnn.performance.designations import test_name
 from pytest_gostcnn.performance.evaluation import Evaluation, evaluate_system, result_comment
 from pytest_gostcnn.performance.rounds import plan
 from pytest_gostcnn.performance.timing import Timing
@@ -164,7 +165,7 @@ def _merged_report(
     for _, report in reports:
         for cell in report["cells"]:
             cells[cell["cell"]]["failures"] += cell["failures"]
-    timed = {entry["designation"].split(" ")[0] for _, entry in tests.values()}
+    timed = {test_name(e["network"], e["mode"], e["dtype"], e["batch"]) for _, e in tests.values()}
     finished = _unique(name for _, r in reports for name in r["run"]["finished"])
     unfinished = _unique(
         name for _, r in reports for name in r["run"]["unfinished"] if name not in timed

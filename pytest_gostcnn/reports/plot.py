@@ -9,7 +9,6 @@ section 8 verdicts, the designation and whether it is compliant. A plain SVG, bu
 from __future__ import annotations
 
 import math
-import os
 import re
 import sys
 import textwrap
@@ -19,6 +18,7 @@ from xml.sax.saxutils import escape
 
 from pytest_gostcnn.model.network import CYRILLIC
 
+from .files import write_atomically
 from .load import ReportError, read_report
 
 # Characters XML 1.0 forbids (most control characters): left out of any text drawn.
@@ -122,23 +122,10 @@ def write_picture(report_path: Path, path: Path, svg: str) -> None:
         raise PictureError(f"-o {path}: folder {path.parent} does not exist")
     if path.exists() and path.resolve() == report_path.resolve():
         raise PictureError(f"-o {path}: is the report itself; name another file")
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        file = open(temporary, "x", encoding="utf-8")  # a new file: the umask's permissions
+        write_atomically(path, svg, ".gost-plot.")
     except OSError as exc:
         raise PictureError(f"-o {path}: cannot write in {path.parent} ({exc.strerror})") from None
-    try:
-        with file:
-            file.write(svg)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except OSError as exc:
-        temporary.unlink(missing_ok=True)
-        raise PictureError(f"-o {path}: cannot write ({exc.strerror})") from None
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
 
 
 def draw(report: dict) -> str:
