@@ -1,5 +1,5 @@
 """The house: imports run down its floors, only the plugin imports pytest, no cycle, and
-every layer type has each of its parts (README, "Adding a layer type")."""
+every layer type has each of its parts (docs/contributing.md, "Adding a layer type")."""
 
 import ast
 import subprocess

@@ -1,7 +1,7 @@
 """The canonical table set (standard.md §5 ruling): the widely used networks at full size.
 
 Its tables are written by ``tools/canonical_tables.py``; their MAC counts are held against
-the published ones in the README (tests/test_readme.py). Verifying the NumPy backend on the
+the published ones in docs/tables.md (tests/test_readme.py). Verifying the NumPy backend on the
 full-size networks is slow on a small machine, so the default run verifies each network
 once at B = 1; ``GOST_CANONICAL=all`` runs every network in both modes at B = 1 and 2 under
 both weight readings where they hold (docs/tables.md, "The canonical set").

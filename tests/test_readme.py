@@ -1,25 +1,82 @@
-"""README and docs promises that code can check: the Python example runs, Table 1 is
-computed, the options page lists every option as the plugin declares it."""
+"""README and docs promises that code can check: the README stays a short guide, every
+relative link resolves, the backend example runs, both Table 1s are computed, the options
+page lists every option as the plugin declares it."""
 
 import re
+import unicodedata
 from pathlib import Path
 
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.plugin.options import OPTIONS
 
-README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+REPOSITORY = Path(__file__).parent.parent
+README_PATH = REPOSITORY / "README.md"
+DOCS = REPOSITORY / "docs"
+BACKENDS = (DOCS / "backends.md").read_text(encoding="utf-8")
+TABLES = (DOCS / "tables.md").read_text(encoding="utf-8")
+README_LIMIT = 8192  # bytes: the README is a user guide; reference material lives in docs/
+FENCE = re.compile(r"^```.*?^```", flags=re.M | re.S)
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 
-def test_readme_python_example_runs():
-    blocks = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+def _section(text: str, heading: str) -> str:
+    """The text under a Markdown heading, up to the next heading of the same or higher level."""
+    text = FENCE.sub("", text)
+    match = re.search(rf"^(#+) {re.escape(heading)}$", text, flags=re.M)
+    assert match, f"no heading {heading!r}"
+    end = re.compile(rf"^#{{1,{len(match.group(1))}}} ", flags=re.M).search(text, match.end())
+    return text[match.end() : end.start() if end else len(text)]
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    kept = (c for c in heading.strip().lower() if c in " -_" or unicodedata.category(c)[0] in "LN")
+    return "".join(kept).replace(" ", "-")
+
+
+def _anchors(text: str) -> set[str]:
+    anchors, seen = set(), {}
+    for heading in re.findall(r"^#+ (.+)$", FENCE.sub("", text), flags=re.M):
+        anchor = _anchor(heading)
+        count = seen.get(anchor, 0)
+        seen[anchor] = count + 1
+        anchors.add(anchor if count == 0 else f"{anchor}-{count}")
+    return anchors
+
+
+def test_readme_is_at_most_8_kb():
+    size = len(README_PATH.read_bytes())
+    assert size <= README_LIMIT, f"README.md is {size} bytes, over {README_LIMIT}: move to docs/"
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves():
+    pages = [README_PATH, *sorted(DOCS.glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in LINK.findall(FENCE.sub("", page.read_text(encoding="utf-8"))):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s), mailto: not this repository's
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.is_file():
+                broken.append(f"{page.name}: {target} (no file {path})")
+            elif anchor and linked.suffix == ".md":
+                if anchor not in _anchors(linked.read_text(encoding="utf-8")):
+                    broken.append(f"{page.name}: {target} (no heading #{anchor})")
+    assert not broken, "\n".join(broken)
+
+
+def test_backend_guide_python_example_runs():
+    blocks = re.findall(r"```python\n(.*?)```", BACKENDS, flags=re.S)
     assert blocks
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})
+        exec(compile(block, "docs/backends.md", "exec"), {})
 
 
-def test_readme_table_1_matches_the_shipped_tables(shipped_networks):
-    rows = re.findall(r"^\| \S+ \((\w+)\) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|$", README, flags=re.M)
+def test_table_1_matches_the_shipped_tables(shipped_networks):
+    table = _section(TABLES, "Table 1 of the reconstructions")
+    rows = re.findall(r"^\| \S+ \((\w+)\) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|$", table, flags=re.M)
     assert [latin for latin, *_ in rows] == list(shipped_networks)
     for latin, layers, inference, training in rows:
         network = shipped_networks[latin]
@@ -29,17 +86,18 @@ def test_readme_table_1_matches_the_shipped_tables(shipped_networks):
 
 
 CANONICAL_ROW = r"^\| \S+ \((\w+)\) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| .+ \|$"
+CANONICAL_TABLE = _section(TABLES, "Table 1 of the canonical set")
 PUBLISHED_TOLERANCE = 0.02
 # Г: the paper's Table 1 gives its first row (7x7/2 convolution, 64 filters, 3-channel
 # image, 112x112 outputs) 34M operations where that shape makes 112*112*64*7*7*3; the
-# README says so, and the rest of the network is held against the rest of the paper's sum.
+# tables page says so, and the rest of the network is held against the rest of the paper's sum.
 G_FIRST_ROW_PAPER = 34e6
 G_FIRST_ROW_SHAPE = 112 * 112 * 64 * 7 * 7 * 3
 
 
-def test_readme_table_1_of_the_canonical_set_matches_its_tables():
+def test_table_1_of_the_canonical_set_matches_its_tables():
     canonical = load_networks("canonical")
-    rows = re.findall(CANONICAL_ROW, README, flags=re.M)
+    rows = re.findall(CANONICAL_ROW, CANONICAL_TABLE, flags=re.M)
     assert [latin for latin, *_ in rows] == list(canonical)
     for latin, layers, inference, training, _ in rows:
         network = canonical[latin]
@@ -50,7 +108,7 @@ def test_readme_table_1_of_the_canonical_set_matches_its_tables():
 
 def test_canonical_mac_counts_are_within_2_percent_of_the_published_ones():
     canonical = load_networks("canonical")
-    for latin, *_, published in re.findall(CANONICAL_ROW, README, flags=re.M):
+    for latin, *_, published in re.findall(CANONICAL_ROW, CANONICAL_TABLE, flags=re.M):
         ours, theirs = inference_macs(canonical[latin]), float(published) * 1e9
         if latin == "G":
             first_row = canonical["G"].layers[0].macs
@@ -60,7 +118,7 @@ def test_canonical_mac_counts_are_within_2_percent_of_the_published_ones():
 
 
 def test_options_page_has_every_option_with_its_help():
-    page = (Path(__file__).parent.parent / "docs" / "options.md").read_text(encoding="utf-8")
+    page = (DOCS / "options.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `(--gost-[\w-]+)(?:=([^`]+))?` \| (.*?) \|", page, flags=re.M)
     assert [(flag, metavar, text) for flag, metavar, text in rows] == [
         (option.flag, option.metavar, option.help) for option in OPTIONS
