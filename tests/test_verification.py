@@ -264,7 +264,7 @@ def test_a_failure_on_the_suites_side_is_not_verified_not_the_backends(monkeypat
         raise MemoryError("Unable to allocate 145. TiB")
 
     if where == "draw":
-        monkeypatch.setattr("pytest_gostcnn.conformance.verification.draw_input", no_memory)
+        monkeypatch.setattr("pytest_gostcnn.conformance.network.draw_input", no_memory)
     else:
         monkeypatch.setattr(ErrorModelKernels, "forward", no_memory)
     network = load_network("Sh")
