@@ -14,13 +14,13 @@ from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
 from pytest_gostcnn.model.network import Network
 
-from .error_model import Bounded
+from .error_model import ValueAndVariance
 from .harness import SuiteError, comparer, guarded, model_of, suite_side
 from .network import compare_training
 from .verdicts import Verification
 
 
-def _check_range(maps: list[Bounded], master: list[Bounded], dtype: str) -> None:
+def _check_range(maps: list[ValueAndVariance], master: list[ValueAndVariance], dtype: str) -> None:
     """A SuiteError when a round's float64 reference is not finite or outgrows the data
     type (``maps``) or the type gradients and weights are kept in (``master``): training
     carries the benchmark's weights from round to round, and where they have grown past

@@ -15,7 +15,7 @@ import numpy as np
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
 
-from .error_model import Bounded, ErrorModelKernels, admissible_rmse
+from .error_model import ErrorModelKernels, ValueAndVariance, admissible_rmse
 from .verdicts import ArrayCheck, Verification
 
 # The host dtype a backend's arrays must come back in, where NumPy has the type.
@@ -43,7 +43,7 @@ def untrustworthy(reference: np.ndarray) -> str | None:
 def check_array(
     name: str,
     got: np.ndarray,
-    reference: Bounded,
+    reference: ValueAndVariance,
     dtype: str,
     threshold: float | None = None,
     host_dtype: str | None = None,
@@ -110,7 +110,7 @@ def comparer(
     """A function that checks one array the backend returned and records the check;
     ``master=True`` for a gradient or an updated weight (kept in ``master_dtype``)."""
 
-    def compare(name: str, got: object, reference: Bounded, master: bool = False) -> None:
+    def compare(name: str, got: object, reference: ValueAndVariance, master: bool = False) -> None:
         host_dtype = master_dtype(backend.dtype) if master else None
         result.checks.append(
             check_array(name, backend.to_host(got), reference, backend.dtype, threshold, host_dtype)

@@ -13,7 +13,7 @@ from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
 from pytest_gostcnn.model.network import Network
 
-from .error_model import Bounded
+from .error_model import ValueAndVariance
 from .harness import comparer, guarded, model_of, suite_side
 from .verdicts import Verification
 
@@ -71,7 +71,7 @@ def verify_network(
 
 
 def compare_training(
-    compare: Callable[[str, object, Bounded], None],
+    compare: Callable[[str, object, ValueAndVariance], None],
     network: Network,
     got: executor.TrainingResult,
     weights: executor.Weights,
