@@ -6,7 +6,7 @@ GPUs). Both register through the entry-point group ``pytest_gostcnn.backends``, 
 third-party backend would; ``common`` holds what their kernel sets share, the kernel
 lookup among it.
 
-Why two kernel sets: the NumPy kernels (``numpy/kernels.py``) are threaded CPU kernels
+Why two kernel sets: the NumPy kernels (``numpy/kernels/``) are threaded CPU kernels
 tuned for BLAS, with a workspace reused between calls; the xp kernels
 (``cupy/xp_kernels.py``) are one code path for CuPy, written against an array module and
 verified on the CPU with NumPy. On a GPU, ``cupy/kernels.cu`` fuses into one CUDA kernel

@@ -330,8 +330,24 @@ def test_an_evaluation_without_its_results_is_one_line(capsys, tmp_path, report)
     path = tmp_path / "report.json"
     path.write_text(json.dumps(report), encoding="utf-8")
 
-    says = f'{path}: evaluations[1] has no "results_percent" object'
+    says = f"{path}: not a whole report: report.evaluations[1]: 'results_percent' is missing"
     refused(capsys, tmp_path, path, tmp_path / "out.svg", says)
+
+
+@pytest.mark.parametrize(
+    ("percent", "says"),
+    [(-1.0, "-1.0 is below the minimum 0"), (float("nan"), "NaN is not number")],
+    ids=["negative", "nan"],
+)
+def test_a_result_that_is_not_a_percent_is_one_line(capsys, tmp_path, report, percent, says):
+    report["evaluations"][0]["results_percent"]["G"] = percent
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report), encoding="utf-8")  # NaN: Python's json writes it
+
+    where = "report.evaluations[0].results_percent.G"
+    refused(
+        capsys, tmp_path, path, tmp_path / "out.svg", f"{path}: not a whole report: {where}: {says}"
+    )
 
 
 def test_output_into_a_missing_folder_is_one_line(capsys, tmp_path, written):

@@ -9,8 +9,8 @@ from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.error_model import (
     SAFETY,
     UNCERTAINTY,
-    Bounded,
     ErrorModelKernels,
+    ValueAndVariance,
     admissible_rmse,
 )
 from pytest_gostcnn.conformance.verification import (
@@ -33,9 +33,9 @@ from pytest_gostcnn.reference import MODULES
 F32 = PRECISIONS["float32"]
 
 
-def exact(value) -> Bounded:
+def exact(value) -> ValueAndVariance:
     value = np.asarray(value, dtype=np.float64)
-    return Bounded(value, np.zeros_like(value), F32.storage)
+    return ValueAndVariance(value, np.zeros_like(value), F32.storage)
 
 
 # СКО and the verdict (standard.md §6) ---------------------------------------------------------
@@ -83,9 +83,9 @@ def test_a_check_with_a_problem_fails_with_infinite_ratio():
 # Checking one returned array ------------------------------------------------------------
 
 
-def reference(shape=(2, 3, 3, 4), seed=0) -> Bounded:
+def reference(shape=(2, 3, 3, 4), seed=0) -> ValueAndVariance:
     value = np.random.default_rng(seed).uniform(-1, 1, size=shape)
-    return Bounded(value, np.full(shape, 1e-12), F32.storage)
+    return ValueAndVariance(value, np.full(shape, 1e-12), F32.storage)
 
 
 def test_nan_in_a_returned_array_is_a_failure_with_that_reason():
@@ -126,25 +126,28 @@ def test_a_returned_object_that_is_not_an_array_fails():
 def test_an_almost_all_zero_reference_is_untrustworthy():
     value = np.zeros((1000,))
     value[:5] = 1.0
-    ref = Bounded(value, np.zeros_like(value), F32.storage)
+    ref = ValueAndVariance(value, np.zeros_like(value), F32.storage)
     check = check_array("IN_D", value.astype(np.float32), ref, "float32")
     assert not check.passed and "untrustworthy" in check.problem and "99.5% zeros" in check.problem
     # Alone it leaves the item not verified; beside a real failure, the item is not correct.
     assert verdict([check]) == NOT_VERIFIED
     wrong = check_array(
-        "OUT", value.astype(np.float32) + 1, Bounded(value + 2, value * 0, F32.storage), "float32"
+        "OUT",
+        value.astype(np.float32) + 1,
+        ValueAndVariance(value + 2, value * 0, F32.storage),
+        "float32",
     )
     assert verdict([check, wrong]) == NOT_CORRECT
 
 
 def test_a_constant_reference_is_untrustworthy():
     value = np.full((10,), 3.0)
-    ref = Bounded(value, np.zeros_like(value), F32.storage)
+    ref = ValueAndVariance(value, np.zeros_like(value), F32.storage)
     assert "constant" in check_array("x", value.astype(np.float32), ref, "float32").problem
 
 
 def test_threshold_override_is_a_share_of_the_reference_rms():
-    ref = Bounded(np.array([3.0, -4.0]), np.zeros(2), F32.storage)
+    ref = ValueAndVariance(np.array([3.0, -4.0]), np.zeros(2), F32.storage)
     check = check_array("x", np.array([3.0, -4.0], np.float32), ref, "float32", threshold=0.1)
     assert check.admissible == pytest.approx(0.1 * math.sqrt(12.5))
 
@@ -161,7 +164,7 @@ def test_integer_types_are_refused_for_want_of_an_error_model(dtype):
 
 
 def test_admissible_rmse_is_safety_times_the_rms_of_the_modelled_error():
-    bounded = Bounded(np.zeros(4), np.array([1.0, 4.0, 9.0, 16.0]), F32.storage)
+    bounded = ValueAndVariance(np.zeros(4), np.array([1.0, 4.0, 9.0, 16.0]), F32.storage)
     assert admissible_rmse(bounded) == pytest.approx(SAFETY * math.sqrt(7.5))
 
 
@@ -181,8 +184,8 @@ def test_a_value_the_type_holds_exactly_carries_no_error():
 
 
 def test_fan_out_sum_adds_both_errors_and_its_own_rounding():
-    a = Bounded(np.array([1.0]), np.array([2.0]), F32.storage)
-    b = Bounded(np.array([3.0]), np.array([5.0]), F32.storage)
+    a = ValueAndVariance(np.array([1.0]), np.array([2.0]), F32.storage)
+    b = ValueAndVariance(np.array([3.0]), np.array([5.0]), F32.storage)
     total = a + b
     assert total.value[0] == 4.0
     assert total.var[0] == pytest.approx(7.0 + (F32.storage * 4.0) ** 2)
@@ -211,7 +214,9 @@ def test_relu_near_zero_may_flip_and_its_whole_residual_counts_as_error():
     layer = make_layer("relu", [(1, 1, 2)])
     model = ErrorModelKernels(F32)
     sd = 1e-3
-    x = Bounded(np.array([[[[0.5 * sd, 10.0]]]]), np.full((1, 1, 1, 2), sd**2), F32.storage)
+    x = ValueAndVariance(
+        np.array([[[[0.5 * sd, 10.0]]]]), np.full((1, 1, 1, 2), sd**2), F32.storage
+    )
     r = exact([[[[7.0, 7.0]]]])
     (in_residual,) = model.backward(layer, [x], [], [r], {})
     assert in_residual.var[0, 0, 0, 0] == pytest.approx(49.0)  # within UNCERTAINTY sd of 0
@@ -222,7 +227,9 @@ def test_relu_near_zero_may_flip_and_its_whole_residual_counts_as_error():
 def test_max_pooling_with_a_near_tie_may_route_the_residual_either_way():
     layer = make_layer("maxpool", [(1, 2, 1)], Rx=1, Ry=2, S=1, Px=0, Py=0)
     model = ErrorModelKernels(F32)
-    x = Bounded(np.array([5.0, 5.0 + 1e-9]).reshape(1, 1, 2, 1), np.full((1, 1, 2, 1), 1e-12), 0)
+    x = ValueAndVariance(
+        np.array([5.0, 5.0 + 1e-9]).reshape(1, 1, 2, 1), np.full((1, 1, 2, 1), 1e-12), 0
+    )
     (out,) = model.forward(layer, [x], {})
     (in_residual,) = model.backward(layer, [x], [out], [exact(np.full((1, 1, 1, 1), 3.0))], {})
     assert np.all(in_residual.var >= 9.0)
@@ -231,7 +238,7 @@ def test_max_pooling_with_a_near_tie_may_route_the_residual_either_way():
 def test_max_pooling_with_a_clear_maximum_routes_with_certainty():
     layer = make_layer("maxpool", [(1, 2, 1)], Rx=1, Ry=2, S=1, Px=0, Py=0)
     model = ErrorModelKernels(F32)
-    x = Bounded(np.array([5.0, 9.0]).reshape(1, 1, 2, 1), np.full((1, 1, 2, 1), 1e-12), 0)
+    x = ValueAndVariance(np.array([5.0, 9.0]).reshape(1, 1, 2, 1), np.full((1, 1, 2, 1), 1e-12), 0)
     (out,) = model.forward(layer, [x], {})
     (in_residual,) = model.backward(layer, [x], [out], [exact(np.full((1, 1, 1, 1), 3.0))], {})
     assert np.all(in_residual.var < 1e-6)
@@ -244,7 +251,7 @@ def test_bias_gradient_of_a_broadcast_residual_adds_its_errors_coherently():
     layer = make_layer("conv", [(10, 10, 1)], F=1, Rx=1, Ry=1, S=1, Px=0, Py=0)
     model = ErrorModelKernels(F32)
     x = exact(np.ones((1, 10, 10, 1)))
-    r = Bounded(np.ones((1, 10, 10, 1)), np.full((1, 10, 10, 1), 1e-6), F32.storage)
+    r = ValueAndVariance(np.ones((1, 10, 10, 1)), np.full((1, 10, 10, 1), 1e-6), F32.storage)
     grads = model.gradient(layer, [x], [r])
     assert grads["biases"].var[0] >= n**2 * 1e-6
 
@@ -264,7 +271,7 @@ def test_a_failure_on_the_suites_side_is_not_verified_not_the_backends(monkeypat
         raise MemoryError("Unable to allocate 145. TiB")
 
     if where == "draw":
-        monkeypatch.setattr("pytest_gostcnn.conformance.verification.draw_input", no_memory)
+        monkeypatch.setattr("pytest_gostcnn.conformance.network.draw_input", no_memory)
     else:
         monkeypatch.setattr(ErrorModelKernels, "forward", no_memory)
     network = load_network("Sh")

@@ -31,7 +31,7 @@ GRADIENT_CHANNELS, GRADIENT_ROWS, GRADIENT_BLOCKS = 32, 8, 512
 SOURCE = resources.files(__package__).joinpath("kernels.cu").read_text(encoding="utf-8")
 
 # Round to nearest, ties to even, clearing the low {bits} bits; a NaN stays a quiet NaN
-# (``xp_kernels._rounded_bits`` in one pass).
+# (``rounding._rounded_bits`` in one pass).
 ROUNDED = """
 unsigned int b = __float_as_uint(x);
 const unsigned int keep = 0xffffffffu << {bits};

@@ -1,4 +1,4 @@
-"""The NumPy CPU backend (float32): ``backend.py``, its kernels ``kernels.py``, their
+"""The NumPy CPU backend (float32): ``backend.py``, its kernels ``kernels/``, their
 scratch memory and worker threads ``workspace.py``."""
 
 from .backend import NumpyBackend

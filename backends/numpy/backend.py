@@ -1,5 +1,5 @@
 """The NumPy CPU backend: float32, channels last, GEMMs in BLAS, the rest over threads
-(kernels in ``kernels.py``, their buffers and threads in ``workspace.py``), verified
+(kernels in ``kernels/``, their buffers and threads in ``workspace.py``), verified
 against the float64 reference (``reference/``, section 8).
 """
 

@@ -1,7 +1,7 @@
 """СКОП, the admissible RMSE of each compared array (standard.md §6), derived analytically.
 
-The float64 reference runs with an error model beside it: each array is a ``Bounded`` pair
-of value and the variance a rounding implementation's error may have there, propagated by
+The float64 reference runs with an error model beside it: each array is a ``ValueAndVariance``:
+its value and the variance a rounding implementation's error may have there, propagated by
 one rule per layer type (``RULES``); docs/verification.md derives every term.
 """
 
@@ -56,7 +56,7 @@ def rule(type_name: str) -> str:
         ) from None
 
 
-class Bounded:
+class ValueAndVariance:
     """A float64 reference array and the variance of an implementation's error per element."""
 
     __slots__ = ("value", "var", "storage", "underflow")
@@ -70,20 +70,21 @@ class Bounded:
     def shape(self) -> tuple[int, ...]:
         return self.value.shape
 
-    def __add__(self, other: Bounded) -> Bounded:
+    def __add__(self, other: ValueAndVariance) -> ValueAndVariance:
         """The sum of two residuals at a fan-out: both errors, and the sum's rounding."""
         total = self.value + other.value
         var = self.var + other.var + (self.storage * total) ** 2 + self.underflow**2
-        return Bounded(total, var, self.storage, self.underflow)
+        return ValueAndVariance(total, var, self.storage, self.underflow)
 
 
-def admissible_rmse(bounded: Bounded) -> float:
+def admissible_rmse(array: ValueAndVariance) -> float:
     """СКОП of one array: ``SAFETY`` times the RMS of its modelled error."""
-    return SAFETY * math.sqrt(float(np.mean(bounded.var)))
+    return SAFETY * math.sqrt(float(np.mean(array.var)))
 
 
 class ErrorModelKernels:
-    """Executor kernels over ``Bounded`` arrays: the float64 reference plus its error model."""
+    """Executor kernels over ``ValueAndVariance`` arrays: the float64 reference and its error
+    model."""
 
     def __init__(self, precision: Precision, master: Precision | None = None) -> None:
         """``master``: the precision gradients and updated weights are stored in, where it
@@ -91,18 +92,20 @@ class ErrorModelKernels:
         self.precision = precision
         self.master = master or precision
 
-    def bound(self, host: np.ndarray) -> Bounded:
+    def bound(self, host: np.ndarray) -> ValueAndVariance:
         """A float64 array as handed to the implementation: its error is its rounding."""
         value = np.asarray(host, dtype=np.float64)
         error = self.precision.round(value) - value
-        return Bounded(value, error * error, self.precision.storage, self.precision.underflow)
+        return ValueAndVariance(
+            value, error * error, self.precision.storage, self.precision.underflow
+        )
 
-    def _stored(self, value: np.ndarray, var: np.ndarray) -> Bounded:
+    def _stored(self, value: np.ndarray, var: np.ndarray) -> ValueAndVariance:
         """A computed array, stored in the data type: its rounding adds ``(u*v)^2``, and
         near zero (a subnormal) the type's underflow bound squared."""
         p = self.precision
         var = var + (p.storage * value) ** 2 + p.underflow**2
-        return Bounded(value, var, p.storage, p.underflow)
+        return ValueAndVariance(value, var, p.storage, p.underflow)
 
     def _sum_of_products(self, length: int) -> float:
         """Variance one sum of ``length`` products adds, per unit of ``sum (w*x)^2``.
@@ -128,7 +131,9 @@ class ErrorModelKernels:
         return (length * self.precision.accumulate * total * coherence / 2) ** 2
 
     # forward and backward: one rule per layer type, found in RULES. -----------------------
-    def forward(self, layer: Layer, inputs: list[Bounded], weights: dict[str, Bounded]) -> list:
+    def forward(
+        self, layer: Layer, inputs: list[ValueAndVariance], weights: dict[str, ValueAndVariance]
+    ) -> list:
         module = MODULES[layer.type.name]
         values = module.forward(layer, [x.value for x in inputs], _values(weights))
         forward = getattr(self, f"_forward_{rule(layer.type.name)}")
@@ -137,10 +142,10 @@ class ErrorModelKernels:
     def backward(
         self,
         layer: Layer,
-        inputs: list[Bounded],
-        outputs: list[Bounded],
-        out_residuals: list[Bounded],
-        weights: dict[str, Bounded],
+        inputs: list[ValueAndVariance],
+        outputs: list[ValueAndVariance],
+        out_residuals: list[ValueAndVariance],
+        weights: dict[str, ValueAndVariance],
     ) -> list:
         module = MODULES[layer.type.name]
         in_values = [x.value for x in inputs]
@@ -185,7 +190,7 @@ class ErrorModelKernels:
     def _forward_relu(self, layer, module, inputs, weights, values) -> list:
         x = inputs[0]
         passes = (x.value > 0) | _uncertain(x.value, x.var)
-        return [Bounded(values[0], np.where(passes, x.var, 0.0), x.storage, x.underflow)]
+        return [ValueAndVariance(values[0], np.where(passes, x.var, 0.0), x.storage, x.underflow)]
 
     def _backward_relu(self, layer, module, inputs, outputs, out_residuals, weights, values, maps):
         x, r = inputs[0], out_residuals[0]
@@ -193,12 +198,16 @@ class ErrorModelKernels:
         var = np.where(x.value > 0, r.var, 0.0) + np.where(
             flipped, (np.abs(r.value) + np.sqrt(r.var)) ** 2, 0.0
         )
-        return [Bounded(values[0], var, r.storage, r.underflow)]
+        return [ValueAndVariance(values[0], var, r.storage, r.underflow)]
 
     def _forward_maxpool(self, layer, module, inputs, weights, values) -> list:
         # max is 1-Lipschitz: its error is at most the largest error in the window.
         x = inputs[0]
-        return [Bounded(values[0], module.forward(layer, [x.var], {})[0], x.storage, x.underflow)]
+        return [
+            ValueAndVariance(
+                values[0], module.forward(layer, [x.var], {})[0], x.storage, x.underflow
+            )
+        ]
 
     def _backward_maxpool(
         self, layer, module, inputs, outputs, out_residuals, weights, values, maps
@@ -243,7 +252,7 @@ class ErrorModelKernels:
         variances = module.forward(layer, [x.var for x in inputs], {})
         x = inputs[0]
         return [
-            Bounded(v, var, x.storage, x.underflow)
+            ValueAndVariance(v, var, x.storage, x.underflow)
             for v, var in zip(values, variances, strict=True)
         ]
 
@@ -254,14 +263,14 @@ class ErrorModelKernels:
         )
         r = out_residuals[0]
         return [
-            Bounded(v, var, r.storage, r.underflow)
+            ValueAndVariance(v, var, r.storage, r.underflow)
             for v, var in zip(values, variances, strict=True)
         ]
 
     # gradient and update -------------------------------------------------------------
     def gradient(
-        self, layer: Layer, inputs: list[Bounded], out_residuals: list[Bounded]
-    ) -> dict[str, Bounded]:
+        self, layer: Layer, inputs: list[ValueAndVariance], out_residuals: list[ValueAndVariance]
+    ) -> dict[str, ValueAndVariance]:
         module = MODULES[layer.type.name]
         x, r = inputs[0], out_residuals[0]
         values = module.gradient(layer, [x.value], [r.value])
@@ -283,11 +292,15 @@ class ErrorModelKernels:
             if name != "biases":  # a bias gradient reads no input map
                 var = var + from_input[name]
             var = var + (u * value) ** 2 + tiny**2  # stored in the master type
-            out[name] = Bounded(value, var, u, tiny)
+            out[name] = ValueAndVariance(value, var, u, tiny)
         return out
 
     def update(
-        self, layer: Layer, weights: dict[str, Bounded], grads: dict[str, Bounded], batch: int
+        self,
+        layer: Layer,
+        weights: dict[str, ValueAndVariance],
+        grads: dict[str, ValueAndVariance],
+        batch: int,
     ) -> None:
         for name, grad in grads.items():
             w = weights[name]
@@ -295,14 +308,14 @@ class ErrorModelKernels:
             # Two roundings, in the master type: the division by B and the addition.
             u, tiny = self.master.storage, self.master.underflow
             var = w.var + grad.var / batch**2 + 2 * ((u * value) ** 2 + tiny**2)
-            weights[name] = Bounded(value, var, u, tiny)
+            weights[name] = ValueAndVariance(value, var, u, tiny)
 
 
-def _values(weights: Mapping[str, Bounded]) -> dict[str, np.ndarray]:
+def _values(weights: Mapping[str, ValueAndVariance]) -> dict[str, np.ndarray]:
     return {name: w.value for name, w in weights.items()}
 
 
-def _squares(weights: Mapping[str, Bounded]) -> dict[str, np.ndarray]:
+def _squares(weights: Mapping[str, ValueAndVariance]) -> dict[str, np.ndarray]:
     return {name: w.value**2 for name, w in weights.items() if name != "biases"}
 
 
@@ -322,7 +335,9 @@ def _gradient_length(layer: Layer, batch: int) -> int:
     return batch * x_out * y_out
 
 
-def _maxpool_residual_var(layer: Layer, x: Bounded, out: Bounded, r: Bounded) -> np.ndarray:
+def _maxpool_residual_var(
+    layer: Layer, x: ValueAndVariance, out: ValueAndVariance, r: ValueAndVariance
+) -> np.ndarray:
     """Max pooling backward: errors of routed residuals, and windows whose choice may differ.
 
     A window's choice is uncertain when a second position (padding included) is within

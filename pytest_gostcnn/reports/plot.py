@@ -20,6 +20,7 @@ from pytest_gostcnn.model.network import CYRILLIC
 
 from .files import write_atomically
 from .load import ReportError, read_report
+from .schema import validate
 
 # Characters XML 1.0 forbids (most control characters): left out of any text drawn.
 NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -75,44 +76,16 @@ def plot(report_path: str, output_path: str) -> int:
 
 
 def drawable_report(path: Path) -> dict:
-    """The report at ``path`` (``load.read_report``), checked for what ``draw`` reads: at
-    least one evaluation, each with a mode and its results in percent."""
+    """The report at ``path`` (``load.read_report``), whole by its schema (``schema.py``),
+    with at least one evaluation to draw."""
     report = read_report(path)
-    evaluations = report.get("evaluations")
-    if not isinstance(evaluations, list) or not evaluations or not report.get("benchmarks"):
-        why = f" ({report['exit_reason']})" if report.get("exit_reason") else ""
+    problems = validate(report)
+    if problems:
+        raise ReportError(f"{path}: not a whole report: {problems[0]}")
+    if not report["evaluations"] or not report["benchmarks"]:
+        why = f" ({report['exit_reason']})" if report["exit_reason"] else ""
         raise ReportError(f"{path}: no result to draw: no performance test finished{why}")
-    for index, evaluation in enumerate(evaluations):
-        _check_evaluation(path, index, evaluation)
     return report
-
-
-def _check_evaluation(path: Path, index: int, evaluation: object) -> None:
-    where = f"{path}: evaluations[{index}]"
-    if not isinstance(evaluation, dict):
-        raise ReportError(f"{where} is not an object")
-    if not isinstance(evaluation.get("mode"), str):
-        raise ReportError(f'{where} has no "mode"')
-    results = evaluation.get("results_percent")
-    if not isinstance(results, dict):
-        raise ReportError(f'{where} has no "results_percent" object')
-    for latin, percent in results.items():
-        if latin not in CYRILLIC:
-            raise ReportError(f'{where}: "results_percent" names no network of the six: {latin}')
-        if not _is_percent(percent):
-            raise ReportError(f'{where}: "results_percent" of {latin} is not a percent: {percent}')
-    first = evaluation.get("first_result_percent")
-    if first is not None and not _is_percent(first):
-        raise ReportError(f'{where}: "first_result_percent" is not a percent: {first}')
-
-
-def _is_percent(value: object) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value >= 0
-    )
 
 
 def write_picture(report_path: Path, path: Path, svg: str) -> None:

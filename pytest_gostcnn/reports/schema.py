@@ -9,6 +9,7 @@ broken ones. It saves ``check`` a dependency on a certifying body's machine.
 from __future__ import annotations
 
 import json
+import math
 import re
 from functools import cache
 from importlib import resources
@@ -31,7 +32,9 @@ _TYPES = {
     "boolean": lambda v: isinstance(v, bool),
     "null": lambda v: v is None,
     "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    # JSON has no NaN or infinity (the report is written with allow_nan=False); Python's
+    # json module reads them all the same.
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v),
 }
 
 

@@ -1,0 +1,299 @@
+"""Convolution (section 6.1): im2col + GEMM, the backward pass by the adjoint im2col or by
+col2im's scatter, whichever moves less memory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from pytest_gostcnn.model.layers import Layer
+
+from ...common import is_pointwise
+from ..workspace import Workspace
+from ._shared import Geometry, _column_sums, _rows
+
+
+def _windows_view(source: np.ndarray, geometry: Geometry) -> np.ndarray:
+    """[n][Xout][Yout][Rx][Ry][L] view of an (already padded) ``source`` [n][X][Y][L]."""
+    n, _, _, channels = source.shape
+    sb, sx, sy, sl = source.strides
+    s = geometry.stride
+    return as_strided(
+        source,
+        shape=(n, *geometry.out_xy, *geometry.window, channels),
+        strides=(sb, sx * s, sy * s, sx, sy, sl),
+        writeable=False,
+    )
+
+
+def _pad_into(padded: np.ndarray, images: np.ndarray, pad: tuple[int, int]) -> None:
+    """``padded`` = ``images`` with a zero border of ``pad`` (negative pad: cropped)."""
+    px, py = pad
+    x, y = images.shape[1:3]
+    src = images[:, max(-px, 0) : x - max(-px, 0), max(-py, 0) : y - max(-py, 0)]
+    px, py = max(px, 0), max(py, 0)
+    if px:
+        padded[:, :px] = 0
+        padded[:, -px:] = 0
+    if py:
+        padded[:, px : padded.shape[1] - px, :py] = 0
+        padded[:, px : padded.shape[1] - px, -py:] = 0
+    padded[:, px : px + src.shape[1], py : py + src.shape[2]] = src
+
+
+def _im2col_chunks(
+    ws: Workspace, source: np.ndarray, geometry: Geometry, with_ones: bool
+) -> Iterator[tuple[int, int, np.ndarray]]:
+    """Yield ``(c0, n, cols)``: im2col of images ``c0 .. c0+n-1`` of ``source``.
+
+    ``cols`` is [n*Xout*Yout][Rx*Ry*L (+1)], its columns in (rx, ry, l) order, FILTERS' own,
+    plus a last column of ones when ``with_ones``. It lives in the workspace: use it before
+    the next chunk. Chunks are as many whole images as fit the workspace.
+    """
+    batch, _, _, channels = source.shape
+    (x_out, y_out), (rx, ry) = geometry.out_xy, geometry.window
+    positions = x_out * y_out
+    depth = rx * ry * channels
+    width = depth + with_ones
+    padding = geometry.pad != (0, 0)
+    padded_xy = (source.shape[1] + 2 * geometry.pad[0], source.shape[2] + 2 * geometry.pad[1])
+    padded_size = padded_xy[0] * padded_xy[1] * channels if padding else 0
+    chunk = ws.images_per_chunk((positions * width + padded_size) * source.itemsize, batch)
+    for c0 in range(0, batch, chunk):
+        n = min(chunk, batch - c0)
+        cols = ws.scratch("cols", (n * positions, width), source.dtype)
+        padded = ws.scratch("padded", (n, *padded_xy, channels), source.dtype) if padding else None
+        row, column = cols.strides
+        cols6 = as_strided(
+            cols,
+            shape=(n, x_out, y_out, rx, ry, channels),
+            strides=(
+                positions * row,
+                y_out * row,
+                row,
+                ry * channels * column,
+                channels * column,
+                column,
+            ),
+        )
+
+        def fill(part: int, start: int, stop: int, c0=c0, cols=cols, cols6=cols6, padded=padded):
+            for i in range(start, stop):
+                image = source[c0 + i : c0 + i + 1]
+                if padded is not None:
+                    _pad_into(padded[i : i + 1], image, geometry.pad)
+                    image = padded[i : i + 1]
+                np.copyto(cols6[i : i + 1], _windows_view(image, geometry))
+            if with_ones:
+                cols[start * positions : stop * positions, depth] = 1
+
+        ws.parallel(fill, n, n * positions * width)
+        yield c0, n, cols
+
+
+def _im2col_gemm(
+    ws: Workspace,
+    source: np.ndarray,
+    geometry: Geometry,
+    matrix: np.ndarray,
+    out: np.ndarray,
+    with_ones: bool,
+) -> None:
+    """``out`` [B][Xout][Yout][F] = im2col(``source``) @ ``matrix``, chunk by chunk."""
+    for c0, n, cols in _im2col_chunks(ws, source, geometry, with_ones):
+        np.matmul(cols, matrix, out=_rows(out[c0 : c0 + n]))
+
+
+def _with_bias_row(ws: Workspace, matrix: np.ndarray, biases: np.ndarray) -> np.ndarray:
+    stacked = ws.scratch("weights", (matrix.shape[0] + 1, matrix.shape[1]), matrix.dtype)
+    stacked[:-1] = matrix
+    stacked[-1] = biases
+    return stacked
+
+
+def conv_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
+    x = inputs[0]
+    filters, biases = weights["filters"], weights["biases"]
+    out = ws.result((x.shape[0], *layer.out_shapes[0]), x.dtype)
+    matrix = filters.reshape(-1, filters.shape[-1])
+    if is_pointwise(layer):
+        out_rows = _rows(out)
+        np.matmul(_rows(x), matrix, out=out_rows)
+        _add_bias(ws, out_rows, biases)
+    else:
+        stacked = _with_bias_row(ws, matrix, biases)
+        _im2col_gemm(ws, x, Geometry.of(layer), stacked, out, with_ones=True)
+    return [out]
+
+
+def conv_backward(
+    ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+) -> list:
+    out_residual, filters = out_residuals[0], weights["filters"]
+    batch = out_residual.shape[0]
+    geometry = Geometry.of(layer)
+    if is_pointwise(layer):
+        matrix = filters.reshape(filters.shape[2], filters.shape[3])
+        in_residual = ws.result((batch, *layer.in_shapes[0]), out_residual.dtype)
+        np.matmul(_rows(out_residual), matrix.T, out=_rows(in_residual))
+        return [in_residual]
+    rx, ry, channels, features = filters.shape
+    if geometry.stride == 1 and features <= channels:
+        # IN_D is the convolution of OUT_D with FILTERS flipped in x and y, L and F swapped:
+        # an im2col of OUT_D, Rx*Ry*F wide. Where F > L the GEMM of col2im, Rx*Ry*L wide,
+        # moves less memory, as it does for every strided layer.
+        flipped = ws.scratch("weights", (rx, ry, features, channels), filters.dtype)
+        np.copyto(flipped, filters[::-1, ::-1].transpose(0, 1, 3, 2))
+        in_residual = ws.result((batch, *layer.in_shapes[0]), out_residual.dtype)
+        _im2col_gemm(
+            ws,
+            out_residual,
+            geometry.adjoint(),
+            flipped.reshape(-1, channels),
+            in_residual,
+            with_ones=False,
+        )
+        return [in_residual]
+    return [_col2im_backward(ws, layer, geometry, out_residual, filters)]
+
+
+def _col2im_backward(
+    ws: Workspace, layer: Layer, geometry: Geometry, out_residual: np.ndarray, filters: np.ndarray
+) -> np.ndarray:
+    """IN_D of a strided convolution: a GEMM of OUT_D with FILTERS, columns scattered back.
+
+    Each window offset adds one slice of the GEMM's result into IN_D. NumPy's speed there is
+    the length of the runs it adds: with few channels (the network's first layer, L = 3)
+    the result is laid out channels first, so runs are rows of the map, not L channels;
+    and the padded IN_D is held as S*S phase maps (padded position S*q + a in phase a,
+    index q), where every offset's slice is a unit-stride block, not a stride-S lattice.
+    """
+    batch = out_residual.shape[0]
+    rx, ry, channels, features = filters.shape
+    channels_first = geometry.out_xy[1] > channels
+    matrix = filters.reshape(-1, features)
+    positions = geometry.out_xy[0] * geometry.out_xy[1]
+    depth = rx * ry * channels
+    x, y = geometry.in_xy
+    px, py = geometry.pad
+    s = geometry.stride
+    padded_xy = (
+        max(x + 2 * px, (geometry.out_xy[0] - 1) * s + rx),
+        max(y + 2 * py, (geometry.out_xy[1] - 1) * s + ry),
+    )
+    phase_xy = (-(-padded_xy[0] // s), -(-padded_xy[1] // s))
+    phase_spans = [
+        ((a, b), (span_x[0], span_y[0]), (span_x[1], span_y[1]))
+        for a in range(s)
+        if (span_x := _phase_span(x, px, s, a))
+        for b in range(s)
+        if (span_y := _phase_span(y, py, s, b))
+    ]
+    in_residual = ws.result((batch, x, y, channels), out_residual.dtype)
+    if not channels_first:
+        in_residual[...] = 0  # the scatter accumulates
+    spans = list(geometry.spans())
+    per_image = positions * depth + (
+        channels * padded_xy[0] * padded_xy[1] if channels_first else 0
+    )
+    chunk = ws.images_per_chunk(per_image * out_residual.itemsize, batch)
+    for c0 in range(0, batch, chunk):
+        n = min(chunk, batch - c0)
+        residual_rows = _rows(out_residual[c0 : c0 + n])
+        if channels_first:
+            cols = ws.scratch("cols", (depth, n * positions), out_residual.dtype)
+            np.matmul(matrix, residual_rows.T, out=cols)
+            cols6 = cols.reshape(rx, ry, channels, n, *geometry.out_xy)
+            padded = ws.scratch("padded", (s, s, channels, n, *phase_xy), out_residual.dtype)
+        else:
+            cols = ws.scratch("cols", (n * positions, depth), out_residual.dtype)
+            np.matmul(residual_rows, matrix.T, out=cols)
+            cols6 = cols.reshape(n, *geometry.out_xy, rx, ry, channels)
+            padded = None
+
+        def scatter(part: int, start: int, stop: int, c0=c0, cols6=cols6, padded=padded) -> None:
+            if channels_first:
+                phases = padded[:, :, :, start:stop]
+                phases[...] = 0
+                x_out, y_out = geometry.out_xy
+                for ox in range(rx):
+                    for oy in range(ry):
+                        qx, qy = ox // s, oy // s
+                        view = phases[ox % s, oy % s, :, :, qx : qx + x_out, qy : qy + y_out]
+                        np.add(view, cols6[ox, oy, :, start:stop], out=view)
+                target = in_residual[c0 + start : c0 + stop]
+                for (a, b), (x_in, y_in), (q_x, q_y) in phase_spans:
+                    for channel in range(channels):
+                        np.copyto(
+                            target[:, x_in, y_in, channel], phases[a, b, channel, :, q_x, q_y]
+                        )
+                return
+            target = in_residual[c0 + start : c0 + stop]
+            source = cols6[start:stop]
+            for ox, oy, (x_out, y_out), (x_in, y_in) in spans:
+                view = target[:, x_in, y_in]
+                if geometry.overlapping:
+                    np.add(view, source[:, x_out, y_out, ox, oy], out=view)
+                else:
+                    np.copyto(view, source[:, x_out, y_out, ox, oy])
+
+        ws.parallel(scatter, n, n * positions * depth)
+    return in_residual
+
+
+def _phase_span(n_in: int, pad: int, s: int, a: int) -> tuple[slice, slice] | None:
+    """Inputs x whose padded position x + pad is s*q + a: their slice, and the q's slice."""
+    first_q = -((a - pad) // s)  # the smallest q with s*q + a >= pad
+    stop_q = -((a - pad - n_in) // s)  # one past the largest q with s*q + a < pad + n_in
+    if stop_q <= first_q:
+        return None
+    first_x = s * first_q + a - pad
+    return slice(first_x, first_x + s * (stop_q - first_q - 1) + 1, s), slice(first_q, stop_q)
+
+
+def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list) -> dict:
+    x, out_residual = inputs[0], out_residuals[0]
+    rx, ry, channels, features = layer.weight_shapes["filters"]
+    if is_pointwise(layer):
+        residual_rows = _rows(out_residual)
+        filters_grad = _transposed_product(_rows(x), residual_rows)
+        filters_grad = filters_grad.reshape(rx, ry, channels, features)
+        return {"filters": filters_grad, "biases": _column_sums(ws, residual_rows)}
+    depth = rx * ry * channels
+    # [im2col(IN) | 1]^T @ OUT_D holds FILTERS_D over BIASES_D; summed chunk by chunk.
+    total = np.zeros((depth + 1, features), dtype=x.dtype)
+    partial = np.empty_like(total)
+    for c0, n, cols in _im2col_chunks(ws, x, Geometry.of(layer), with_ones=True):
+        _transposed_product(cols, _rows(out_residual[c0 : c0 + n]), out=partial)
+        np.add(total, partial, out=total)
+    return {
+        "filters": total[:depth].reshape(rx, ry, channels, features),
+        "biases": total[depth].copy(),
+    }
+
+
+def _transposed_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``a.T @ b`` for the tall [N][K] and [N][F] of a weight gradient.
+
+    OpenBLAS runs this reduction over N up to 4x slower when the product has fewer rows
+    than columns (K < F: a widening 1x1 convolution), so such a product is computed as
+    ``(b.T @ a).T`` (docs/performance.md, the canonical set).
+    """
+    if a.shape[1] >= b.shape[1]:
+        return np.matmul(a.T, b, out=out)
+    product = (b.T @ a).T
+    if out is None:
+        return product
+    np.copyto(out, product)
+    return out
+
+
+def _add_bias(ws: Workspace, rows: np.ndarray, biases: np.ndarray) -> None:
+    """``rows`` [N][F] += BIASES, in place, split over the threads."""
+
+    def task(part: int, start: int, stop: int) -> None:
+        np.add(rows[start:stop], biases, out=rows[start:stop])
+
+    ws.parallel(task, rows.shape[0], rows.size)

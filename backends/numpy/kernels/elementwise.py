@@ -1,0 +1,137 @@
+"""The layers that move or add elements: ReLU (section 6.3) and elementwise addition (6.7)
+in flat cache-sized blocks, concat (6.4), split (6.5) and shuffle (6.9) as copies split
+over the threads by images."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from pytest_gostcnn.model.layers import Layer
+
+from ...common import channel_parts, eltwise_in_residuals, shuffle
+from ..workspace import Workspace
+from ._shared import BLOCK_ELEMENTS
+
+# ReLU (section 6.3), elementwise addition (6.7): flat passes in cache-sized blocks. ------
+
+
+def _flat_pass(ws: Workspace, size: int, step: Callable[[int, slice], None]) -> None:
+    """``step(part, block)`` over ``range(size)`` in blocks, spread over the threads."""
+
+    def task(part: int, start: int, stop: int) -> None:
+        for first in range(start, stop, BLOCK_ELEMENTS):
+            step(part, slice(first, min(first + BLOCK_ELEMENTS, stop)))
+
+    ws.parallel(task, size, size)
+
+
+def relu_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
+    # docs/standard.md §4: IN > 0 ? IN : 0; max(IN, 0) is that for every input but NaN.
+    x = inputs[0].reshape(-1)
+    out = ws.result(x.shape, x.dtype)
+    _flat_pass(ws, x.size, lambda part, s: np.maximum(x[s], 0, out=out[s]))
+    return [out.reshape(inputs[0].shape)]
+
+
+def relu_backward(
+    ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+) -> list:
+    # docs/standard.md §4: decided on IN, not OUT.
+    x, residual = inputs[0].reshape(-1), out_residuals[0].reshape(-1)
+    in_residual = ws.result(x.shape, residual.dtype)
+
+    def step(part: int, s: slice) -> None:
+        positive = ws.scratch(f"mask{part}", (s.stop - s.start,), np.bool_)
+        np.greater(x[s], 0, out=positive)
+        np.multiply(residual[s], positive, out=in_residual[s])
+
+    _flat_pass(ws, x.size, step)
+    return [in_residual.reshape(inputs[0].shape)]
+
+
+def eltwise_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
+    a, b = inputs[0].reshape(-1), inputs[1].reshape(-1)
+    out = ws.result(a.shape, np.result_type(a, b))
+    _flat_pass(ws, a.size, lambda part, s: np.add(a[s], b[s], out=out[s]))
+    return [out.reshape(inputs[0].shape)]
+
+
+def eltwise_backward(
+    ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+) -> list:
+    return eltwise_in_residuals(out_residuals)
+
+
+# Concat (6.4), split (6.5), shuffle (6.9): copies, split over the threads by images. -----
+
+
+def _by_images(ws: Workspace, batch: int, size: int, copy: Callable[[slice], None]) -> None:
+    ws.parallel(lambda part, start, stop: copy(slice(start, stop)), batch, size)
+
+
+def _join(ws: Workspace, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Channels of ``first``, then those of ``second``, in a fresh map."""
+    channels = first.shape[3]
+    out = ws.result((*first.shape[:3], channels + second.shape[3]), first.dtype)
+
+    def copy(b: slice) -> None:
+        out[b, ..., :channels] = first[b]
+        out[b, ..., channels:] = second[b]
+
+    _by_images(ws, out.shape[0], out.size, copy)
+    return out
+
+
+def concat_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
+    return [_join(ws, inputs[0], inputs[1])]
+
+
+def concat_backward(
+    ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+) -> list:
+    return list(channel_parts(out_residuals[0], layer.in_shapes[0][2]))
+
+
+def split_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
+    # Copies, not views of IN (reference/split.py says why).
+    x = inputs[0]
+    views = channel_parts(x, layer.params["L1"])
+    parts = [ws.result(view.shape, x.dtype) for view in views]
+
+    def copy(b: slice) -> None:
+        parts[0][b] = views[0][b]
+        parts[1][b] = views[1][b]
+
+    _by_images(ws, x.shape[0], x.size, copy)
+    return parts
+
+
+def split_backward(
+    ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+) -> list:
+    return [_join(ws, out_residuals[0], out_residuals[1])]
+
+
+def _regrouped(ws: Workspace) -> Callable[[np.ndarray], np.ndarray]:
+    """``shuffle``'s copy of the regrouped channels: a result, split over the threads by images."""
+
+    def copy(grid: np.ndarray) -> np.ndarray:
+        *lead, columns, rows = grid.shape
+        out = ws.result((*lead, columns * rows), grid.dtype)
+        out_grid = out.reshape(grid.shape)
+        _by_images(ws, grid.shape[0], out.size, lambda b: np.copyto(out_grid[b], grid[b]))
+        return out
+
+    return copy
+
+
+def shuffle_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
+    return [shuffle(layer, inputs[0], _regrouped(ws))]
+
+
+def shuffle_backward(
+    ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+) -> list:
+    return [shuffle(layer, out_residuals[0], _regrouped(ws), inverse=True)]

@@ -1,0 +1,87 @@
+"""The audit of a timed round of section 9 (standard.md §7.7): section 8's rule applied to
+the data that round ran on, from the weights it started from.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from pytest_gostcnn.backend import Backend
+from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
+from pytest_gostcnn.model.network import Network
+
+from .error_model import ValueAndVariance
+from .harness import SuiteError, comparer, guarded, model_of, suite_side
+from .network import compare_training
+from .verdicts import Verification
+
+
+def _check_range(maps: list[ValueAndVariance], master: list[ValueAndVariance], dtype: str) -> None:
+    """A SuiteError when a round's float64 reference is not finite or outgrows the data
+    type (``maps``) or the type gradients and weights are kept in (``master``): training
+    carries the benchmark's weights from round to round, and where they have grown past
+    what the type holds, a backend that overflows is not at fault."""
+    for arrays, kept in ((maps, dtype), (master, master_dtype(dtype))):
+        limit = PRECISIONS[kept].largest if kept in PRECISIONS else math.inf
+        peaks = [float(np.max(np.abs(a.value))) for a in arrays if a.value.size]
+        largest = max(peaks, default=0.0) if all(map(math.isfinite, peaks)) else math.inf
+        if largest > limit:
+            raise SuiteError(
+                f"the float64 reference of this round reaches {largest:.3g}, beyond {kept}'s "
+                f"largest value {limit:.5g}: the weights the round started from have grown "
+                "past what the type holds over the rounds before it; no verdict on the round"
+            )
+
+
+def verify_round(
+    backend: Backend,
+    network: Network,
+    mode: str,
+    weights: executor.Weights,
+    image: np.ndarray,
+    out_residual: np.ndarray | None,
+    result: Any,
+    updated: executor.Weights | None,
+    threshold: float | None = None,
+) -> Verification:
+    """Audit one timed round (standard.md §7.7) by section 8's rule on that round's data.
+
+    ``weights`` are the host weights the round started from (inference: those the backend
+    was given, rounded here as ``to_device`` rounded them; training: the backend's own,
+    copied back, master copies included), ``image`` and ``out_residual`` the host arrays
+    it was given; ``result`` is what the backend returned (the output map, or a
+    TrainingResult) and ``updated`` its weights after a training round. The float64
+    reference runs one iteration from the same values.
+    """
+    subject = f"{network.latin}-{mode} round"
+    model, representable = model_of(backend.dtype)
+    held = representable if mode == "inference" else (lambda array: array)
+
+    def prepare() -> tuple:
+        ref_weights = {
+            n: {k: model.bound(held(np.asarray(a, dtype=np.float64))) for k, a in ws.items()}
+            for n, ws in weights.items()
+        }
+        ref_image = model.bound(representable(np.asarray(image, dtype=np.float64)))
+        if mode == "inference":
+            return executor.infer(network, model, ref_weights, ref_image), ref_weights
+        ref_residual = model.bound(representable(np.asarray(out_residual, dtype=np.float64)))
+        return executor.train(network, model, ref_weights, ref_image, ref_residual), ref_weights
+
+    def run(verification: Verification) -> None:
+        reference, ref_weights = suite_side(image.shape[0], prepare)
+        master = [w for ws in ref_weights.values() for w in ws.values()]
+        compare = comparer(verification, backend, threshold)
+        if mode == "inference":
+            _check_range([reference], master, backend.dtype)
+            compare("output", result, reference)
+        else:
+            master += [g for gs in reference.gradients.values() for g in gs.values()]
+            _check_range([reference.output, reference.input_residual], master, backend.dtype)
+            compare_training(compare, network, result, updated, reference, ref_weights)
+
+    return guarded(subject, run)

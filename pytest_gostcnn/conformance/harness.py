@@ -1,0 +1,156 @@
+"""What every verification of section 8 shares: the comparison of one returned array with
+the reference, the error model of the data type, and the guard that turns a backend's
+exception into its verdict (standard.md §6).
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pytest_gostcnn.backend import Backend
+from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
+
+from .error_model import ErrorModelKernels, ValueAndVariance, admissible_rmse
+from .verdicts import ArrayCheck, Verification
+
+# The host dtype a backend's arrays must come back in, where NumPy has the type.
+HOST_DTYPES = {"float32": np.float32, "tf32": np.float32, "float16": np.float16}
+# An array with fewer non-zero elements than this share says little about correctness.
+MIN_NONZERO_SHARE = 0.01
+
+
+def rmse(got: np.ndarray, reference: np.ndarray) -> float:
+    """СКО: sqrt(mean((verified - reference)^2)), computed in float64."""
+    difference = np.asarray(got, dtype=np.float64) - np.asarray(reference, dtype=np.float64)
+    return math.sqrt(float(np.mean(difference * difference)))
+
+
+def untrustworthy(reference: np.ndarray) -> str | None:
+    """Why a reference array is too degenerate for its СКО to mean much, or None."""
+    if reference.size > 1 and np.all(reference == reference.flat[0]):
+        return f"the reference array is constant ({reference.flat[0]:.3g}); untrustworthy"
+    share = np.count_nonzero(reference) / reference.size
+    if share < MIN_NONZERO_SHARE:
+        return f"the reference array is {100 * (1 - share):.1f}% zeros; untrustworthy"
+    return None
+
+
+def check_array(
+    name: str,
+    got: np.ndarray,
+    reference: ValueAndVariance,
+    dtype: str,
+    threshold: float | None = None,
+    host_dtype: str | None = None,
+) -> ArrayCheck:
+    """Compare one array a backend returned (on the host) with the reference.
+
+    ``threshold`` overrides СКОП as a share of the reference array's RMS; ``host_dtype`` is
+    the type the array is kept in when it is not ``dtype`` (a float16 gradient, kept in
+    float32: ``model.dtypes.MASTER_DTYPES``).
+    """
+    if dtype not in PRECISIONS:
+        raise ValueError(_NO_MODEL.format(dtype=dtype))
+    if threshold is None:
+        admissible = admissible_rmse(reference)
+    else:
+        admissible = threshold * math.sqrt(float(np.mean(reference.value**2)))
+    problem = _shape_dtype_problem(got, reference.value.shape, host_dtype or dtype)
+    if problem is None and not np.all(np.isfinite(got)):
+        bad = int(np.count_nonzero(~np.isfinite(got)))
+        problem = f"{bad} of {got.size} elements are NaN or Inf"
+    if problem is not None:
+        return ArrayCheck(name, None, admissible, problem)
+    problem = untrustworthy(reference.value)
+    if problem is not None:
+        return ArrayCheck(name, None, admissible, problem, reference_problem=True)
+    return ArrayCheck(name, rmse(got, reference.value), admissible)
+
+
+def _shape_dtype_problem(got: object, shape: tuple[int, ...], dtype: str) -> str | None:
+    if not isinstance(got, np.ndarray):
+        return f"to_host returned {type(got).__name__}, not a NumPy array"
+    if got.shape != shape:
+        return f"shape {got.shape}, expected {shape}"
+    expected = HOST_DTYPES.get(dtype)
+    if expected is not None and got.dtype != expected:
+        return f"dtype {got.dtype}, expected {np.dtype(expected)} for {dtype}"
+    if expected is None and not np.issubdtype(got.dtype, np.floating):
+        return f"dtype {got.dtype}, expected a floating-point host array"
+    return None
+
+
+_NO_MODEL = (
+    "no error model derives СКОП for {dtype}: the suite verifies the floating-point types of "
+    "model.dtypes.PRECISIONS and refuses the integer ones (standard.md §6)"
+)
+
+
+def model_of(dtype: str) -> tuple[ErrorModelKernels, Callable[[np.ndarray], np.ndarray]]:
+    """The reference with the error model of ``dtype``, and the rounding of drawn values.
+
+    standard.md §6 gives both implementations the same values: the draws are rounded to the data
+    type first, so the implementation receives them exactly and the reference computes
+    on the very same numbers. Integer types have no model: ValueError.
+    """
+    precision = PRECISIONS.get(dtype)
+    if precision is None:
+        raise ValueError(_NO_MODEL.format(dtype=dtype))
+    return ErrorModelKernels(precision, PRECISIONS[master_dtype(dtype)]), precision.round
+
+
+def comparer(
+    result: Verification, backend: Backend, threshold: float | None
+) -> Callable[..., None]:
+    """A function that checks one array the backend returned and records the check;
+    ``master=True`` for a gradient or an updated weight (kept in ``master_dtype``)."""
+
+    def compare(name: str, got: object, reference: ValueAndVariance, master: bool = False) -> None:
+        host_dtype = master_dtype(backend.dtype) if master else None
+        result.checks.append(
+            check_array(name, backend.to_host(got), reference, backend.dtype, threshold, host_dtype)
+        )
+
+    return compare
+
+
+class SuiteError(Exception):
+    """The suite's own side of a verification failed: drawing the data or computing the
+    float64 reference (a MemoryError at a large batch, say), not the backend."""
+
+
+class ContractError(Exception):
+    """A kernel wrote into an array it was given to read (the backend contract forbids it)."""
+
+
+def suite_side(batch: int, prepare: Callable[[], Any]) -> Any:
+    """``prepare()``, with any exception it raises turned into a ``SuiteError``."""
+    try:
+        return prepare()
+    except Exception as exc:
+        raise SuiteError(
+            f"the suite failed drawing the data or computing the float64 reference at batch "
+            f"{batch}, before the backend ran: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def guarded(subject: str, run: Callable[[Verification], None]) -> Verification:
+    """Run a verification; a backend that raises fails it with the exception as reason."""
+    result = Verification(subject)
+    try:
+        run(result)
+    except SuiteError as exc:
+        result.error, result.suite_failed = str(exc), True
+    except ContractError as exc:
+        result.error = str(exc)
+    except Exception as exc:  # the backend's failure is the verdict, not a crash
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        result.error = (
+            f"the backend raised {type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
+        )
+    return result

@@ -1,0 +1,98 @@
+"""Section 8 for one network: one inference or one training iteration from section 8's
+draws, every array standard.md §6 judges it by compared with the float64 reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from pytest_gostcnn.backend import Backend
+from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
+from pytest_gostcnn.model.network import Network
+
+from .error_model import ValueAndVariance
+from .harness import comparer, guarded, model_of, suite_side
+from .verdicts import Verification
+
+
+def verify_network(
+    backend: Backend,
+    network: Network,
+    mode: str,
+    batch: int,
+    seed: int,
+    threshold: float | None = None,
+    weights: str = "scaled",
+) -> Verification:
+    """Section 8 for one network: ``mode`` is "inference" or "training"; ``weights`` is the
+    reading of 8.2's weight draw (standard.md §6), "scaled" or "full-range"."""
+    subject = f"{network.latin}-{mode}-B{batch}"
+    model, representable = model_of(backend.dtype)
+
+    def prepare() -> tuple:
+        # The suite's side first, whole: the data and the float64 reference.
+        rng = np.random.default_rng(seed)
+        host_weights = {
+            n: {k: representable(a) for k, a in ws.items()}
+            for n, ws in draw_weights(network, rng, weights).items()
+        }
+        image = representable(draw_input(network, batch, rng))
+        ref_weights = {
+            n: {k: model.bound(a) for k, a in ws.items()} for n, ws in host_weights.items()
+        }
+        if mode == "inference":
+            reference = executor.infer(network, model, ref_weights, model.bound(image))
+            return host_weights, image, None, ref_weights, reference
+        out_residual = representable(draw_out_residual(network, batch, rng))
+        reference = executor.train(
+            network, model, ref_weights, model.bound(image), model.bound(out_residual)
+        )
+        return host_weights, image, out_residual, ref_weights, reference
+
+    def run(result: Verification) -> None:
+        host_weights, image, out_residual, ref_weights, reference = suite_side(batch, prepare)
+        loaded = backend.load_weights(network, host_weights)
+        compare = comparer(result, backend, threshold)
+        if mode == "inference":
+            output = backend.infer(network, loaded, backend.to_device(image))
+            backend.synchronize()
+            compare("output", output, reference)
+            return
+        got = backend.train(
+            network, loaded, backend.to_device(image), backend.to_device(out_residual)
+        )
+        backend.synchronize()
+        compare_training(compare, network, got, loaded, reference, ref_weights)
+
+    return guarded(subject, run)
+
+
+def compare_training(
+    compare: Callable[[str, object, ValueAndVariance], None],
+    network: Network,
+    got: executor.TrainingResult,
+    weights: executor.Weights,
+    reference: executor.TrainingResult,
+    ref_weights: executor.Weights,
+) -> None:
+    """What one training iteration is judged by (standard.md §6): the output, the residual
+    at the network input, every gradient and every updated weight array."""
+    compare("output", got.output, reference.output)
+    compare("input residual", got.input_residual, reference.input_residual)
+    for layer in network.weight_layers:
+        for name in layer.weight_shapes:
+            compare(
+                f"row {layer.number} {name} gradient",
+                got.gradients[layer.number][name],
+                reference.gradients[layer.number][name],
+                master=True,
+            )
+            compare(
+                f"row {layer.number} {name} updated",
+                weights[layer.number][name],
+                ref_weights[layer.number][name],
+                master=True,
+            )
