@@ -34,6 +34,8 @@ REFERENCE_GRADE = "reference-grade"
 CORRECT = "correct"
 NOT_CORRECT = "not correct"
 NOT_VERIFIED = "not verified"  # the suite's own side failed: no verdict on the backend
+PASSED_VERDICTS = frozenset({REFERENCE_GRADE, CORRECT})
+FAILED_VERDICTS = frozenset({NOT_CORRECT, NOT_VERIFIED})  # not verified correct
 
 # The host dtype a backend's arrays must come back in, where NumPy has the type.
 HOST_DTYPES = {"float32": np.float32, "tf32": np.float32, "float16": np.float16}
@@ -102,7 +104,7 @@ class Verification:
     @property
     def failed(self) -> bool:
         """Not verified correct: not correct, or not verified at all."""
-        return self.verdict in (NOT_CORRECT, NOT_VERIFIED)
+        return self.verdict in FAILED_VERDICTS
 
     @property
     def worst(self) -> ArrayCheck | None:
