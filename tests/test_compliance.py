@@ -5,9 +5,9 @@ import dataclasses
 
 import pytest
 
+from pytest_gostcnn.judgement.compliance import Findings, Provenance, assess
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import LATIN
-from pytest_gostcnn.judgement.compliance import Findings, Provenance, assess
 from pytest_gostcnn.performance.evaluation import Run
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing
 
