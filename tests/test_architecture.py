@@ -31,6 +31,7 @@ FLOORS = (
     {"api"},  # pytest_gostcnn/__init__.py, the public names
     {"plugin"},
     {"reports"},
+    {"judgement"},  # needs both parts below: section 8's verdicts, section 9's timings
     {"conformance", "performance"},
     {"backends"},
     {"backend"},

@@ -5,9 +5,10 @@ import dataclasses
 
 import pytest
 
+from pytest_gostcnn.judgement.compliance import Findings, Provenance, assess
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import LATIN
-from pytest_gostcnn.performance.compliance import Facts, Provenance, assess
+from pytest_gostcnn.performance.evaluation import Run
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing
 
 SIX = tuple(LATIN.values())
@@ -24,23 +25,27 @@ def timing(latin: str, mode: str, audits=(PASSED,), cells: int = 1) -> Timing:
     return Timing(latin, mode, "float32", 2, 1, 10**9, True, tuple(cell))
 
 
-def compliant_facts(**changes) -> Facts:
+RUN = Run("float32", 2, 1, "cpu", Peak(1e12, "given (--gost-peak)"), 1e12, "numpy")
+
+
+def compliant_facts(**changes) -> Findings:
     """A full-profile session on one cell in which everything was run and passed."""
-    facts = Facts(
+    facts = Findings(
         modes=MODES,
         profile="full",
         networks=SIX,
         tables=6,
         verdicts={(latin, mode): "correct" for latin in SIX for mode in MODES},
-        failed_verdicts=frozenset({"not correct", "not verified"}),
         layer_items=88,
-        layers_ran=88,
-        layers_failed=0,
+        layer_verdicts=("correct",) * 80 + ("reference-grade",) * 8,
         threshold=None,
         provenances={latin: Provenance("reconstruction", shipped=True) for latin in SIX},
         timings=tuple(timing(latin, mode) for latin in SIX for mode in MODES),
         cells=1,
         cell_failures=(),
+        run=RUN,
+        meets_image_count=True,
+        evaluated=MODES,
     )
     return dataclasses.replace(facts, **changes)
 
@@ -82,11 +87,20 @@ MISSED = [
         "Г (G) inference: verified not correct",
     ),
     (
+        "network-suite-failed",
+        {"verdicts": {**FULL.verdicts, ("V", "training"): "not verified"}},
+        "В (V) training: verified not verified",
+    ),
+    (
         "layers-deselected",
-        {"layers_ran": 0},
+        {"layer_verdicts": ()},
         "layer items: 0 of 88 ran in this session (deselected by -k, -m, --deselect or --lf)",
     ),
-    ("layers-failed", {"layers_failed": 2}, "layer items: 2 of 88 failed"),
+    (
+        "layers-failed",
+        {"layer_verdicts": ("not correct", "not verified") + ("correct",) * 86},
+        "layer items: 2 of 88 failed",
+    ),
     ("threshold", {"threshold": 1e9}, "СКОП overridden by --gost-rmse-threshold=1e+09"),
     (
         "user-reconstruction",

@@ -18,6 +18,7 @@ import jsonschema
 import pytest
 from test_certification import SCHEMA, TINY, directory, suite
 
+from pytest_gostcnn.judgement import compliance
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance import rounds
 from pytest_gostcnn.reports.check import check_report
@@ -58,6 +59,23 @@ def pytest_runtest_logfinish(nodeid, location):
         COPIES.append(nodeid)
         shutil.copy("report.json", f"checkpoint-{len(COPIES)}.json")
 '''
+# One more compliance condition, as a later change would add it: one function in the one
+# list the judge asks (pytest_gostcnn/judgement/compliance.py).
+CONDITION = '''
+from pytest_gostcnn.judgement.compliance import Reason
+
+
+def one_more(findings):
+    if "M" not in findings.networks:
+        return []
+    return [Reason("one more", "one more condition: М (M) unmet", "inference", "M")]
+'''
+ADD_CONDITION = f'''"""The judge with one more condition, in every process loading this plugin."""
+{CONDITION}
+from pytest_gostcnn.judgement import compliance
+
+compliance.CONDITIONS = (*compliance.CONDITIONS, one_more)
+'''
 FIXED = (*TINY, "--benchmark-timer=gost_test_clock.tick", "--gost-mode=inference")
 
 
@@ -67,6 +85,7 @@ def run_dir(path: Path) -> Path:
     (path / "gost_test_stop.py").write_text(STOP, encoding="utf-8")
     (path / "gost_test_stop_8.py").write_text(STOP_IN_SECTION_8, encoding="utf-8")
     (path / "gost_test_copy.py").write_text(COPY, encoding="utf-8")
+    (path / "gost_test_condition.py").write_text(ADD_CONDITION, encoding="utf-8")
     return path
 
 
@@ -285,6 +304,35 @@ def test_the_check_command_exits_0_only_when_every_figure_agrees(whole, tmp_path
     assert "half.json: not JSON" in done.stdout and "absent.json: no such file" in done.stdout
 
 
+def test_a_condition_added_to_the_judge_reaches_the_summary_the_report_evaluate_and_check(
+    whole, tmp_path, monkeypatch
+):
+    path = run_dir(tmp_path)
+    run = suite(path, "--gost-backend=numpy", *FIXED, "-p", "gost_test_condition")
+    reason = "one more condition: М (M) unmet"
+    # the terminal summary
+    assert f"not compliant: {reason}" in run.stdout
+    assert "inference evaluation" in run.lines[-1]
+    assert run.lines[-1].endswith("NOT COMPLIANT (one more)")
+    # the report
+    assert run.report["compliant"] is False and run.report["noncompliance_reasons"] == [reason]
+    (test,) = [b for b in run.report["benchmarks"] if b["network"] == "M"]
+    assert test["noncompliance_reasons"] == [reason] and "non-compliant" in test["designation"]
+    assert run.report["evaluations"][0]["noncompliance_reasons"] == [reason]
+    # check judges as the run did: without the condition it disagrees, with it it agrees
+    problems = check_report(run.report, path / "tiny")
+    assert "report: compliant is False, recomputed True" in problems, problems
+    condition: dict = {}
+    exec(CONDITION, condition)
+    monkeypatch.setattr(compliance, "CONDITIONS", (*compliance.CONDITIONS, condition["one_more"]))
+    assert check_report(run.report, path / "tiny") == []
+    # evaluate judges the merged runs as the run did
+    merged = merge_reports([("whole.json", whole.report)])
+    assert merged.report["noncompliance_reasons"] == [reason]
+    assert merged.report["evaluations"][0]["noncompliance_reasons"] == [reason]
+    assert not whole.report["noncompliance_reasons"]
+
+
 # Merging. -----------------------------------------------------------------------------
 
 
@@ -414,6 +462,34 @@ def test_a_checkpoint_is_never_complete_and_a_killed_jobs_merges_whole(tmp_path)
     assert merged["complete"] is True and merged["exit_status"] == 0
     assert merged["compliant"] is True
     assert check_report(merged, path / "tiny") == []
+
+
+def _format_2(report: dict) -> dict:
+    """The report as the format before 3 wrote it: a test's ``meets_image_count`` was
+    called ``full_profile``."""
+    old = copy.deepcopy(report)
+    old["format"] = "pytest-gostcnn report 2"
+    for test in old["benchmarks"]:
+        test["full_profile"] = test.pop("meets_image_count")
+    return old
+
+
+def test_a_report_of_format_2_is_read_by_check_evaluate_and_resume(
+    whole, stopped, singles, tmp_path
+):
+    path = run_dir(tmp_path)
+    (path / "old.json").write_text(json.dumps(_format_2(stopped.report)), encoding="utf-8")
+    done = _command("check", "old.json", "--tables", str(path / "tiny"), cwd=path)
+    assert done.returncode == 0 and "every figure agrees" in done.stdout, done.stdout
+    others = [p for p, _ in singles[1:]]
+    done = _command("evaluate", "old.json", *others, "-o", "merged.json", cwd=path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    merged = json.loads((path / "merged.json").read_text(encoding="utf-8"))
+    assert merged["format"] == "pytest-gostcnn report 3"
+    assert _figures(merged) == _figures(whole.report)
+    resumed = suite(path, "--gost-backend=numpy", *FIXED, "--gost-resume=old.json")
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert _same_but_audits(resumed.report) == _same_but_audits(whole.report)
 
 
 def test_resume_without_a_report_to_keep_the_run_is_refused(stopped):

@@ -11,19 +11,19 @@ from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_
 MODE_LETTERS = {"training": "О", "inference": "П"}  # обучение, применение
 
 
-def _label(full_profile: bool, compliant: bool, table_set: str, images: int | None) -> str:
+def _label(meets_image_count: bool, compliant: bool, table_set: str, images: int | None) -> str:
     """`` (quick, non-compliant)``, `` (images=5000, non-compliant)`` (``--gost-images``
     below section 9.3's count), `` (non-compliant)`` or nothing; a result on the canonical
     set names it: `` (canonical set, quick, non-compliant)``."""
-    if full_profile and compliant:
+    if meets_image_count and compliant:
         return ""
     parts = ["canonical set"] if table_set == CANONICAL_SET else []
-    if not full_profile:
+    if not meets_image_count:
         parts.append("quick" if images is None else f"images={images}")
     return f" ({', '.join([*parts, 'non-compliant'])})"
 
 
-def test_name(latin: str, mode: str, dtype: str, batch: int) -> str:
+def benchmark_name(latin: str, mode: str, dtype: str, batch: int) -> str:
     """The test a designation names, without its compliance: ``ТП-Р-О-float32-B16``."""
     return f"ТП-{CYRILLIC[latin]}-{MODE_LETTERS[mode]}-{dtype}-B{batch}"
 
@@ -33,15 +33,15 @@ def designate_test(
     mode: str,
     dtype: str,
     batch: int,
-    full_profile: bool,
+    meets_image_count: bool,
     compliant: bool,
     table_set: str = DEFAULT_TABLE_SET,
     images: int | None = None,
 ) -> str:
     """The designation of one test's result, e.g. ``ТП-Р-О-float32-B16``; ``images``: the
     ``--gost-images`` count, when it chose the rounds instead of a profile."""
-    label = _label(full_profile, compliant, table_set, images)
-    return test_name(latin, mode, dtype, batch) + label
+    label = _label(meets_image_count, compliant, table_set, images)
+    return benchmark_name(latin, mode, dtype, batch) + label
 
 
 def designate_evaluation(
@@ -49,11 +49,11 @@ def designate_evaluation(
     dtype: str,
     batch: int,
     cells: int,
-    full_profile: bool,
+    meets_image_count: bool,
     compliant: bool,
     table_set: str = DEFAULT_TABLE_SET,
     images: int | None = None,
 ) -> str:
     """The designation of an evaluation, e.g. ``ОП-О-float32-B16-N1``."""
     name = f"ОП-{MODE_LETTERS[mode]}-{dtype}-B{batch}-N{cells}"
-    return name + _label(full_profile, compliant, table_set, images)
+    return name + _label(meets_image_count, compliant, table_set, images)

@@ -2,30 +2,26 @@
 
 The evaluation drops the single smallest of the six ОРП results and averages the other
 five: the first result, in percent; the second result is the first times the system's peak
-over 100, in MAC/s (standard.md §7). Whether it is compliant: ``compliance.py``.
+over 100, in MAC/s (standard.md §7). Whether it is compliant, and its designation: the
+judge's (``pytest_gostcnn/judgement/``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import platform
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pytest_gostcnn.machine.facts import libraries
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CYRILLIC, DEFAULT_TABLE_SET, LATIN
 
-from .compliance import Compliance, counted
-from .designations import designate_evaluation
-from .timing import Timing
-
 
 @dataclass(frozen=True)
 class Evaluation:
     """Section 9.8 over the six results of one mode; ``first`` is None when any is missing.
 
-    ``designation`` and ``comment`` are filled by ``evaluate_system``, which knows the run.
+    ``designation``, ``comment`` and ``reasons`` are filled by the judge, which knows the run.
     """
 
     mode: str
@@ -102,46 +98,6 @@ def software(backend_name: str, backend_version: str | None) -> str:
     parts += [f"{package} {number}" for package, number in libraries().items()]
     parts.append(f"backend {backend_name} {backend_version}")
     return ", ".join(parts)
-
-
-def evaluate_system(
-    modes: Iterable[str],
-    timings: Iterable[Timing],
-    run: Run,
-    compliance: Compliance,
-    full_profile: bool,
-    images: int | None = None,
-) -> list[Evaluation]:
-    """Section 9.8 for each of ``modes`` over the results that count in that mode (not a
-    test whose audit failed), with its comment, designation and reasons; ``images``: the
-    ``--gost-images`` count, when it chose the rounds instead of a profile."""
-    timings = list(timings)
-    out = []
-    for mode in modes:
-        results = {t.latin: t.orp for t in timings if t.mode == mode and counted(t)}
-        evaluation = evaluate(mode, results, run.system_peak or 0.0)
-        reasons = compliance.for_evaluation(mode)
-        designation = designate_evaluation(
-            mode,
-            run.dtype,
-            run.batch,
-            run.cells,
-            full_profile,
-            not reasons,
-            run.table_set,
-            images,
-        )
-        out.append(
-            dataclasses.replace(
-                evaluation,
-                designation=designation,
-                cells=run.cells,
-                comment=tuple(comment(evaluation, run)),
-                reasons=tuple(reason.text for reason in reasons),
-                summary=reasons[0].short if reasons else "",
-            )
-        )
-    return out
 
 
 def result_comment(run: Run) -> str:

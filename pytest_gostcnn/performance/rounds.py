@@ -77,7 +77,7 @@ class Plan:
         return self.profile if self.requested is None else f"images={self.requested}"
 
     @property
-    def compliant(self) -> bool:
+    def meets_image_count(self) -> bool:
         """Section 9.3: 1,000,000 images per cell: the full profile, or an image count that
         asks at least that many (never one below it, whatever the rounding adds)."""
         if self.requested is not None:

@@ -23,7 +23,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_round,
 )
 from pytest_gostcnn.performance.cells import Cells, Deadline
-from pytest_gostcnn.performance.designations import test_name
+from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.rounds import (
     AuditedRound,
     Rounds,
@@ -202,7 +202,7 @@ def run_benchmark_case(
     if barrier is not None:  # a cell hung loading its weights must not hold the others
         barrier(stall_deadline(options.stall_timeout, None), "loading the weights")
     _fail_if_any_cell(cells, error, "preparing")
-    name = test_name(latin, mode, options.dtype, options.batch)
+    name = benchmark_name(latin, mode, options.dtype, options.batch)
     session.timing_now = (name, rounds)  # kept if the run stops in it: the summary says so
     benchmark.pedantic(
         rounds.target,
@@ -236,7 +236,7 @@ def run_benchmark_case(
         batch=options.batch,
         rounds=run_plan.rounds,
         macs_per_image=macs_per_image(network, mode),
-        full_profile=run_plan.compliant,
+        meets_image_count=run_plan.meets_image_count,
         cells=tuple(cells.allgather(own_timing)),
         table_set=setup.table_set,
         requested_images=run_plan.requested,

@@ -18,12 +18,11 @@ from pytest_gostcnn.machine.facts import cpu_model, libraries
 from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CYRILLIC, table_checksum
 from pytest_gostcnn.reports.files import write_atomically
+from pytest_gostcnn.reports.load import FORMAT  # the format written (and read back)
 
 from .options import REPORT_TEMPORARY_PREFIX, Options
 from .results import Assessment, Results
 from .setup import Setup, layer_item_id, layer_params
-
-FORMAT = "pytest-gostcnn report 2"
 
 
 def configuration_fields(options: Options, setup: Setup) -> dict:

@@ -4,20 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pytest_gostcnn import judgement
 from pytest_gostcnn.conformance.verification import Verification
-from pytest_gostcnn.performance.compliance import Compliance
-from pytest_gostcnn.performance.evaluation import Evaluation
 from pytest_gostcnn.performance.timing import Timing
 
 
 @dataclass(frozen=True)
-class Assessment:
-    """The session's results judged, on cell 0: compliance, each timing with its reasons
-    and comment, each mode's evaluation, and the exit status of the whole system."""
+class Assessment(judgement.Assessment):
+    """The judge's assessment of the session's results, on cell 0, with the exit status of
+    the whole system (the plugin's choice among the cells, not the judge's)."""
 
-    compliance: Compliance
-    timings: tuple[Timing, ...]
-    evaluations: tuple[Evaluation, ...]
     exitstatus: int
     exit_reason: str | None  # why the run exits non-zero (or why it exits 0 regardless)
 

@@ -16,14 +16,13 @@ from typing import Any
 import pytest
 
 from pytest_gostcnn.backend import BackendError
-from pytest_gostcnn.conformance.verification import NOT_CORRECT, NOT_VERIFIED
+from pytest_gostcnn.judgement import Findings, judge
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.model.network import TableError
 from pytest_gostcnn.performance.cells import CellsError, detect
-from pytest_gostcnn.performance.compliance import Facts, assess
-from pytest_gostcnn.performance.designations import test_name
+from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.estimate import RunEstimate
-from pytest_gostcnn.performance.evaluation import Run, evaluate_system, result_comment, software
+from pytest_gostcnn.performance.evaluation import Run, software
 from pytest_gostcnn.performance.rounds import Plan, plan
 from pytest_gostcnn.performance.timing import Timing, macs_per_image
 from pytest_gostcnn.reports.check import check_report
@@ -251,20 +250,19 @@ class GostSession:
             lines.append(f"gostcnn: resuming {options.resume}: tests not timed again: {kept}")
         return lines
 
-    def facts(self, ended: bool = True) -> Facts:
-        """What compliance depends on, from every cell's results (on cell 0)."""
+    def findings(self, ended: bool = True) -> Findings:
+        """What the judge is given, gathered from every cell's results (on cell 0)."""
         options, setup, results = self.options, self.setup, self.results
-        failed = (NOT_CORRECT, NOT_VERIFIED)
-        return Facts(
+        benchmarked = {mode for _, mode in results.benchmarked}
+        benchmarked |= {mode for _, mode in results.timings}  # resumed ones too
+        return Findings(
             modes=options.modes,
             profile=options.profile,
             networks=tuple(setup.networks),
             tables=setup.tables,
             verdicts={key: v.verdict for key, v in results.networks.items()},
-            failed_verdicts=frozenset(failed),
             layer_items=len(layer_params(options, setup.networks)),
-            layers_ran=len(results.layers),
-            layers_failed=sum(v.failed for v in results.layers),
+            layer_verdicts=tuple(v.verdict for v in results.layers),
             threshold=options.rmse_threshold,
             provenances=setup.provenances,
             timings=tuple(results.timings.values()),
@@ -274,6 +272,12 @@ class GostSession:
                 for r in results.cell_reports
                 if r["failures"]
             ),
+            run=self.run(),
+            meets_image_count=self.plan.meets_image_count,
+            # Nothing is evaluated where the backend was not there to time.
+            evaluated=tuple(
+                m for m in options.modes if setup.backend is not None and m in benchmarked
+            ),
             table_set=setup.table_set,
             not_run=self.not_run(),
             ended=ended,
@@ -281,36 +285,10 @@ class GostSession:
         )
 
     def assess(self, statuses: list[tuple[int, str | None]], ended: bool = True) -> Assessment:
-        """The session's results judged (standard.md §7.7), with the system's exit status:
-        that of the first cell where an item failed, else of the first that is not 0, and
-        why."""
-        compliance = assess(self.facts(ended))
-        run = self.run()
-        timings = tuple(
-            dataclasses.replace(
-                t,
-                reasons=tuple(r.text for r in compliance.for_test(t.latin, t.mode)),
-                comment=result_comment(run),
-            )
-            for t in self.results.timings.values()
-        )
-        evaluations: list = []
-        if self.setup.backend is not None:
-            benchmarked = {mode for _, mode in self.results.benchmarked}
-            benchmarked |= {mode for _, mode in self.results.timings}  # resumed ones too
-            modes = [m for m in self.options.modes if m in benchmarked]
-            evaluations = evaluate_system(
-                modes, timings, run, compliance, self.plan.compliant, self.options.images
-            )
-        failed = {r["cell"] for r in self.results.cell_reports if r["failures"]}
-        failing = sorted(
-            ((cell, s) for cell, s in enumerate(statuses) if s[0] != 0),
-            key=lambda pair: pair[0] not in failed,
-        )
-        cell, (status, reason) = failing[0] if failing else (0, statuses[0])
-        if reason and len(statuses) > 1:
-            reason = f"cell {cell}: {reason}"
-        return Assessment(compliance, timings, tuple(evaluations), status, reason)
+        """The session's results judged (standard.md §7.7), with the system's exit status."""
+        judged = judge(self.findings(ended))
+        status, reason = system_exit(statuses, self.results.cell_reports)
+        return Assessment(judged.compliance, judged.timings, judged.evaluations, status, reason)
 
     def collected(self, item: pytest.Item) -> None:
         if item.get_closest_marker("gost_suite"):
@@ -461,7 +439,7 @@ class GostSession:
         options, results = self.options, self.results
         not_run, tests = self.not_run()
         finished = [
-            test_name(latin, mode, options.dtype, options.batch)
+            benchmark_name(latin, mode, options.dtype, options.batch)
             for node, (latin, mode) in results.benchmark_items.items()
             if node in results.outcomes or (latin, mode) in self.resumed
         ]
@@ -491,7 +469,7 @@ class GostSession:
         if results.selected is None:
             return 0, []
         tests = [
-            test_name(latin, mode, options.dtype, options.batch)
+            benchmark_name(latin, mode, options.dtype, options.batch)
             for node, (latin, mode) in results.benchmark_items.items()
             if node not in results.outcomes and (latin, mode) not in self.resumed
         ]
@@ -590,6 +568,22 @@ class GostSession:
                 1,
             )
         reporter.write_line(line, green=not failed and assessment.compliance.compliant, bold=True)
+
+
+def system_exit(
+    statuses: list[tuple[int, str | None]], cell_reports: list[dict]
+) -> tuple[int, str | None]:
+    """The system's exit status among its cells' and why: that of the first cell where an
+    item failed, else of the first that is not 0."""
+    failed = {r["cell"] for r in cell_reports if r["failures"]}
+    failing = sorted(
+        ((cell, s) for cell, s in enumerate(statuses) if s[0] != 0),
+        key=lambda pair: pair[0] not in failed,
+    )
+    cell, (status, reason) = failing[0] if failing else (0, statuses[0])
+    if reason and len(statuses) > 1:
+        reason = f"cell {cell}: {reason}"
+    return status, reason
 
 
 def option_texts(config: pytest.Config) -> tuple[dict[str, str | None], dict[str, str]]:

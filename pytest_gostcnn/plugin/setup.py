@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pytest_gostcnn.backend import Backend, BackendError, load_backend_class
 from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases, network_cases
 from pytest_gostcnn.conformance.verification import layer_steps
+from pytest_gostcnn.judgement import Provenance
 from pytest_gostcnn.machine.peak import MIN_PEAK, Peak
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
 from pytest_gostcnn.model.network import (
@@ -25,7 +26,6 @@ from pytest_gostcnn.model.network import (
     table_set,
 )
 from pytest_gostcnn.performance.cells import Cells
-from pytest_gostcnn.performance.compliance import Provenance
 
 from .options import Options, select_networks
 

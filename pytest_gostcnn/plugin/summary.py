@@ -152,7 +152,7 @@ def performance_lines(
 ) -> list[str]:
     """Section 9's lines: of this session (``GostSession``), or of merged reports
     (``python -m pytest_gostcnn evaluate``)."""
-    counted = run_plan.compliant  # 9.3's count
+    counted = run_plan.meets_image_count  # 9.3's count
     if counted:
         lines = []
     elif run_plan.requested is None:

@@ -2,10 +2,11 @@
 was measured, and each disagreement named.
 
 From the raw round times, the cells' peaks and the tables (found by their checksums) it
-recomputes each test's time, MAC/s and ОРП, the system's time over the cells, the
-compliance conditions, and each evaluation (the dropped result, the first and second
-results); it checks the verdicts against their own СКО and СКОП values and the report
-against its schema (docs/report.md).
+recomputes each test's time, MAC/s and ОРП, the system's time over the cells, and judges
+the report's findings as the plugin does (the compliance conditions, each test's reasons and
+designation, each evaluation: the dropped result, the first and second results); it checks
+the verdicts against their own СКО and СКОП values and the report against its schema
+(docs/report.md).
 """
 
 from __future__ import annotations
@@ -14,13 +15,8 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_gostcnn.conformance.verification import (
-    CORRECT,
-    NOT_CORRECT,
-    NOT_VERIFIED,
-    REFERENCE_GRADE,
-)
-from pytest_gostcnn.machine.peak import Peak
+from pytest_gostcnn.conformance.verification import PASSED_VERDICTS, REFERENCE_GRADE
+from pytest_gostcnn.judgement import Assessment, judge
 from pytest_gostcnn.model.network import (
     USER_TABLES,
     Network,
@@ -28,18 +24,16 @@ from pytest_gostcnn.model.network import (
     load_networks,
     table_checksum,
 )
-from pytest_gostcnn.performance.compliance import Compliance, Facts, Provenance, assess
-from pytest_gostcnn.performance.designations import designate_test, test_name
-from pytest_gostcnn.performance.evaluation import Evaluation, Run, evaluate_system
+from pytest_gostcnn.performance.designations import benchmark_name
+from pytest_gostcnn.performance.evaluation import Evaluation
 from pytest_gostcnn.performance.rounds import plan
 from pytest_gostcnn.performance.timing import Timing, macs_per_image
 
-from .load import ReportError, read_report
+from .load import ReportError, findings, read_report
 from .load import timings as report_timings
 from .schema import validate
 
 RELATIVE = 1e-9  # figures agree within this share: JSON keeps every float exactly
-FAILED = frozenset({NOT_CORRECT, NOT_VERIFIED})
 
 
 def check_report(report: dict, tables: str | Path | None = None) -> list[str]:
@@ -56,61 +50,11 @@ def check_report(report: dict, tables: str | Path | None = None) -> list[str]:
     timings = report_timings(report)
     _check_tests(report, timings, networks, found)
     _check_verification(report, found)
-    compliance = assess(facts(report, tuple(timings.values())))
-    _check_compliance(report, compliance, timings, found)
-    _check_evaluations(report, compliance, timings, found)
+    assessment = judge(findings(report))
+    _check_compliance(report, assessment, found)
+    _check_evaluations(report, assessment, found)
     _check_run(report, found)
     return found
-
-
-def facts(report: dict, timings: tuple[Timing, ...]) -> Facts:
-    """What compliance depends on, as the report states it."""
-    options, run = report["options"], report["run"]
-    layers = report["verification"]["layers"]
-    return Facts(
-        modes=tuple(options["modes"]),
-        profile=options["profile"],
-        networks=tuple(options["networks"]),
-        tables=options["tables_held"],
-        verdicts={
-            (n["network"], n["mode"]): n["verdict"] for n in report["verification"]["networks"]
-        },
-        failed_verdicts=FAILED,
-        layer_items=options["layer_items"],
-        layers_ran=len(layers),
-        layers_failed=sum(layer["verdict"] in FAILED for layer in layers),
-        threshold=options["rmse_threshold"],
-        provenances={
-            latin: Provenance(p["kind"], p["shipped"]) for latin, p in options["provenance"].items()
-        },
-        timings=timings,
-        cells=options["cells"],
-        cell_failures=tuple(
-            (cell["cell"], tuple(item for item, _ in cell["failures"]))
-            for cell in report["cells"]
-            if cell["failures"]
-        ),
-        table_set=options["table_set"],
-        images=options["images"],
-        not_run=(run["other_items_not_run"], list(run["unfinished"])),
-        ended=report["exit_status"] is not None,
-    )
-
-
-def run_of(report: dict) -> Run:
-    """What the evaluation's comment and designation depend on, as the report states it."""
-    options, backend = report["options"], report["system"]["backend"]
-    peaks = [cell["peak"] for cell in report["cells"]]
-    return Run(
-        dtype=options["dtype"],
-        batch=options["batch"],
-        cells=options["cells"],
-        device=backend["device"],
-        peak=Peak.from_dict(report["peak"]) if report["peak"] else None,
-        system_peak=sum(peaks) if peaks and None not in peaks else None,
-        software="",
-        table_set=options["table_set"],
-    )
 
 
 def _agrees(stated: object, computed: object) -> bool:
@@ -204,7 +148,10 @@ def _check_tests(
             _compare(found, where, stated, {"macs_per_image": macs_per_image(network, timing.mode)})
         expected = plan(options["profile"], options["batch"], options["images"])
         _compare(
-            found, where, stated, {"full_profile": expected.compliant, "rounds": expected.rounds}
+            found,
+            where,
+            stated,
+            {"meets_image_count": expected.meets_image_count, "rounds": expected.rounds},
         )
         lengths = {len(c.round_seconds) for c in timing.cells}
         if len(lengths) > 1:  # the system's rounds pair the cells' round by round
@@ -256,7 +203,7 @@ def _check_tests(
                     found.append(f"{here}: audit of round {audit.round} failed without a failure")
                 if not 1 <= audit.round <= timing.rounds:
                     found.append(f"{here}: audited round {audit.round} of {timing.rounds} rounds")
-                if audit.passed != (audit.verdict in (CORRECT, REFERENCE_GRADE)):
+                if audit.passed != (audit.verdict in PASSED_VERDICTS):
                     found.append(
                         f"{here}: audit of round {audit.round} passed={audit.passed} "
                         f"with verdict {audit.verdict!r}"
@@ -288,7 +235,7 @@ def _check_verification(report: dict, found: list[str]) -> None:
                     found.append(
                         f"{where}, {check['array']}: ratio {check['ratio']!r}, recomputed {ratio!r}"
                     )
-        if entry["verdict"] in (CORRECT, REFERENCE_GRADE):
+        if entry["verdict"] in PASSED_VERDICTS:
             if entry["error"] is not None or not entry["checks"] or not all(passed):
                 found.append(
                     f"{where}: verdict {entry['verdict']!r}, but its own СКО values say not "
@@ -314,51 +261,45 @@ def _passed(check: dict) -> bool:
     )
 
 
-def _check_compliance(
-    report: dict, compliance: Compliance, timings: dict, found: list[str]
-) -> None:
+def _check_compliance(report: dict, assessment: Assessment, found: list[str]) -> None:
+    compliance = assessment.compliance
     _compare(
         found,
         "report",
         report,
         {"compliant": compliance.compliant, "noncompliance_reasons": compliance.texts()},
     )
-    run = run_of(report)
+    judged = {(timing.latin, timing.mode): timing for timing in assessment.timings}
     for stated in report["benchmarks"]:
-        timing = timings[(stated["network"], stated["mode"])]
-        reasons = [r.text for r in compliance.for_test(timing.latin, timing.mode)]
-        compliant = timing.full_profile and not reasons
-        designation = designate_test(
-            timing.latin, timing.mode, timing.dtype, timing.batch, timing.full_profile,
-            compliant, run.table_set, report["options"]["images"],
-        )  # fmt: skip
+        timing = judged[(stated["network"], stated["mode"])]
         _compare(
             found,
             f"benchmark {stated['designation']}",
             stated,
-            {"noncompliance_reasons": reasons, "compliant": compliant, "designation": designation},
+            {
+                "noncompliance_reasons": list(timing.reasons),
+                "compliant": timing.compliant,
+                "designation": timing.designation,
+            },
         )
 
 
-def _check_evaluations(
-    report: dict, compliance: Compliance, timings: dict, found: list[str]
-) -> None:
-    run = run_of(report)
-    benchmarked = [m for m in report["options"]["modes"] if any(t[1] == m for t in timings)]
+def _check_evaluations(report: dict, assessment: Assessment, found: list[str]) -> None:
     stated_modes = [e["mode"] for e in report["evaluations"]]
     if len(set(stated_modes)) != len(stated_modes):
         found.append(f"evaluations: a mode appears more than once ({', '.join(stated_modes)})")
         return
-    for mode in benchmarked:
+    computed = {evaluation.mode: evaluation for evaluation in assessment.evaluations}
+    for mode in computed:
         if mode not in stated_modes:
             found.append(f"evaluations: none for {mode}, which has results")
-    options = report["options"]
-    full = plan(options["profile"], options["batch"], options["images"]).compliant
-    computed = evaluate_system(
-        stated_modes, timings.values(), run, compliance, full, options["images"]
-    )
-    for stated, evaluation in zip(report["evaluations"], computed, strict=True):
-        _compare(found, f"evaluation {stated['designation']}", stated, _figures(evaluation))
+    for stated in report["evaluations"]:
+        where = f"evaluation {stated['designation']}"
+        evaluation = computed.get(stated["mode"])
+        if evaluation is None:
+            found.append(f"{where}: {stated['mode']} is not a mode of the run")
+        else:
+            _compare(found, where, stated, _figures(evaluation))
 
 
 def _figures(evaluation: Evaluation) -> dict:
@@ -389,7 +330,7 @@ def _check_run(report: dict, found: list[str]) -> None:
     _compare(found, "report", report, {"complete": run["complete"]})
     finished = set(run["finished"])
     for stated in report["benchmarks"]:
-        name = test_name(stated["network"], stated["mode"], stated["dtype"], stated["batch"])
+        name = benchmark_name(stated["network"], stated["mode"], stated["dtype"], stated["batch"])
         if name not in finished:
             found.append(f"run: {name} has a result but is not among the finished tests")
     if set(run["finished"]) & set(run["unfinished"]):

@@ -3,8 +3,9 @@
 
 The runs must be of one configuration (``load.configuration`` less the networks and modes
 each job chose) on cells of the same peaks; a test in two reports must have the same times
-in both (then it counts once). Everything derived is recomputed as the plugin computes it:
-compliance, each test's reasons and designation, each mode's evaluation.
+in both (then it counts once). Everything derived is judged anew by the plugin's own judge
+(``pytest_gostcnn/judgement/``): compliance, each test's reasons and designation, each
+mode's evaluation.
 """
 
 from __future__ import annotations
@@ -12,15 +13,14 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
+from pytest_gostcnn.judgement import judge
+from pytest_gostcnn.judgement.compliance import Compliance
 from pytest_gostcnn.model.network import LATIN
-from pytest_gostcnn.performance.compliance import Compliance, assess
-from pytest_gostcnn.performance.designations import test_name
-from pytest_gostcnn.performance.evaluation import Evaluation, evaluate_system, result_comment
-from pytest_gostcnn.performance.rounds import plan
+from pytest_gostcnn.performance.designations import benchmark_name
+from pytest_gostcnn.performance.evaluation import Evaluation
 from pytest_gostcnn.performance.timing import Timing
 
-from .check import facts, run_of
-from .load import configuration, differences, timings
+from .load import configuration, differences, findings
 from .schema import validate
 
 MODES = ("training", "inference")
@@ -86,29 +86,12 @@ def merge_reports(reports: list[tuple[str, dict]]) -> Merged:
                 )
             verified.setdefault(key, (path, entry))
     merged = _merged_report(reports, tests, checksums, verified)
-    found = tuple(timings(merged).values())
-    compliance = assess(facts(merged, found))
-    run = run_of(merged)
-    run = dataclasses.replace(run, software=_software(reports))
-    judged = tuple(
-        dataclasses.replace(
-            t,
-            reasons=tuple(r.text for r in compliance.for_test(t.latin, t.mode)),
-            comment=result_comment(run),
-        )
-        for t in found
-    )
-    benchmarked = [m for m in merged["options"]["modes"] if any(t.mode == m for t in judged)]
-    options = merged["options"]
-    full = plan(options["profile"], options["batch"], options["images"]).compliant
-    evaluations = tuple(
-        evaluate_system(benchmarked, judged, run, compliance, full, options["images"])
-    )
-    merged["benchmarks"] = [t.as_dict() for t in judged]
-    merged["evaluations"] = [e.as_dict() for e in evaluations]
-    merged["compliant"] = compliance.compliant
-    merged["noncompliance_reasons"] = compliance.texts()
-    return Merged(merged, judged, compliance, evaluations)
+    assessment = judge(findings(merged))
+    merged["benchmarks"] = [t.as_dict() for t in assessment.timings]
+    merged["evaluations"] = [e.as_dict() for e in assessment.evaluations]
+    merged["compliant"] = assessment.compliance.compliant
+    merged["noncompliance_reasons"] = assessment.compliance.texts()
+    return Merged(merged, assessment.timings, assessment.compliance, assessment.evaluations)
 
 
 def _times(entry: dict) -> list:
@@ -119,16 +102,6 @@ def _peaks_differ(first: dict, report: dict) -> list[str]:
     mine = [cell["peak"] for cell in first["cells"]]
     theirs = [cell["peak"] for cell in report["cells"]]
     return [] if mine == theirs else [f"cell peaks (MAC/s): {mine} here, {theirs} there"]
-
-
-def _software(reports: list[tuple[str, dict]]) -> str:
-    """The software particulars the first report's evaluation states (9.7)."""
-    for _, report in reports:
-        for evaluation in report["evaluations"]:
-            for line in evaluation["comment"]:
-                if line.startswith("comment: software "):
-                    return line.removeprefix("comment: software ")
-    return "unknown"
 
 
 def _merged_report(
@@ -165,7 +138,9 @@ def _merged_report(
     for _, report in reports:
         for cell in report["cells"]:
             cells[cell["cell"]]["failures"] += cell["failures"]
-    timed = {test_name(e["network"], e["mode"], e["dtype"], e["batch"]) for _, e in tests.values()}
+    timed = {
+        benchmark_name(e["network"], e["mode"], e["dtype"], e["batch"]) for _, e in tests.values()
+    }
     finished = _unique(name for _, r in reports for name in r["run"]["finished"])
     unfinished = _unique(
         name for _, r in reports for name in r["run"]["unfinished"] if name not in timed
@@ -190,6 +165,13 @@ def _merged_report(
     status, reason = failing[0] if failing else (0, None)
     if not complete and any(r["exit_status"] is None for _, r in reports):
         status, reason = None, "a merged job had not ended (its report is a checkpoint)"
+    # Each mode's evaluation as the first report with one states it, in the reports' order:
+    # the modes the merged run evaluates, and the software the first names (the judge
+    # evaluates them anew).
+    evaluations = {}
+    for _, report in reports:
+        for evaluation in report["evaluations"]:
+            evaluations.setdefault(evaluation["mode"], evaluation)
     order = {(latin, mode): i for i, (latin, mode) in enumerate(
         (latin, mode) for latin in LATIN.values() for mode in MODES
     )}  # fmt: skip
@@ -216,6 +198,7 @@ def _merged_report(
             "networks": [verified[key][1] for key in sorted(verified, key=order.__getitem__)],
         },
         "benchmarks": [tests[key][1] for key in sorted(tests, key=order.__getitem__)],
+        "evaluations": list(evaluations.values()),
     }
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from pytest_gostcnn.conformance.verification import NOT_CORRECT, PASSED_VERDICTS
 from pytest_gostcnn.model.network import CYRILLIC
 
 from .files import write_atomically
@@ -24,7 +25,6 @@ from .schema import validate
 
 # Characters XML 1.0 forbids (most control characters): left out of any text drawn.
 NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-PASSED = ("correct", "reference-grade")
 
 WIDTH = 1000
 MARGIN = 20
@@ -317,7 +317,7 @@ def _verdict_column(mode: str, verdicts: dict[tuple[str, str], str], top: float)
     parts = [_text(VERDICTS_LEFT, top, f"section 8 verdicts, {mode}", "verdicts", weight="bold")]
     for row, latin in enumerate(CYRILLIC, 1):
         verdict = verdicts.get((latin, mode), "no verdict")
-        colour = GREEN if verdict in PASSED else RED if verdict == "not correct" else ""
+        colour = GREEN if verdict in PASSED_VERDICTS else RED if verdict == NOT_CORRECT else ""
         y = top + row * LINE * 1.2
         parts.append(_text(VERDICTS_LEFT, y, f"{CYRILLIC[latin]} ({latin})", "verdict-network"))
         parts.append(_text(VERDICTS_LEFT + 70, y, verdict, "verdict", fill=colour or "#606060"))

@@ -3,18 +3,19 @@
 standard.md §7.7: the full profile's 1,000,000 images per cell (or an image count of at least
 that); every selected network verified correct in that mode in the same session; every layer
 item of the suite run and passed there; СКОП as derived, not overridden; tables of a
-provenance that counts; every audited round passed; no cell failed.
-``assess`` turns what a session found into the reasons it falls short; none means compliant.
+provenance that counts; every audited round passed; no cell failed. Each is one function of
+``CONDITIONS``; ``assess`` asks them all, in order: no reason means compliant.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from pytest_gostcnn.conformance.verification import FAILED_VERDICTS
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET, LATIN
-
-from .timing import FULL_PROFILE_IMAGES, Timing
+from pytest_gostcnn.performance.evaluation import Run
+from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, Timing
 
 # The provenances whose results may be compliant: the reconstructions the suite ships (the
 # standard's tables are lost) and official tables a user loads. Anything else (a
@@ -62,23 +63,25 @@ class Reason:
 
 
 @dataclass(frozen=True)
-class Facts:
-    """What a session found that compliance depends on (every cell's, on cell 0)."""
+class Findings:
+    """What the judge is given: what a run found (every cell's, on cell 0) and the options
+    it ran with; the plugin gathers it from a session, ``reports.load`` from a report."""
 
     modes: tuple[str, ...]
     profile: str
     networks: tuple[str, ...]  # the selected networks' Latin ids, in the standard's order
     tables: int  # how many networks the tables hold
     verdicts: Mapping[tuple[str, str], str]  # (network, mode) -> verdict, as verified
-    failed_verdicts: frozenset[str]  # the verdicts that are failures
     layer_items: int  # the suite's layer items for these options
-    layers_ran: int
-    layers_failed: int
+    layer_verdicts: tuple[str, ...]  # the verdict of each layer item that ran
     threshold: float | None
     provenances: Mapping[str, Provenance]
     timings: tuple[Timing, ...]
     cells: int
     cell_failures: tuple[tuple[int, tuple[str, ...]], ...]  # (cell, failed item names)
+    run: Run  # what a result's comment, an evaluation's comment and designation state
+    meets_image_count: bool  # the rounds hold section 9.3's 1,000,000 images per cell
+    evaluated: tuple[str, ...] = ()  # the modes evaluated (9.8): those benchmarked
     table_set: str = DEFAULT_TABLE_SET  # the shipped set's name, or "user"
     # The selected items the run has not run (yet, or ever: it stopped): how many outside
     # section 9, and the performance tests by name.
@@ -117,27 +120,31 @@ def _name(latin: str) -> str:
     return f"{CYRILLIC[latin]} ({latin})"
 
 
-def assess(facts: Facts) -> Compliance:
-    """Each condition of standard.md §7.7 the session's results miss, in a fixed order."""
-    reasons: list[Reason] = []
-    if facts.images is not None:
-        if facts.images < FULL_PROFILE_IMAGES:
-            reasons.append(
-                Reason(
-                    f"images={facts.images}",
-                    f"--gost-images={facts.images}: section 9.3 requires 1,000,000 images per "
-                    "cell (run --gost-profile=full instead)",
-                )
+def image_count(findings: Findings) -> list[Reason]:
+    if findings.images is not None:
+        if findings.images >= FULL_PROFILE_IMAGES:
+            return []
+        return [
+            Reason(
+                f"images={findings.images}",
+                f"--gost-images={findings.images}: section 9.3 requires 1,000,000 images per "
+                "cell (run --gost-profile=full instead)",
             )
-    elif facts.profile != "full":
-        reasons.append(
+        ]
+    if findings.profile != "full":
+        return [
             Reason(
                 "quick profile",
                 "quick profile: section 9.3 requires 1,000,000 images per cell "
                 "(run --gost-profile=full)",
             )
-        )
-    others, tests = facts.not_run
+        ]
+    return []
+
+
+def run_complete(findings: Findings) -> list[Reason]:
+    reasons = []
+    others, tests = findings.not_run
     if others or tests:
         parts = [f"{len(tests)} performance test{'s' * (len(tests) != 1)}"] if tests else []
         parts += [f"{others} other item{'s' * (others != 1)} of the suite"] if others else []
@@ -149,7 +156,7 @@ def assess(facts: Facts) -> Compliance:
                 evaluation=True,
             )
         )
-    if not facts.ended:
+    if not findings.ended:
         reasons.append(
             Reason(
                 "run not ended",
@@ -158,50 +165,75 @@ def assess(facts: Facts) -> Compliance:
                 evaluation=True,
             )
         )
-    if len(facts.networks) < facts.tables:
-        reasons.append(
-            Reason(
-                "networks deselected",
-                f"networks: {len(facts.networks)} of {facts.tables} selected (--gost-networks)",
-            )
+    return reasons
+
+
+def every_network(findings: Findings) -> list[Reason]:
+    if len(findings.networks) >= findings.tables:
+        return []
+    return [
+        Reason(
+            "networks deselected",
+            f"networks: {len(findings.networks)} of {findings.tables} selected (--gost-networks)",
         )
-    for latin in facts.networks:
-        for mode in facts.modes:
-            verdict = facts.verdicts.get((latin, mode))
+    ]
+
+
+def networks_verified(findings: Findings) -> list[Reason]:
+    reasons = []
+    for latin in findings.networks:
+        for mode in findings.modes:
+            verdict = findings.verdicts.get((latin, mode))
             if verdict is None:
                 text = f"{_name(latin)} {mode}: not verified in this session"
-            elif verdict in facts.failed_verdicts:
+            elif verdict in FAILED_VERDICTS:
                 text = f"{_name(latin)} {mode}: verified {verdict}"
             else:
                 continue
             reasons.append(Reason("network not verified correct", text, mode, latin))
-    if facts.layers_ran < facts.layer_items:
+    return reasons
+
+
+def layers_passed(findings: Findings) -> list[Reason]:
+    reasons = []
+    ran = len(findings.layer_verdicts)
+    failed = sum(verdict in FAILED_VERDICTS for verdict in findings.layer_verdicts)
+    if ran < findings.layer_items:
         reasons.append(
             Reason(
                 "layer items deselected",
-                f"layer items: {facts.layers_ran} of {facts.layer_items} ran in this session "
+                f"layer items: {ran} of {findings.layer_items} ran in this session "
                 "(deselected by -k, -m, --deselect or --lf)",
             )
         )
-    if facts.layers_failed:
+    if failed:
         reasons.append(
             Reason(
                 "layer items failed",
-                f"layer items: {facts.layers_failed} of {facts.layer_items} failed",
+                f"layer items: {failed} of {findings.layer_items} failed",
             )
         )
-    if facts.threshold is not None:
-        reasons.append(
-            Reason(
-                "СКОП overridden",
-                f"СКОП overridden by --gost-rmse-threshold={facts.threshold:g} (section 8 "
-                "derives it)",
-            )
+    return reasons
+
+
+def threshold_derived(findings: Findings) -> list[Reason]:
+    if findings.threshold is None:
+        return []
+    return [
+        Reason(
+            "СКОП overridden",
+            f"СКОП overridden by --gost-rmse-threshold={findings.threshold:g} (section 8 "
+            "derives it)",
         )
-    if facts.table_set == CANONICAL_SET:
+    ]
+
+
+def tables_count(findings: Findings) -> list[Reason]:
+    reasons = []
+    if findings.table_set == CANONICAL_SET:
         reasons.append(Reason("canonical set", NOT_TYPICAL))
-    for latin in facts.networks:
-        provenance = facts.provenances[latin]
+    for latin in findings.networks:
+        provenance = findings.provenances[latin]
         if not provenance.compliant:
             reasons.append(
                 Reason(
@@ -211,9 +243,17 @@ def assess(facts: Facts) -> Compliance:
                     network=latin,
                 )
             )
-    reasons += _audit_reasons(facts.timings)
-    for cell, items in facts.cell_failures:
-        where = f"cell {cell}: " if facts.cells > 1 else ""
+    return reasons
+
+
+def rounds_audited(findings: Findings) -> list[Reason]:
+    return _audit_reasons(findings.timings)
+
+
+def cells_passed(findings: Findings) -> list[Reason]:
+    reasons = []
+    for cell, items in findings.cell_failures:
+        where = f"cell {cell}: " if findings.cells > 1 else ""
         reasons.append(
             Reason(
                 "items failed",
@@ -221,8 +261,13 @@ def assess(facts: Facts) -> Compliance:
                 f"(first: {items[0]})",
             )
         )
-    for mode in facts.modes:
-        missing = [latin for latin in LATIN.values() if not _counted(facts.timings, latin, mode)]
+    return reasons
+
+
+def evaluations_complete(findings: Findings) -> list[Reason]:
+    reasons = []
+    for mode in findings.modes:
+        missing = [latin for latin in LATIN.values() if not _counted(findings.timings, latin, mode)]
         if missing:
             reasons.append(
                 Reason(
@@ -233,7 +278,28 @@ def assess(facts: Facts) -> Compliance:
                     evaluation=True,
                 )
             )
-    return Compliance(tuple(reasons))
+    return reasons
+
+
+# Every condition of standard.md §7.7, in the order their reasons are listed: the one place
+# a condition is added (the plugin, ``evaluate`` and ``check`` all judge through it).
+CONDITIONS: tuple[Callable[[Findings], list[Reason]], ...] = (
+    image_count,
+    run_complete,
+    every_network,
+    networks_verified,
+    layers_passed,
+    threshold_derived,
+    tables_count,
+    rounds_audited,
+    cells_passed,
+    evaluations_complete,
+)
+
+
+def assess(findings: Findings) -> Compliance:
+    """Each condition of standard.md §7.7 the run's results miss, in a fixed order."""
+    return Compliance(tuple(reason for condition in CONDITIONS for reason in condition(findings)))
 
 
 def _audit_reasons(timings: Iterable[Timing]) -> list[Reason]:
