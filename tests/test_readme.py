@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.network import load_networks
-from pytest_gostcnn.plugin.options import OPTIONS
+from pytest_gostcnn.run.options import OPTIONS
 
 REPOSITORY = Path(__file__).parent.parent
 README_PATH = REPOSITORY / "README.md"

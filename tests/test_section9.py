@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 from gost_test_recorder import Recorded, as_user
 
-from pytest_gostcnn.plugin.report import write_report
+from pytest_gostcnn.run.report import write_report
 
 pytest_plugins = ["pytester"]
 
@@ -256,7 +256,7 @@ def test_report_write_is_atomic_and_leaves_no_partial_file(tmp_path, monkeypatch
     def refuse(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr("pytest_gostcnn.plugin.report.os.replace", refuse)
+    monkeypatch.setattr("pytest_gostcnn.run.report.os.replace", refuse)
     with pytest.raises(OSError):
         write_report(path, {"a": 2})
     assert json.loads(path.read_text()) == {"a": 1}
@@ -316,7 +316,7 @@ def test_report_folder_that_cannot_be_written_is_refused_before_the_run(pytester
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("pytest_gostcnn.plugin.options.tempfile.mkstemp", refuse)
+    monkeypatch.setattr("pytest_gostcnn.run.options.tempfile.mkstemp", refuse)
     result = pytester.runpytest(*SMALL, f"--gost-report={pytester.path / 'r.json'}")
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -367,7 +367,7 @@ def test_an_unwritable_report_is_one_clear_line_not_a_crash(pytester, monkeypatc
     def refuse(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr("pytest_gostcnn.plugin.report.os.replace", refuse)
+    monkeypatch.setattr("pytest_gostcnn.run.report.os.replace", refuse)
     report = pytester.path / "r.json"
     crashes = InternalErrors()
     result = pytester.runpytest(

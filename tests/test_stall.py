@@ -15,7 +15,7 @@ from pytest_gostcnn.performance.rounds import (
     Rounds,
     stall_deadline,
 )
-from pytest_gostcnn.plugin.options import Options
+from pytest_gostcnn.run.options import Options
 
 SMALL_PLAN = Plan("quick", rounds=3, warmup_rounds=1, batch=1)
 

@@ -628,7 +628,7 @@ def test_command_line_says_when_the_reference_does_not_fit_in_memory(monkeypatch
     def no_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr("pytest_gostcnn.__main__.executor.train", no_memory)
+    monkeypatch.setattr("pytest_gostcnn.reference.iteration.executor.train", no_memory)
     assert main(["reference", "--networks", "Sh", "--batch", "1024"]) == 1
     assert capsys.readouterr().err == (
         "error: Ш (Sh) at B=1024 does not fit in memory as float64; try a smaller --batch\n"

@@ -1,2 +1,2 @@
-"""The pytest plugin, the only part that imports pytest: the ``--gost-*`` options, the hooks,
-the suite's items, the terminal summary and the report writer."""
+"""The pytest plugin, the only part that imports pytest: the hooks, the session object they
+delegate to (start-up, checkpoints, rendering), the suite and what each of its items does."""

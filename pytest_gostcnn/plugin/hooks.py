@@ -1,8 +1,8 @@
 """The pytest hooks (entry point ``pytest11: gostcnn``); each delegates to the session.
 
 ``pytest --gost-backend=NAME`` with no test paths runs the suite in ``suite/conformance.py``.
-The options are declared in ``options.py``, the session object in ``session.py``, what each
-item does in ``items.py``.
+The options are declared in ``run/options.py``, the session object in ``session.py``, what
+each item does in ``items.py``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_gostcnn.run.options import OPTIONS
+
 from . import items
-from .options import OPTIONS
 from .session import GostSession
 
 # The suite's file name does not match pytest's test-file patterns: the plugin collects it
@@ -86,9 +87,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 @pytest.fixture(scope="session")
 def gost_session(request: pytest.FixtureRequest) -> GostSession:
-    setup = session_of(request.config).setup
-    if setup.backend is None:
-        pytest.skip(f"backend {setup.backend_name}: {setup.unavailable}")
+    resolved = session_of(request.config).resolved
+    if resolved.backend is None:
+        pytest.skip(f"backend {resolved.backend_name}: {resolved.unavailable}")
     return session_of(request.config)
 
 

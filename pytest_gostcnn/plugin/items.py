@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -22,7 +21,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_network,
     verify_round,
 )
-from pytest_gostcnn.performance.cells import Cells, Deadline
+from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.rounds import (
     AuditedRound,
@@ -31,9 +30,10 @@ from pytest_gostcnn.performance.rounds import (
     subject,
 )
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
+from pytest_gostcnn.run.resolution import case_steps, layer_item_id, layer_params
 
+from . import checkpoint
 from .session import GostSession
-from .setup import case_steps, layer_item_id, layer_params
 
 
 def network_id(batch: int, latin: str, mode: str) -> str:
@@ -53,7 +53,7 @@ def parametrize(session: GostSession, metafunc: pytest.Metafunc) -> None:
     )
     if not wanted:
         return
-    options, networks = session.options, session.setup.networks
+    options, networks = session.options, session.resolved.networks
     if "gost_layer_case" in wanted:
         params = layer_params(options, networks)
         ids = [layer_item_id(c, step, options.dtype) for c, step in params]
@@ -77,7 +77,7 @@ def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pyte
     if layer_case.network_shape:  # large: the case's steps share one draw and reference
         prepare = _shared_data(session, layer_case)
     result = verify_layer(
-        session.setup.backend,
+        session.resolved.backend,
         layer_case.layer,
         step,
         options.batch,
@@ -101,9 +101,9 @@ def _shared_data(session: GostSession, case: LayerCase):
     data_id = _data_id(case, options.dtype)
 
     def prepare() -> LayerData:
-        if data_id not in session.layer_data:
-            session.layer_data.clear()  # one case at a time: network shapes are large
-            session.layer_data[data_id] = prepare_layer(
+        if data_id not in session.results.layer_data:
+            session.results.layer_data.clear()  # one case at a time: network shapes are large
+            session.results.layer_data[data_id] = prepare_layer(
                 case.layer,
                 case_steps(options, case)[-1],
                 options.batch,
@@ -111,7 +111,7 @@ def _shared_data(session: GostSession, case: LayerCase):
                 options.dtype,
                 case.draw_input,
             )
-        return session.layer_data[data_id]
+        return session.results.layer_data[data_id]
 
     return prepare
 
@@ -130,8 +130,8 @@ def _verified(session: GostSession, latin: str, mode: str) -> Verification:
     options, verified = session.options, session.results.networks
     if (latin, mode) not in verified:
         verified[(latin, mode)] = verify_network(
-            session.setup.backend,
-            session.setup.networks[latin],
+            session.resolved.backend,
+            session.resolved.networks[latin],
             mode,
             options.batch,
             case_seed(options.seed, network_id(options.batch, latin, mode)),
@@ -158,32 +158,32 @@ def run_benchmark_case(
     """Section 9: time one network in one mode, after it verified correct (section 8),
     auditing a few of the timed rounds after they end."""
     latin, mode = case
-    options, setup = session.options, session.setup
+    options, resolved = session.options, session.resolved
     session.results.benchmarked.append(case)
-    cells = setup.cells
+    cells = resolved.cells
     verification = _verified(session, latin, mode)
     _record_verdict(node, verification)
     own = verification.first_failure if verification.failed else None
-    failed = [(cell, why) for cell, why in enumerate(cells.allgather(own)) if why is not None]
+    failed = checkpoint.failures_on_cells(cells, own)
     if failed:
         reasons = "; ".join(f"cell {cell}: {why}" for cell, why in failed)
         pytest.skip(
             f"{verification.subject} is not verified correct in this session ({reasons}); "
             "section 9 times verified implementations only"
         )
-    if case in session.resumed:
+    if case in session.results.resumed:
         # Not timed again. pytest-benchmark warns at teardown of a fixture left unused (no
         # mode set): the summary's RESUMED line says why it was.
         benchmark._mode = "kept from --gost-resume"
-        _record_timing(session, session.resumed[case], node, resumed=True)
+        _record_timing(session, session.results.resumed[case], node, resumed=True)
         return
-    network = setup.networks[latin]
+    network = resolved.networks[latin]
     run_plan = session.plan
     rounds, error = None, None
-    barrier = _barrier(session, subject(network, mode))
+    barrier = checkpoint.barrier(cells, subject(network, mode), session.stalled)
     try:
         rounds = Rounds(
-            setup.backend,
+            resolved.backend,
             network,
             mode,
             run_plan,
@@ -192,10 +192,10 @@ def run_benchmark_case(
             session.progress,
             barrier=barrier,
             audit=lambda audited: audit_round(
-                setup.backend, network, mode, audited, options.rmse_threshold
+                resolved.backend, network, mode, audited, options.rmse_threshold
             ),
             stall_timeout=options.stall_timeout,
-            estimate=session.estimate,
+            estimate=session.results.estimate,
         )
     except Exception as exc:  # the backend's failure fails the item on every cell
         error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
@@ -203,7 +203,7 @@ def run_benchmark_case(
         barrier(stall_deadline(options.stall_timeout, None), "loading the weights")
     _fail_if_any_cell(cells, error, "preparing")
     name = benchmark_name(latin, mode, options.dtype, options.batch)
-    session.timing_now = (name, rounds)  # kept if the run stops in it: the summary says so
+    session.results.timing_now = (name, rounds)  # kept if the run stops in it: the summary says so
     benchmark.pedantic(
         rounds.target,
         setup=rounds.setup,
@@ -212,19 +212,19 @@ def run_benchmark_case(
         warmup_rounds=run_plan.warmup_rounds,
     )
     rounds.end()
-    session.timing_now = None
-    if session.estimate is not None:
-        session.estimate.finished(case, rounds.audit_seconds)
+    session.results.timing_now = None
+    if session.results.estimate is not None:
+        session.results.estimate.finished(case, rounds.audit_seconds)
     _fail_if_any_cell(cells, rounds.error, "timing")
     if benchmark.stats is None:
         pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
     stats = benchmark.stats.stats
     own_timing = CellTiming(
         cell=cells.rank,
-        device=f"{cells.host}: {setup.device}",
+        device=f"{cells.host}: {resolved.device}",
         images=run_plan.images,
         round_seconds=tuple(stats.data),
-        peak=setup.peak,
+        peak=resolved.peak,
         first_image=rounds.first_image,
         audits=tuple(rounds.audits),
         audit_seconds=rounds.audit_seconds,
@@ -237,8 +237,8 @@ def run_benchmark_case(
         rounds=run_plan.rounds,
         macs_per_image=macs_per_image(network, mode),
         meets_image_count=run_plan.meets_image_count,
-        cells=tuple(cells.allgather(own_timing)),
-        table_set=setup.table_set,
+        cells=checkpoint.timings_on_cells(cells, own_timing),
+        table_set=resolved.table_set,
         requested_images=run_plan.requested,
     )
     benchmark.extra_info.update(
@@ -295,17 +295,6 @@ def _record_timing(
         )
 
 
-def _barrier(session: GostSession, test: str) -> Callable[[Deadline, str], None] | None:
-    """With several cells, the barrier of ``test``'s rounds: a cell that does not reach it
-    in time ends the job, named (docs/cells.md). With one cell, none at all."""
-    cells = session.setup.cells
-    if cells.size == 1:
-        return None
-    return lambda deadline, where: cells.watched_barrier(
-        deadline, f"{test}, {where}", session.stalled
-    )
-
-
 def audit_round(
     backend, network, mode: str, audited: AuditedRound, threshold: float | None
 ) -> Audit:
@@ -334,7 +323,7 @@ def audit_round(
 
 def _fail_if_any_cell(cells: Cells, error: str | None, stage: str) -> None:
     """Fail the item on every cell when one cell's backend failed (all stay in step)."""
-    failed = [(cell, why) for cell, why in enumerate(cells.allgather(error)) if why]
+    failed = checkpoint.errors_on_cells(cells, error)
     if failed:
         pytest.fail(
             "; ".join(f"cell {cell} failed while {stage}: {why}" for cell, why in failed),

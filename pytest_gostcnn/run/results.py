@@ -1,4 +1,5 @@
-"""What the suite's items found in one session, on one cell."""
+"""What a run holds as it goes, on one cell: what its items found, what it resumed from, what
+it is timing now; and, on cell 0 once it ends, the judged results."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from dataclasses import dataclass, field
 
 from pytest_gostcnn import judgement
 from pytest_gostcnn.conformance.verification import Verification
+from pytest_gostcnn.performance.estimate import RunEstimate
+from pytest_gostcnn.performance.rounds import Rounds
 from pytest_gostcnn.performance.timing import Timing
 
 
@@ -20,7 +23,8 @@ class Assessment(judgement.Assessment):
 
 @dataclass
 class Results:
-    """Everything the suite's items found in this session, on this cell."""
+    """All the mutable state of a run, on this cell: what the suite's items found, what
+    pytest said of them, what ``--gost-resume`` kept, and what is being timed now."""
 
     layers: list[Verification] = field(default_factory=list)
     networks: dict[tuple[str, str], Verification] = field(default_factory=dict)
@@ -36,6 +40,15 @@ class Results:
     benchmark_items: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> test
     stopped: str | None = None  # why the run stopped before its end (cell 0, once it ends)
     assessment: Assessment | None = None  # on cell 0, once the session ends
+    # --gost-resume: the finished tests of the stopped run, not timed again, and where from.
+    resumed: dict[tuple[str, str], Timing] = field(default_factory=dict)
+    resumed_from: dict | None = None
+    # The time of the selected benchmark tests, estimated as they run (items.py).
+    estimate: RunEstimate | None = None
+    # The performance test timing now, for the summary of a run stopped in it.
+    timing_now: tuple[str, Rounds] | None = None
+    # The suite's side of the network-shape layer case being verified, shared by its steps.
+    layer_data: dict[str, object] = field(default_factory=dict)
 
     @property
     def verified_any(self) -> bool:

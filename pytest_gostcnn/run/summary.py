@@ -1,4 +1,5 @@
-"""The lines of the terminal summary: section 8 verdicts, section 9 results and evaluation.
+"""The lines of the header and the terminal summary: section 8 verdicts, section 9 results
+and evaluation, the run's last line.
 
 Only rendering: the verdicts, timings and evaluations are computed where they live.
 """
@@ -17,8 +18,8 @@ from pytest_gostcnn.performance.rounds import Plan
 from pytest_gostcnn.performance.timing import NOISY_MEAN_ABOVE_MEDIAN, Timing
 
 from .options import Options
+from .resolution import Resolved, layer_params
 from .results import Assessment, Results
-from .setup import Setup, layer_params
 
 FAILED_SHOWN = 10  # failed layer items named in the summary; the report has them all
 CANONICAL_NON_COMPLIANT = (
@@ -35,7 +36,48 @@ IMAGES_NON_COMPLIANT = (
 )
 
 
-def nothing_verified(options: Options, setup: Setup, results: Results) -> list[str]:
+def header_lines(
+    options: Options, resolved: Resolved, run_plan: Plan, resumed: Sequence[Timing]
+) -> list[str]:
+    """The lines under pytest's header: the backend and its device, the options, the tables
+    and networks; an option that has no effect; the tests kept from ``--gost-resume``."""
+    if resolved.backend is None:
+        backend = f"{resolved.backend_name} (unavailable: {resolved.unavailable})"
+    else:
+        backend = f"{resolved.backend_name} {resolved.version} on {resolved.device}"
+    networks = ", ".join(
+        f"{n.letter} ({n.latin}, {resolved.provenances[latin].describe()})"
+        for latin, n in resolved.networks.items()
+    )
+    threshold = (
+        ""
+        if options.rmse_threshold is None
+        else f"; СКОП OVERRIDDEN: --gost-rmse-threshold={options.rmse_threshold:g}"
+    )
+    count = (
+        f"profile {options.profile}"
+        if options.images is None
+        else f"images {options.images} per test ({run_plan.rounds} rounds of "
+        f"{options.batch}; no profile)"
+    )
+    lines = [
+        f"gostcnn: backend {backend}; dtype {options.dtype}; batch {options.batch}; "
+        f"mode {'+'.join(options.modes)}; seed {options.seed}; weights {options.weights}; "
+        f"{count}" + threshold,
+        f"gostcnn: tables {resolved.table_set}; networks {networks}",
+    ]
+    if options.stall_timeout is not None and resolved.cells.size == 1:
+        lines.append(
+            f"gostcnn: --gost-stall-timeout={options.stall_timeout:g} has no effect: one "
+            "computing cell waits at no barrier (it watches the cells of an mpirun run)"
+        )
+    if options.resume is not None:
+        kept = ", ".join(t.name for t in resumed) or "none"
+        lines.append(f"gostcnn: resuming {options.resume}: tests not timed again: {kept}")
+    return lines
+
+
+def nothing_verified(options: Options, resolved: Resolved, results: Results) -> list[str]:
     """Why a run with ``--gost-*`` options verified nothing, when it did not: a run that
     skipped or never collected the suite must not pass for a verified one."""
     if results.verified_any:
@@ -47,10 +89,10 @@ def nothing_verified(options: Options, setup: Setup, results: Results) -> list[s
                 "--gost-backend=NAME is given without test paths"
             ]
         return ["the suite did not run: it runs when --gost-backend is given without test paths"]
-    if setup.backend is None:
+    if resolved.backend is None:
         return [
-            f"NOTHING WAS VERIFIED: backend {setup.backend_name} is unavailable "
-            f"({setup.unavailable}); every item of the suite was skipped"
+            f"NOTHING WAS VERIFIED: backend {resolved.backend_name} is unavailable "
+            f"({resolved.unavailable}); every item of the suite was skipped"
         ]
     return []
 
@@ -88,11 +130,11 @@ def stopped_lines(state: dict, resumed: str | None) -> list[str]:
 
 
 def verification_lines(
-    options: Options, setup: Setup, results: Results, rerun: Callable[..., str]
+    options: Options, resolved: Resolved, results: Results, rerun: Callable[..., str]
 ) -> list[str]:
-    tables = "" if setup.table_set == DEFAULT_TABLE_SET else f"; tables {setup.table_set}"
+    tables = "" if resolved.table_set == DEFAULT_TABLE_SET else f"; tables {resolved.table_set}"
     lines = [
-        f"backend {setup.backend_name} {setup.version} on {setup.device}; "
+        f"backend {resolved.backend_name} {resolved.version} on {resolved.device}; "
         f"dtype {options.dtype}; batch {options.batch}; seed {options.seed}; "
         f"weights {options.weights}{tables}"
     ]
@@ -118,8 +160,8 @@ def verification_lines(
             f"({len(results.layers) - shaped} small edge cases, {shaped} at the networks' "
             f"own shapes), {len(failed)} failed" + (": " + shown if failed else "")
         )
-    if setup.cells.size > 1:
-        lines.append(f"computing cells: {setup.cells.size} (one MPI rank each)")
+    if resolved.cells.size > 1:
+        lines.append(f"computing cells: {resolved.cells.size} (one MPI rank each)")
         lines += [f"  cell {r['cell']}: {r['host']}: {r['device']}" for r in results.cell_reports]
         for report in results.cell_reports:
             lines += [
@@ -150,7 +192,7 @@ def performance_lines(
     timings: Sequence[Timing],
     evaluations: Sequence[Evaluation],
 ) -> list[str]:
-    """Section 9's lines: of this session (``GostSession``), or of merged reports
+    """Section 9's lines: of this run, or of merged reports
     (``python -m pytest_gostcnn evaluate``)."""
     counted = run_plan.meets_image_count  # 9.3's count
     if counted:
@@ -274,9 +316,9 @@ def _percent(share: float) -> str:
     return f"{100 * share:.2g}" if 100 * share < 10 else f"{100 * share:.0f}"
 
 
-def terms(setup: Setup) -> list[str]:
+def terms(resolved: Resolved) -> list[str]:
     """The summary's words, once, for a reader without Russian."""
-    networks = "; ".join(f"{n.letter} {n.name}" for n in setup.networks.values())
+    networks = "; ".join(f"{n.letter} {n.name}" for n in resolved.networks.values())
     modes = ", ".join(f"{letter} {mode}" for mode, letter in MODE_LETTERS.items())
     return [
         "terms: СКО = root-mean-square error against the float64 reference; СКОП = the "
@@ -288,7 +330,9 @@ def terms(setup: Setup) -> list[str]:
     ]
 
 
-def last_line(options: Options, setup: Setup, results: Results, assessment: Assessment) -> str:
+def last_line(
+    options: Options, resolved: Resolved, results: Results, assessment: Assessment
+) -> str:
     """One line, like HPL's last: section 8 PASSED or FAILED with what it covered, and each
     evaluation's first result, COMPLIANT or NOT COMPLIANT with its first reason."""
     failed_elsewhere = any(
@@ -303,12 +347,12 @@ def last_line(options: Options, setup: Setup, results: Results, assessment: Asse
         verdict = "PASSED"
     else:
         verdict = "NOT RUN"
-    networks = len(setup.networks) * len(options.modes)
+    networks = len(resolved.networks) * len(options.modes)
     networks_passed = sum(not v.failed for v in results.networks.values())
     layers_passed = sum(not v.failed for v in results.layers)
     parts = [
         f"verification {verdict} ({networks_passed}/{networks} networks, "
-        f"{layers_passed}/{len(layer_params(options, setup.networks))} layer steps)"
+        f"{layers_passed}/{len(layer_params(options, resolved.networks))} layer steps)"
     ]
     for evaluation in assessment.evaluations:
         result = f"{evaluation.first:.3g} %" if evaluation.first is not None else "incomplete"

@@ -21,16 +21,16 @@ from pytest_gostcnn.reports.files import write_atomically
 from pytest_gostcnn.reports.load import FORMAT  # the format written (and read back)
 
 from .options import REPORT_TEMPORARY_PREFIX, Options
+from .resolution import Resolved, layer_item_id, layer_params
 from .results import Assessment, Results
-from .setup import Setup, layer_item_id, layer_params
 
 
-def configuration_fields(options: Options, setup: Setup) -> dict:
+def configuration_fields(options: Options, resolved: Resolved) -> dict:
     """The report's system, options and peak: all ``reports.load.configuration`` reads, so
     ``--gost-resume`` compares this session with a report before anything runs."""
     layer_ids = [
         layer_item_id(case, step, options.dtype)
-        for case, step in layer_params(options, setup.networks)
+        for case, step in layer_params(options, resolved.networks)
     ]
     return {
         "system": {
@@ -40,11 +40,11 @@ def configuration_fields(options: Options, setup: Setup) -> dict:
             "python": platform.python_version(),
             "libraries": libraries(),
             "backend": {
-                **setup.system,  # the backend's own facts first: they cannot replace ours
-                "name": setup.backend_name,
-                "version": setup.version,
-                "device": setup.device,
-                "unavailable": setup.unavailable,
+                **resolved.system,  # the backend's own facts first: they cannot replace ours
+                "name": resolved.backend_name,
+                "version": resolved.version,
+                "device": resolved.device,
+                "unavailable": resolved.unavailable,
             },
         },
         "options": {
@@ -52,35 +52,35 @@ def configuration_fields(options: Options, setup: Setup) -> dict:
             "dtype": options.dtype,
             "batch": options.batch,
             "modes": list(options.modes),
-            "networks": list(setup.networks),
+            "networks": list(resolved.networks),
             "seed": options.seed,
             "tables": options.tables,
-            "table_set": setup.table_set,
-            "tables_provenance": sorted({n.provenance for n in setup.networks.values()}),
+            "table_set": resolved.table_set,
+            "tables_provenance": sorted({n.provenance for n in resolved.networks.values()}),
             "table_checksums": {
-                latin: table_checksum(network) for latin, network in setup.networks.items()
+                latin: table_checksum(network) for latin, network in resolved.networks.items()
             },
-            "tables_held": setup.tables,
+            "tables_held": resolved.tables_held,
             "layer_items": len(layer_ids),
             "layer_item_ids": layer_ids,
-            "cells": setup.cells.size,
+            "cells": resolved.cells.size,
             "weights": options.weights,
             "master_dtype": master_dtype(options.dtype),
-            "provenance": {latin: p.as_dict() for latin, p in setup.provenances.items()},
+            "provenance": {latin: p.as_dict() for latin, p in resolved.provenances.items()},
             "rmse_threshold": options.rmse_threshold,
             # One of the two chose the rounds; the other is null.
             "profile": options.profile if options.images is None else None,
             "images": options.images,
-            "local_cell": setup.local_cell,
+            "local_cell": resolved.local_cell,
             "allow_unavailable": options.allow_unavailable,
         },
-        "peak": setup.peak.as_dict() if setup.peak else None,
+        "peak": resolved.peak.as_dict() if resolved.peak else None,
     }
 
 
 def build_report(
     options: Options,
-    setup: Setup,
+    resolved: Resolved,
     results: Results,
     assessment: Assessment,
     run: dict,
@@ -88,11 +88,11 @@ def build_report(
 ) -> dict:
     """The report of a session: each result's own report form, with the run around them.
 
-    ``run`` says how far the run got (``GostSession.run_state``); a report written before
+    ``run`` says how far the run got (``outcome.run_state``); a report written before
     the run ends (a checkpoint, ``ended`` False: no exit status yet) or of a stopped run
     says so there and in ``complete``.
     """
-    head = configuration_fields(options, setup)
+    head = configuration_fields(options, resolved)
     return {
         "format": FORMAT,
         "standard": "GOST R 57700.36-2021",

@@ -31,8 +31,9 @@ from .options import Options, select_networks
 
 
 @dataclass(frozen=True)
-class Setup:
-    """The session's backend (None when unavailable, with the reason), networks and facts."""
+class Resolved:
+    """The options resolved on this machine: the backend (None when unavailable, with the
+    reason), the networks, the cells, the table set, the device, its facts and peak."""
 
     backend_name: str
     backend: Backend | None
@@ -44,21 +45,21 @@ class Setup:
     device: str | None = None  # the backend's device(), asked once
     system: dict = field(default_factory=dict)  # the backend's system(), asked once
     peak: Peak | None = None
-    tables: int = 0  # how many networks the tables hold, selected or not
+    tables_held: int = 0  # how many networks the tables hold, selected or not
     provenances: dict[str, Provenance] = field(default_factory=dict)  # by Latin id
 
     @property
     def version(self) -> str | None:
         return type(self.backend).version if self.backend is not None else None
 
-    def without_backend(self, reason: str) -> Setup:
-        """This setup with the backend unavailable for ``reason`` (another cell lacks it)."""
+    def without_backend(self, reason: str) -> Resolved:
+        """These with the backend unavailable for ``reason`` (another cell lacks it)."""
         return dataclasses.replace(self, backend=None, unavailable=reason, device=None, system={})
 
 
-def resolve(options: Options, cells: Cells) -> Setup:
-    """The setup ``options`` describe; ValueError, BackendError or TableError naming the
-    option that is wrong."""
+def resolve(options: Options, cells: Cells) -> Resolved:
+    """What ``options`` resolve to on this machine; ValueError, BackendError or TableError
+    naming the option that is wrong."""
     try:
         all_networks = load_networks(options.tables)
     except TableError as exc:
@@ -86,7 +87,7 @@ def resolve(options: Options, cells: Cells) -> Setup:
     if backend is not None:
         device, system, estimate = _describe(backend, name, ask_peak=peak is None)
         peak = peak or estimate
-    return Setup(
+    return Resolved(
         backend_name=name,
         backend=backend,
         unavailable=unavailable,
@@ -97,7 +98,7 @@ def resolve(options: Options, cells: Cells) -> Setup:
         device=device,
         system=system,
         peak=peak,
-        tables=len(all_networks),
+        tables_held=len(all_networks),
         provenances={
             latin: Provenance(network.provenance, shipped=table_set(options.tables) != USER_TABLES)
             for latin, network in networks.items()

@@ -381,7 +381,7 @@ class Options:
 
     What depends on more than one option or on the machine (a data type the backend
     declares, a network the tables hold, the MPI local rank) is checked when the session
-    starts (``plugin/setup.py``). ``given`` names the options given on the command line or
+    starts (``run/resolution.py``). ``given`` names the options given on the command line or
     in the ini file.
     """
 

@@ -1,0 +1,165 @@
+"""Where the computing cells meet, in one place: every MPI collective the plugin makes (the
+start-up's agreement, the items' shared failures and timings, the barrier of a test's
+rounds, the gathers of the checkpoints and of the end), and the report written from what
+cell 0 gathered, after each performance test and at the end.
+
+Every cell must make the same collective calls in the same order or the job hangs: keeping
+them here lets one read them all at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+from pytest_gostcnn.machine.facts import cpu_model
+from pytest_gostcnn.performance.cells import Cells, Deadline
+from pytest_gostcnn.performance.timing import CellTiming
+from pytest_gostcnn.run import outcome, report
+from pytest_gostcnn.run.options import Options
+from pytest_gostcnn.run.resolution import Resolved
+from pytest_gostcnn.run.results import Assessment, Results
+
+# The session's judgement of every cell's (exit status, reason); ``ended=False`` while the
+# run goes on.
+Assess = Callable[..., Assessment]
+
+
+def errors_on_cells(cells: Cells, error: str | None) -> list[tuple[int, str]]:
+    """Every cell's error (or reason), those that have one, by cell; every cell calls it."""
+    return [(cell, why) for cell, why in enumerate(cells.allgather(error)) if why]
+
+
+def failures_on_cells(cells: Cells, failure: str | None) -> list[tuple[int, str]]:
+    """Every cell's failure, those that are not None, by cell; every cell calls it."""
+    return [(cell, why) for cell, why in enumerate(cells.allgather(failure)) if why is not None]
+
+
+def timings_on_cells(cells: Cells, own: CellTiming) -> tuple[CellTiming, ...]:
+    """Every cell's timing of one test, by cell; every cell calls it."""
+    return tuple(cells.allgather(own))
+
+
+def barrier(
+    cells: Cells, test: str, stalled: Callable[[str], None]
+) -> Callable[[Deadline, str], None] | None:
+    """With several cells, the barrier of ``test``'s rounds: a cell that does not reach it
+    in time ends the job through ``stalled``, named (docs/cells.md). With one cell, none."""
+    if cells.size == 1:
+        return None
+    return lambda deadline, where: cells.watched_barrier(deadline, f"{test}, {where}", stalled)
+
+
+def finish(
+    pytest_session: pytest.Session,
+    exitstatus: int,
+    options: Options,
+    resolved: Resolved,
+    results: Results,
+    assess: Assess,
+) -> None:
+    """Gather every cell's facts, failures and exit status on cell 0, judge the results
+    there, set the system's exit status and write the report."""
+    stopped = outcome.stop_reason(
+        int(exitstatus), pytest_session.shouldstop, pytest_session.shouldfail
+    )
+    status, reason = outcome.exit_status(int(exitstatus), stopped, options, resolved, results)
+    pytest_session.exitstatus = status
+    gathered = _gather(resolved, results, status, reason)
+    if not resolved.cells.is_root:
+        return
+    results.cell_reports = gathered
+    assessment = assess([(c["exit_status"], c["exit_reason"]) for c in gathered])
+    results.assessment = assessment
+    results.stopped = stopped
+    pytest_session.exitstatus = assessment.exitstatus
+    if options.report is None:
+        return
+    whole = report.build_report(
+        options,
+        resolved,
+        results,
+        assessment,
+        outcome.run_state(options, results, stopped),
+        ended=True,
+    )
+    why = _write(pytest_session.config, options.report, whole)
+    if why is not None:
+        pytest_session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        results.assessment = dataclasses.replace(
+            assessment, exitstatus=pytest_session.exitstatus, exit_reason=why
+        )
+
+
+def write_checkpoint(
+    config: pytest.Config,
+    options: Options,
+    resolved: Resolved,
+    results: Results,
+    assess: Assess,
+    stopped: str | None = None,
+) -> None:
+    """The report so far, after every performance test (on every cell: they gather),
+    so that a run killed later keeps its finished tests; marked incomplete.
+
+    With ``stopped`` (a cell stalled, cell 0 alone can act) nothing is gathered: the
+    cells' facts are those of the last checkpoint.
+    """
+    if options.report is None:
+        return
+    if stopped is None:
+        gathered = _gather(resolved, results, None, None)
+        if not resolved.cells.is_root:
+            return
+        results.cell_reports = gathered
+    elif not resolved.cells.is_root:
+        return
+    elif not results.cell_reports:
+        results.cell_reports = [_cell_report(resolved, results, None, None)]
+    statuses = [(0, None)] * len(results.cell_reports)
+    whole = report.build_report(
+        options,
+        resolved,
+        results,
+        assess(statuses, ended=False),
+        outcome.run_state(options, results, stopped, ended=False),
+    )
+    _write(config, options.report, whole)
+
+
+def _cell_report(
+    resolved: Resolved, results: Results, status: int | None, reason: str | None
+) -> dict:
+    return {
+        "cell": resolved.cells.rank,
+        "host": resolved.cells.host,
+        "cpu_model": cpu_model(),
+        "device": resolved.device,
+        "system": resolved.system,
+        "peak": resolved.peak.macs_per_second if resolved.peak else None,
+        "failures": results.failures,
+        "exit_status": None if status is None else int(status),
+        "exit_reason": reason,
+    }
+
+
+def _gather(
+    resolved: Resolved, results: Results, status: int | None, reason: str | None
+) -> list[dict] | None:
+    """Every cell's facts on cell 0 (a collective call: every cell makes it)."""
+    return resolved.cells.gather(_cell_report(resolved, results, status, reason))
+
+
+def _write(config: pytest.Config, path: str, whole: dict) -> str | None:
+    """Write the report atomically; why it could not be written, else None."""
+    try:
+        report.write_report(path, whole)
+    except (OSError, ValueError, TypeError) as exc:  # Value/TypeError: not JSON
+        why = f"could not write --gost-report={path}: {exc}"
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"gostcnn: {why}", red=True)
+        return why
+    return None

@@ -1,0 +1,82 @@
+"""What the session prints through pytest's terminal reporter: the section 8 and 9 summary
+after the run, and its last lines after every other summary. The lines themselves are
+``run/summary.py``'s; this module only places and colours them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pytest_gostcnn.performance.rounds import Plan
+from pytest_gostcnn.run import outcome, summary
+from pytest_gostcnn.run.options import Options
+from pytest_gostcnn.run.resolution import Resolved
+from pytest_gostcnn.run.results import Results
+
+
+def terminal_summary(
+    reporter: Any,
+    options: Options,
+    resolved: Resolved,
+    results: Results,
+    run_plan: Plan,
+    rerun: Callable[..., str],
+) -> None:
+    """The summary: why nothing was verified, or how far the run got, section 8's verdicts,
+    section 9's timings and evaluations, and the terms in words."""
+    for line in summary.nothing_verified(options, resolved, results):
+        reporter.write_line(f"gostcnn: {line}", yellow=True, bold=True)
+    if not results.verified_any or results.assessment is None:
+        return
+    state = outcome.run_state(options, results, results.stopped)
+    stopped = summary.stopped_lines(state, options.resume)
+    if stopped:
+        reporter.write_sep("=", "GOST R 57700.36-2021: the run")
+    for line in stopped:
+        reporter.write_line(line, red=not state["complete"], bold=True)
+    reporter.write_sep("=", "GOST R 57700.36-2021, section 8: verification")
+    for line in summary.verification_lines(options, resolved, results, rerun):
+        reporter.write_line(line)
+    if results.benchmarked:
+        reporter.write_sep("=", "GOST R 57700.36-2021, section 9: performance")
+        assessment = results.assessment
+        lines = summary.performance_lines(
+            run_plan,
+            options.dtype,
+            resolved.peak,
+            resolved.table_set,
+            assessment.timings,
+            assessment.evaluations,
+        )
+        for line in lines:
+            reporter.write_line(line)
+    for line in summary.terms(resolved):
+        reporter.write_line(line)
+
+
+def last_lines(reporter: Any, options: Options, resolved: Resolved, results: Results) -> None:
+    """The run's last lines, after every other summary (pytest-benchmark's table too):
+    why the exit status is what it is, and one line of verdicts, as HPL ends."""
+    assessment = results.assessment
+    if assessment is None or not results.suite_items:
+        return
+    failed = assessment.exitstatus != 0
+    if assessment.exit_reason:
+        reporter.write_line(
+            f"gostcnn: exit status {int(assessment.exitstatus)}: {assessment.exit_reason}",
+            red=failed,
+            yellow=not failed,
+            bold=True,
+        )
+    line = summary.last_line(options, resolved, results, assessment)
+    state = outcome.run_state(options, results, results.stopped)
+    if not state["complete"]:
+        done = len(state["finished"])
+        total = done + len(state["unfinished"])
+        why = state["stopped"] or "items not run"
+        line = line.replace(
+            "GOST R 57700.36-2021: ",
+            f"GOST R 57700.36-2021: RUN INCOMPLETE ({why}; {done}/{total} performance tests); ",
+            1,
+        )
+    reporter.write_line(line, green=not failed and assessment.compliance.compliant, bold=True)

@@ -1,0 +1,126 @@
+"""A session's start: pytest's arguments checked, the ``--gost-*`` options parsed and
+resolved on this machine, the cells agreed on the verdict, a stopped run resumed."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+import pytest
+
+from pytest_gostcnn.backend import BackendError
+from pytest_gostcnn.model.network import TableError
+from pytest_gostcnn.performance.cells import CellsError, detect
+from pytest_gostcnn.performance.timing import Timing
+from pytest_gostcnn.run.benchmark_options import (
+    histogram_error,
+    missing_histogram_packages,
+    refused_option,
+)
+from pytest_gostcnn.run.options import OPTIONS, Options
+from pytest_gostcnn.run.resolution import Resolved, resolve
+from pytest_gostcnn.run.resume import resume
+
+from . import checkpoint
+
+Resumed = tuple[dict[tuple[str, str], Timing], dict]  # resume.resume's answer
+
+
+def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None]:
+    """The options, what they resolve to on this machine, and with ``--gost-resume`` the
+    stopped run's finished tests; pytest.UsageError saying what is wrong.
+
+    With several cells every rank must reach the same verdict on the options, or the
+    ranks would part ways and wait for each other forever: a problem on any cell is a
+    usage error on every cell, and a device missing on any cell skips the suite on all.
+    """
+    _check_one_process(config)
+    _check_benchmark_options(config)
+    try:
+        cells = detect()
+    except CellsError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    options, resolved, resumed, error = None, None, None, None
+    try:
+        options = Options.parse(*option_texts(config))
+        resolved = resolve(options, cells)
+        if cells.size > 1:
+            _check_same_items(config)
+        if options.resume is not None:
+            resumed = resume(options, resolved)
+    except BackendError as exc:
+        error = f"--gost-backend: {exc}"
+    except (TableError, ValueError) as exc:  # ReportError is a ValueError
+        error = str(exc)
+    errors = checkpoint.errors_on_cells(cells, error)
+    if errors:
+        cell, why = errors[0]
+        raise pytest.UsageError(why if cells.size == 1 else f"cell {cell}: {why}")
+    missing = checkpoint.errors_on_cells(cells, resolved.unavailable)
+    if missing and resolved.unavailable is None:
+        resolved = resolved.without_backend(f"cell {missing[0][0]}: {missing[0][1]}")
+    return options, resolved, resumed
+
+
+def option_texts(config: pytest.Config) -> tuple[dict[str, str | None], dict[str, str]]:
+    """Each option's text, from the command line or else the ini file (None: neither), and
+    for a text from the ini file the setting's name, for an error to name."""
+    texts, flags = {}, {}
+    for option in OPTIONS:
+        text = config.getoption(option.dest)
+        if text is None:
+            setting = config.getini(option.dest)  # None or "" (pytest 8) when not set
+            if setting not in (None, ""):
+                text, flags[option.name] = str(setting), option.dest
+        texts[option.name] = text
+    return texts, flags
+
+
+def _check_same_items(config: pytest.Config) -> None:
+    """Options that let one rank run other items than the others are refused under MPI."""
+    diverging = [
+        flag
+        for flag, given in (
+            ("-x/--maxfail", config.getoption("maxfail", 0)),
+            ("--lf", config.getoption("lf", False)),
+            ("--ff", config.getoption("failedfirst", False)),
+            ("--sw", config.getoption("stepwise", False)),
+        )
+        if given
+    ]
+    if diverging:
+        raise ValueError(
+            f"{', '.join(diverging)}: with several computing cells every rank must run the "
+            "same items (they meet at the same collective calls); drop these options"
+        )
+
+
+def _check_one_process(config: pytest.Config) -> None:
+    """The suite runs in one process per computing cell: pytest-xdist's workers would each
+    verify a share of the items, and no process would hold the verdicts, the evaluation or
+    the exit status whole."""
+    workers = getattr(config.option, "numprocesses", None)
+    if getattr(config.option, "dist", "no") != "no" or workers or hasattr(config, "workerinput"):
+        raise pytest.UsageError(
+            "pytest-xdist (-n, --dist): the GOST suite runs in one process per computing "
+            "cell and gathers every verdict there; drop -n (for several cells: mpirun -n N "
+            "pytest ..., docs/cells.md)"
+        )
+
+
+def _check_benchmark_options(config: pytest.Config) -> None:
+    """pytest-benchmark's options that the suite's ``benchmark.pedantic`` cannot honour, and
+    a histogram without the packages it is drawn with, are refused before anything runs."""
+    # Every argument pytest parsed: PYTEST_ADDOPTS, the ini file's addopts, the command line.
+    arguments = [
+        *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
+        *config.getini("addopts"),
+        *map(str, config.invocation_params.args),
+    ]
+    refused = refused_option(arguments)
+    if refused is not None:
+        raise pytest.UsageError(refused)
+    if config.getoption("benchmark_histogram", None):
+        missing = missing_histogram_packages()
+        if missing:
+            raise pytest.UsageError(histogram_error(missing))

@@ -1,0 +1,103 @@
+"""The command line's commands (``python -m pytest_gostcnn``) that are more than a call:
+``tables`` (Table 1), ``reference`` (a float64 iteration per network) and ``evaluate``
+(reports merged and evaluated as the plugin does). Each prints and returns its exit status.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pytest_gostcnn.machine.peak import Peak
+from pytest_gostcnn.model.complexity import inference_macs, training_macs
+from pytest_gostcnn.model.network import Network, TableError, load_networks
+from pytest_gostcnn.performance.rounds import plan
+from pytest_gostcnn.reference.iteration import training_iteration
+from pytest_gostcnn.reports import merge
+from pytest_gostcnn.reports.load import ReportError, read_report
+
+from . import summary
+from .options import BY_NAME, select_networks
+from .report import write_report
+
+
+def tables(tables_given: str | None) -> int:
+    """Check the tables and print the project's Table 1."""
+    try:
+        networks = load_networks(tables_given)
+    except (TableError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(table_1(list(networks.values())))
+    return 0
+
+
+def reference(
+    tables_given: str | None, selected: str | None, batch: int, seed: int, reading: str
+) -> int:
+    """One float64 training iteration per selected network, each described in a line."""
+    try:
+        networks = load_networks(tables_given)
+        networks = select_networks(networks, selected, "--networks", "--tables")
+    except (TableError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for network in networks.values():
+        try:
+            print(training_iteration(network, batch, seed, reading), flush=True)
+        except MemoryError:
+            print(
+                f"error: {network.letter} ({network.latin}) at B={batch} does not fit in "
+                "memory as float64; try a smaller --batch",
+                file=sys.stderr,
+            )
+            return 1
+    return 0
+
+
+def evaluate(paths: list[str], output: str | None) -> int:
+    """Merge the reports, print the evaluation as the plugin does, write it with ``-o``."""
+    try:
+        if output is not None:
+            output = BY_NAME["report"].parse("-o", output)  # a file can be written there
+        twice = sorted({path for path in paths if paths.count(path) > 1})
+        if twice:
+            print(f"given more than once, read once: {', '.join(twice)}")
+        paths = list(dict.fromkeys(paths))
+        reports = [(path, read_report(path)) for path in paths]
+        merged = merge.merge_reports(reports)
+    except (ReportError, ValueError) as exc:  # MergeError is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    report = merged.report
+    options = report["options"]
+    peak = Peak.from_dict(report["peak"]) if report["peak"] else None
+    lines = summary.performance_lines(
+        plan(options["profile"], options["batch"], options["images"]),
+        options["dtype"],
+        peak,
+        options["table_set"],
+        merged.timings,
+        merged.evaluations,
+    )
+    print(f"merged {len(paths)} reports: {', '.join(paths)}")
+    for line in lines:
+        print(line)
+    if output is not None:
+        write_report(output, report)
+        print(f"merged report written to {output}")
+    return 0
+
+
+def table_1(networks: list[Network]) -> str:
+    """The project's Table 1: billions of MACs per image, with each table's provenance."""
+    lines = [
+        f"{'network':<8} {'layers':>6} {'inference':>10} {'training':>10}  provenance, name",
+        f"{'':<8} {'':>6} {'GMAC/img':>10} {'GMAC/img':>10}",
+    ]
+    for n in networks:
+        inference, training = inference_macs(n) / 1e9, training_macs(n) / 1e9
+        lines.append(
+            f"{n.letter} ({n.latin})".ljust(8)
+            + f" {len(n.layers):>6} {inference:>10.4f} {training:>10.4f}  {n.provenance}, {n.name}"
+        )
+    return "\n".join(lines)

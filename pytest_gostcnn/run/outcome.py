@@ -1,0 +1,158 @@
+"""How a run ends, as rules of what it holds: this cell's exit status and why, how far the run
+got (its run state), and what it has not run. Pure functions of the options, what they
+resolved to and the run's results; nothing here imports pytest.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+from pytest_gostcnn.performance.designations import benchmark_name
+
+from .options import Options
+from .resolution import Resolved
+from .results import Results
+
+
+class ExitCode(IntEnum):
+    """pytest's exit statuses (``pytest.ExitCode``), which this layer may not import."""
+
+    OK = 0
+    TESTS_FAILED = 1
+    INTERRUPTED = 2
+    INTERNAL_ERROR = 3
+    USAGE_ERROR = 4
+    NO_TESTS_COLLECTED = 5
+
+
+def stop_reason(exitstatus: int, should_stop: object, should_fail: object) -> str | None:
+    """Why pytest stopped before the end of its items, if it did: an interrupt (Ctrl-C, a
+    signal), or -x/--maxfail (pytest's ``shouldstop`` / ``shouldfail``)."""
+    if exitstatus == ExitCode.INTERRUPTED:
+        return "interrupted"
+    why = should_stop or should_fail
+    return str(why) if why else None
+
+
+def exit_status(
+    exitstatus: int,
+    stopped: str | None,
+    options: Options,
+    resolved: Resolved,
+    results: Results,
+) -> tuple[int, str | None]:
+    """This cell's exit status, and why when the plugin decides it: 0 only when every
+    selected item of the suite ran and passed; not 0 when nothing was verified."""
+    if stopped is not None and results.suite_items:
+        others, tests = not_run(options, results)
+        return (exitstatus or ExitCode.INTERRUPTED), (
+            f"the run stopped ({stopped}) with {_count(len(tests), 'performance test')} "
+            f"and {_count(others, 'other item')} of the suite not run; "
+            + (
+                f"the report keeps the finished tests, --gost-resume={options.report} "
+                "continues the run"
+                if options.report
+                else "nothing was kept (no --gost-report)"
+            )
+        )
+    if not results.suite_items:  # the suite was not asked for: pytest's word stands
+        return exitstatus, None
+    if resolved.backend is None:
+        if options.allow_unavailable:
+            return exitstatus, (
+                f"backend {resolved.backend_name} is unavailable ({resolved.unavailable}); "
+                "nothing was verified; --gost-allow-unavailable keeps the exit status"
+            )
+        return ExitCode.TESTS_FAILED, (
+            f"nothing was verified: backend {resolved.backend_name} is unavailable "
+            f"({resolved.unavailable}); --gost-allow-unavailable exits 0 for that"
+        )
+    if not results.selected:
+        return (exitstatus or ExitCode.NO_TESTS_COLLECTED), (
+            f"nothing was verified: none of the suite's {results.suite_items} items was "
+            "selected (-k, -m, --deselect or --lf)"
+        )
+    outcomes = list(results.outcomes.values())
+    failed, skipped = outcomes.count("failed"), outcomes.count("skipped")
+    if failed:
+        return (exitstatus or ExitCode.TESTS_FAILED), (
+            f"{failed} of {results.selected} selected items of the suite failed"
+        )
+    if skipped:
+        nothing = "nothing was verified: " if not results.verified_any else ""
+        return (exitstatus or ExitCode.TESTS_FAILED), (
+            f"{nothing}{skipped} of {results.selected} selected items of the suite were "
+            f"skipped (first: {results.skips[0]}); exit status 0 needs every one run "
+            "and passed"
+        )
+    return exitstatus, None
+
+
+def run_state(
+    options: Options, results: Results, stopped: str | None = None, ended: bool = True
+) -> dict:
+    """How far the run got: complete, or where it stopped, and which performance tests
+    finished (their items ran, or the resumed report has them) and which did not.
+    ``ended`` False: a checkpoint, written while the run goes on, is never complete."""
+    others, tests = not_run(options, results)
+    finished = [
+        benchmark_name(latin, mode, options.dtype, options.batch)
+        for node, (latin, mode) in results.benchmark_items.items()
+        if node in results.outcomes or (latin, mode) in results.resumed
+    ]
+    finished += [t.name for t in results.resumed.values() if t.name not in finished]
+    stopped_in = None
+    if results.timing_now is not None and (stopped or others or tests):
+        name, rounds = results.timing_now
+        stopped_in = {
+            "test": name,
+            "timed_rounds_done": rounds.done,
+            "rounds": rounds.plan.rounds,
+        }
+    return {
+        "complete": ended and stopped is None and not others and not tests,
+        "stopped": stopped,
+        "stopped_in": stopped_in,
+        "finished": finished,
+        "unfinished": tests,
+        "other_items_not_run": others,
+        "resumed_from": results.resumed_from,
+    }
+
+
+def not_run(options: Options, results: Results) -> tuple[int, list[str]]:
+    """The selected items of the suite that have not run: how many outside section 9,
+    and the performance tests by name."""
+    if results.selected is None:
+        return 0, []
+    tests = [
+        benchmark_name(latin, mode, options.dtype, options.batch)
+        for node, (latin, mode) in results.benchmark_items.items()
+        if node not in results.outcomes and (latin, mode) not in results.resumed
+    ]
+    others = sum(
+        1
+        for node in results.suite_nodes
+        if node not in results.outcomes and node not in results.benchmark_items
+    )
+    return others, tests
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def system_exit(
+    statuses: list[tuple[int, str | None]], cell_reports: list[dict]
+) -> tuple[int, str | None]:
+    """The system's exit status among its cells' and why: that of the first cell where an
+    item failed, else of the first that is not 0."""
+    failed = {r["cell"] for r in cell_reports if r["failures"]}
+    failing = sorted(
+        ((cell, s) for cell, s in enumerate(statuses) if s[0] != 0),
+        key=lambda pair: pair[0] not in failed,
+    )
+    cell, (status, reason) = failing[0] if failing else (0, statuses[0])
+    if reason and len(statuses) > 1:
+        reason = f"cell {cell}: {reason}"
+    return status, reason
