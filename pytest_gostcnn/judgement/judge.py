@@ -49,7 +49,7 @@ def judge(findings: Findings) -> Assessment:
         )
         for timing in findings.timings
     )
-    evaluations = evaluate_system(
+    evaluations = _evaluations(
         findings.evaluated,
         timings,
         findings.run,
@@ -60,7 +60,7 @@ def judge(findings: Findings) -> Assessment:
     return Assessment(compliance, timings, tuple(evaluations))
 
 
-def evaluate_system(
+def _evaluations(
     modes: Iterable[str],
     timings: Iterable[Timing],
     run: Run,
