@@ -87,7 +87,7 @@ class Plan:
 
 def plan(profile: str, batch: int, images: int | None = None) -> Plan:
     """The rounds of a test: ceil(images / B) for an image count of at least one batch
-    (which replaces the profile; ``plugin/setup.py`` checks it), else the profile's."""
+    (which replaces the profile; ``run/resolution.py`` checks it), else the profile's."""
     if images is not None:
         return Plan(None, math.ceil(images / batch), WARMUP_ROUNDS, batch, images)
     if profile == "full":
