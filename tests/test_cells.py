@@ -1,14 +1,13 @@
 """Many computing cells: one MPI rank per cell, combined by the standard's rules (9.3)."""
 
-import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
+from gost_helpers import BACKENDS, SMALL, read_report
 
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.performance.cells import Cells, detect, launched_size
@@ -71,22 +70,6 @@ needs_mpi = pytest.mark.skipif(
     not (MPIRUN and HAVE_MPI4PY), reason="needs mpirun (Open MPI) and mpi4py: see .ci/run"
 )
 
-# Third-party backends, named on the command line as mymod:Class.
-BACKENDS = Path(__file__).with_name("gost_test_backends.py")
-SCHEMA = json.loads(
-    (Path(__file__).parent.parent / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(
-        encoding="utf-8"
-    )
-)
-
-
-def read_report(path: Path) -> dict:
-    """The ``--gost-report`` a run wrote, checked against its schema."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    jsonschema.validate(data, SCHEMA)
-    return data
-
-
 def mpirun(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Two ranks of pytest with ``args``; the test fails if they have not ended in ``timeout``
     seconds."""
@@ -112,9 +95,6 @@ def mpirun(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.Compl
                 f"the MPI job had not ended after {timeout:g} s:\n{stdout[-3000:]}{stderr[-3000:]}"
             )
     return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
-
-
-SMALL = ("--gost-networks=Sh", "--gost-mode=inference", "--gost-batch=1")
 
 
 @needs_mpi

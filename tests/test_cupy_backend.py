@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import nvrtc
 import pytest
+from gost_helpers import HALF
 
 from pytest_gostcnn import executor, load_network
 from pytest_gostcnn.backend import BackendError
@@ -52,7 +53,6 @@ from pytest_gostcnn.reference import ReferenceKernels
 
 pytest_plugins = ["pytester"]
 
-HALF = 0.5
 FLOAT16_MAX = 65504.0
 PASSED = (CORRECT, REFERENCE_GRADE)
 CUDA_REASON = CupyBackend.unavailable_reason()

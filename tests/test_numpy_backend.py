@@ -7,6 +7,7 @@ inside the threshold and the verdict does not hinge on luck.
 import os
 
 import pytest
+from gost_helpers import HALF
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.layer_cases import layer_cases
@@ -20,7 +21,6 @@ from pytest_gostcnn.conformance.verification import (
 from pytest_gostcnn.model.layers import make_layer
 from pytest_gostcnn.model.network import LATIN
 
-HALF = 0.5
 # Training at B = 8 on the four largest networks takes 40 s of CI's 2 cores: CI keeps the
 # two smallest (the batch's chunking is the same code for all); GOST_SWEEP=all runs them all.
 SWEEP = os.environ.get("GOST_SWEEP") == "all"
