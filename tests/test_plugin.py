@@ -1,4 +1,4 @@
-"""The plugin as a user meets it: ``pytest --gost-...`` in a directory of their own (issue 3).
+"""The plugin as a user meets it: ``pytest --gost-...`` in a directory of their own.
 
 Runs that must see the installed package as a user's would (the suite collected from the
 entry point in an empty directory, a backend verified, a failure rerun) go through a fresh
