@@ -177,6 +177,7 @@ def test_numpy_backend_verifies_on_the_canonical_network(canonical, latin, mode)
     _verified(canonical[latin], mode, batch=1)
 
 
+@pytest.mark.slow
 @opt_in
 @pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("mode", ["inference", "training"])
@@ -187,6 +188,7 @@ def test_numpy_backend_verifies_every_canonical_case_with_scaled_weights(
     _verified(canonical[latin], mode, batch)
 
 
+@pytest.mark.slow
 @opt_in
 @pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("mode", ["inference", "training"])

@@ -34,6 +34,8 @@ def _cases() -> list:
             for batch in (1, 2, 8):
                 opt_in = batch == 8 and mode == "training" and latin in LARGE
                 marks = [pytest.mark.skipif(opt_in and not SWEEP, reason="GOST_SWEEP=all")]
+                if opt_in:
+                    marks.append(pytest.mark.slow)
                 cases.append(pytest.param(latin, mode, batch, marks=marks))
     return cases
 
