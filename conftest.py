@@ -1,18 +1,5 @@
-"""Fixtures shared by the project's own tests (tests/)."""
+"""The repository root's conftest.py, kept empty on purpose.
 
-import numpy as np
-import pytest
-
-from pytest_gostcnn.model.network import Network, load_networks
-
-
-@pytest.fixture
-def rng() -> np.random.Generator:
-    """A generator with a fixed seed, so that every test draws the same data on every run."""
-    return np.random.default_rng(20210101)
-
-
-@pytest.fixture(scope="session")
-def shipped_networks() -> dict[str, Network]:
-    """The six reconstruction tables shipped in pytest_gostcnn/networks, by Latin id."""
-    return load_networks()
+pytest loads a root conftest.py in every run from the checkout, a user's run of the shipped
+suite included, so it defines nothing; the project's fixtures are in tests/conftest.py.
+"""

@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from gost_helpers import REPOSITORY
 
 from pytest_gostcnn.backends.common import has_kernel
 from pytest_gostcnn.backends.cupy.xp_kernels import XpKernels
@@ -18,7 +19,6 @@ from pytest_gostcnn.model.dtypes import PRECISIONS
 from pytest_gostcnn.model.layers import LAYER_TYPES, make_layer
 from pytest_gostcnn.reference import MODULES
 
-REPOSITORY = Path(__file__).parent.parent
 # Where each importable part lives: the package, and the two folders that install inside it.
 SOURCES = {
     "pytest_gostcnn": REPOSITORY / "pytest_gostcnn",

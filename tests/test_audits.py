@@ -10,6 +10,7 @@ import random
 import gost_test_backends as mutants
 import numpy as np
 import pytest
+from gost_helpers import MARGIN, SMALL_PLAN
 
 from pytest_gostcnn.backends.cupy.xp_kernels import XpBackend
 from pytest_gostcnn.backends.numpy import NumpyBackend
@@ -22,15 +23,11 @@ from pytest_gostcnn.conformance.verification import (
 from pytest_gostcnn.performance.rounds import (
     AUDIT_EVERY,
     AUDIT_WINDOW,
-    Plan,
     Rounds,
     audited_rounds,
     plan,
 )
 from pytest_gostcnn.plugin.items import audit_round
-
-MARGIN = 10.0  # as tests/test_mutants.py: a cheat fails by at least ten times its СКОП
-SMALL_PLAN = Plan("quick", rounds=3, warmup_rounds=1, batch=1)
 
 
 class NumpyXp(XpBackend):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gost_helpers import HALF, REPOSITORY
 
 from pytest_gostcnn import executor
 from pytest_gostcnn.backends.numpy import NumpyBackend
@@ -29,8 +30,6 @@ from pytest_gostcnn.model.network import (
 )
 from pytest_gostcnn.reference import ReferenceKernels
 
-REPOSITORY = Path(__file__).parent.parent
-HALF = 0.5  # as for the reconstructions (tests/test_numpy_backend.py)
 ALL = os.environ.get("GOST_CANONICAL") == "all"
 opt_in = pytest.mark.skipif(
     not ALL, reason="the full canonical matrix is opt-in: GOST_CANONICAL=all (minutes)"
@@ -178,6 +177,7 @@ def test_numpy_backend_verifies_on_the_canonical_network(canonical, latin, mode)
     _verified(canonical[latin], mode, batch=1)
 
 
+@pytest.mark.slow
 @opt_in
 @pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("mode", ["inference", "training"])
@@ -188,6 +188,7 @@ def test_numpy_backend_verifies_every_canonical_case_with_scaled_weights(
     _verified(canonical[latin], mode, batch)
 
 
+@pytest.mark.slow
 @opt_in
 @pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("mode", ["inference", "training"])

@@ -1,14 +1,13 @@
 """Many computing cells: one MPI rank per cell, combined by the standard's rules (9.3)."""
 
-import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
+from gost_helpers import BACKENDS, SMALL, read_report
 
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.performance.cells import Cells, detect, launched_size
@@ -71,22 +70,6 @@ needs_mpi = pytest.mark.skipif(
     not (MPIRUN and HAVE_MPI4PY), reason="needs mpirun (Open MPI) and mpi4py: see .ci/run"
 )
 
-# Third-party backends, named on the command line as mymod:Class.
-BACKENDS = Path(__file__).with_name("gost_test_backends.py")
-SCHEMA = json.loads(
-    (Path(__file__).parent.parent / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(
-        encoding="utf-8"
-    )
-)
-
-
-def read_report(path: Path) -> dict:
-    """The ``--gost-report`` a run wrote, checked against its schema."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    jsonschema.validate(data, SCHEMA)
-    return data
-
-
 def mpirun(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Two ranks of pytest with ``args``; the test fails if they have not ended in ``timeout``
     seconds."""
@@ -114,9 +97,7 @@ def mpirun(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.Compl
     return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
 
 
-SMALL = ("--gost-networks=Sh", "--gost-mode=inference", "--gost-batch=1")
-
-
+@pytest.mark.mpi
 @needs_mpi
 def test_two_ranks_print_one_evaluation_with_two_cells_and_report_both(tmp_path):
     report = tmp_path / "report.json"
@@ -146,6 +127,7 @@ def test_two_ranks_print_one_evaluation_with_two_cells_and_report_both(tmp_path)
     )
 
 
+@pytest.mark.mpi
 @needs_mpi
 def test_a_cell_that_fails_verification_is_listed_and_leaves_the_evaluation_incomplete(tmp_path):
     report = tmp_path / "report.json"
@@ -178,6 +160,7 @@ def test_a_cell_that_fails_verification_is_listed_and_leaves_the_evaluation_inco
     assert evaluation["complete"] is False and "Sh" in evaluation["missing"]
 
 
+@pytest.mark.mpi
 @needs_mpi
 def test_a_cell_whose_backend_raises_while_timed_fails_the_item_on_every_cell(tmp_path):
     report = tmp_path / "report.json"
@@ -198,6 +181,7 @@ def test_a_cell_whose_backend_raises_while_timed_fails_the_item_on_every_cell(tm
         assert item == "test_benchmark[Sh-inference-B1]" and said in why
 
 
+@pytest.mark.mpi
 @needs_mpi
 def test_options_that_let_ranks_diverge_are_refused(tmp_path):
     run = mpirun(tmp_path, "--gost-backend=numpy", *SMALL, "-x")
@@ -205,6 +189,7 @@ def test_options_that_let_ranks_diverge_are_refused(tmp_path):
     assert "-x/--maxfail" in run.stderr and "same items" in run.stderr
 
 
+@pytest.mark.mpi
 @needs_mpi
 def test_a_failure_on_another_cell_alone_sets_the_systems_exit_status(tmp_path):
     report = tmp_path / "report.json"
@@ -236,6 +221,7 @@ STALL = (
 STARTUP = 120
 
 
+@pytest.mark.mpi
 @needs_mpi
 def test_a_cell_that_stalls_while_timed_ends_the_job_naming_it_the_test_and_the_round(tmp_path):
     run = mpirun(tmp_path, "--gost-backend=mymod:StallsOnCell1", *STALL, timeout=3 + STARTUP)
@@ -248,6 +234,7 @@ def test_a_cell_that_stalls_while_timed_ends_the_job_naming_it_the_test_and_the_
     assert "MPI_ABORT was invoked on rank 0" in run.stderr
 
 
+@pytest.mark.mpi
 @needs_mpi
 def test_a_stalled_job_keeps_the_report_of_its_finished_tests_marked_incomplete(tmp_path):
     report = tmp_path / "report.json"
@@ -267,6 +254,7 @@ def test_a_stalled_job_keeps_the_report_of_its_finished_tests_marked_incomplete(
     assert check_report(data) == []
 
 
+@pytest.mark.mpi
 @needs_mpi
 def test_a_stall_of_cell_0_is_named_by_the_others_after_twice_the_deadline(tmp_path):
     run = mpirun(tmp_path, "--gost-backend=mymod:StallsOnCell0", *STALL, timeout=6 + STARTUP)

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import nvrtc
 import pytest
+from gost_helpers import HALF
 
 from pytest_gostcnn import executor, load_network
 from pytest_gostcnn.backend import BackendError
@@ -52,7 +53,6 @@ from pytest_gostcnn.reference import ReferenceKernels
 
 pytest_plugins = ["pytester"]
 
-HALF = 0.5
 FLOAT16_MAX = 65504.0
 PASSED = (CORRECT, REFERENCE_GRADE)
 CUDA_REASON = CupyBackend.unavailable_reason()
@@ -572,6 +572,7 @@ def test_the_driver_version_is_read_from_the_kernel_module_line():
 # On a GPU only. ----------------------------------------------------------------------------
 
 
+@pytest.mark.gpu
 @requires_cuda
 @pytest.mark.parametrize("dtype", ["float32", "tf32", "float16", "bfloat16"])
 def test_cupy_backend_passes_the_forward_and_backward_layer_steps(dtype):
@@ -581,6 +582,7 @@ def test_cupy_backend_passes_the_forward_and_backward_layer_steps(dtype):
             assert result.verdict in PASSED, (case_id(case), result.first_failure)
 
 
+@pytest.mark.gpu
 @requires_cuda
 @pytest.mark.parametrize("mode", ["inference", "training"])
 def test_cupy_backend_passes_a_network_in_float32(shipped_networks, mode):
@@ -589,6 +591,7 @@ def test_cupy_backend_passes_a_network_in_float32(shipped_networks, mode):
     assert result.worst.ratio <= HALF, result.worst.describe()
 
 
+@pytest.mark.gpu
 @requires_cuda
 @pytest.mark.parametrize("dtype", ["float32", "tf32", "float16", "bfloat16"])
 def test_cublas_gemm_matches_matmul_for_transposed_operands(dtype):
@@ -607,6 +610,7 @@ def test_cublas_gemm_matches_matmul_for_transposed_operands(dtype):
         np.testing.assert_allclose(got, expected, rtol=0, atol=70 * 2**-7)
 
 
+@pytest.mark.gpu
 @requires_cuda
 def test_cupy_backend_reports_its_gpu_and_peak():
     backend = CupyBackend("float16", cell=7)
@@ -640,6 +644,7 @@ def fused_layers() -> list[tuple[str, Layer, Callable]]:
     return fused + [(f"extra-{layer.type.name}", layer, uniform) for layer in FUSED_EXTRA_LAYERS]
 
 
+@pytest.mark.gpu
 @requires_cuda
 @pytest.mark.parametrize("dtype", ["float32", "tf32", "float16", "bfloat16"])
 def test_the_fused_kernels_compute_what_the_shared_kernels_compute(dtype):
@@ -685,6 +690,7 @@ def test_the_fused_kernels_compute_what_the_shared_kernels_compute(dtype):
                 assert difference <= tolerance, (name, step, difference)
 
 
+@pytest.mark.gpu
 @requires_cuda
 def test_the_rounding_kernels_round_as_the_shared_code_does_special_values_too():
     import cupy

@@ -7,6 +7,7 @@ threshold sits far from both correct and wrong implementations.
 
 import numpy as np
 import pytest
+from gost_helpers import MARGIN
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases
@@ -14,8 +15,6 @@ from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_layer, v
 from pytest_gostcnn.model.layers import make_layer
 from pytest_gostcnn.reference import MODULES
 from pytest_gostcnn.reference._window import offsets
-
-MARGIN = 10.0
 
 
 def assert_fails_by_margin(result):

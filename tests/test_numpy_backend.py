@@ -7,6 +7,7 @@ inside the threshold and the verdict does not hinge on luck.
 import os
 
 import pytest
+from gost_helpers import HALF
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.layer_cases import layer_cases
@@ -20,7 +21,6 @@ from pytest_gostcnn.conformance.verification import (
 from pytest_gostcnn.model.layers import make_layer
 from pytest_gostcnn.model.network import LATIN
 
-HALF = 0.5
 # Training at B = 8 on the four largest networks takes 40 s of CI's 2 cores: CI keeps the
 # two smallest (the batch's chunking is the same code for all); GOST_SWEEP=all runs them all.
 SWEEP = os.environ.get("GOST_SWEEP") == "all"
@@ -34,6 +34,8 @@ def _cases() -> list:
             for batch in (1, 2, 8):
                 opt_in = batch == 8 and mode == "training" and latin in LARGE
                 marks = [pytest.mark.skipif(opt_in and not SWEEP, reason="GOST_SWEEP=all")]
+                if opt_in:
+                    marks.append(pytest.mark.slow)
                 cases.append(pytest.param(latin, mode, batch, marks=marks))
     return cases
 

@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from gost_helpers import REPOSITORY
 
 import pytest_gostcnn
-
-REPOSITORY = Path(__file__).parent.parent
 
 
 @pytest.mark.parametrize("name", ["reference", "backends"])

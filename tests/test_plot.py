@@ -1,7 +1,7 @@
 """``python -m pytest_gostcnn plot REPORT -o FILE.svg``: a written report's evaluation drawn.
 
 One real run makes the report every test starts from: six tiny official tables in both
-modes, quick profile (``tests/test_certification.py``'s tiny directory), about a second.
+modes, quick profile (``tests/gost_helpers.py``'s tiny directory), about a second.
 A test that needs other ОРП values puts them in a copy and lets section 9.8's own
 ``evaluate`` give the dropped test and the first result, as the plugin would. The picture is
 read back with ElementTree: bars, labels and lines are found by their ``class``, a network's
@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
-from test_certification import directory, suite
+from gost_helpers import directory, suite
 
 from pytest_gostcnn.__main__ import main
 from pytest_gostcnn.model.network import CYRILLIC

@@ -1,4 +1,4 @@
-"""The plugin as a user meets it: ``pytest --gost-...`` in a directory of their own (issue 3).
+"""The plugin as a user meets it: ``pytest --gost-...`` in a directory of their own.
 
 Runs that must see the installed package as a user's would (the suite collected from the
 entry point in an empty directory, a backend verified, a failure rerun) go through a fresh
@@ -14,16 +14,14 @@ the layout of the plugin's own terminal summary, and a usage error's message is 
 pytest prints it, on stderr.
 """
 
-import json
 import re
 import shlex
 import sys
 import types
-from pathlib import Path
 
-import jsonschema
 import numpy as np
 import pytest
+from gost_helpers import BACKENDS, REPOSITORY, SMALL, read_report
 from gost_test_recorder import Recorded, as_user, read, recording
 
 from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases
@@ -34,13 +32,6 @@ from pytest_gostcnn.model.network import default_tables_dir, load_networks
 # pytest_plugins is an error ("non-top-level conftest").
 pytest_plugins = ["pytester"]
 
-REPOSITORY = Path(__file__).parent.parent
-SCHEMA = json.loads(
-    (REPOSITORY / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(encoding="utf-8")
-)
-# Third-party backends, named on the command line as mymod:Class.
-BACKENDS = Path(__file__).with_name("gost_test_backends.py")
-SMALL = ("--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")
 # The layer cases of Ш at its own shapes, which a SMALL run verifies beside the small ones.
 SH_CASES = network_cases({"Sh": load_networks()["Sh"]})
 SUMMARY_HEADER = "GOST R 57700.36-2021, section 8: verification"
@@ -83,14 +74,7 @@ def verified(pytester: pytest.Pytester, *args: str) -> tuple[Recorded, dict]:
     path = pytester.path / "gost-report.json"
     path.unlink(missing_ok=True)
     run = as_user(pytester, *args, f"--gost-report={path}")
-    return run, gost_report(path)
-
-
-def gost_report(path: Path) -> dict:
-    """The ``--gost-report`` a run wrote, checked against its schema."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    jsonschema.validate(data, SCHEMA)
-    return data
+    return run, read_report(path)
 
 
 def usage_error(result: pytest.RunResult, *says: str) -> None:

@@ -4,13 +4,13 @@ page lists every option as the plugin declares it."""
 
 import re
 import unicodedata
-from pathlib import Path
+
+from gost_helpers import REPOSITORY
 
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.run.options import OPTIONS
 
-REPOSITORY = Path(__file__).parent.parent
 README_PATH = REPOSITORY / "README.md"
 DOCS = REPOSITORY / "docs"
 BACKENDS = (DOCS / "backends.md").read_text(encoding="utf-8")

@@ -1,8 +1,8 @@
-"""Reports read back (issue 12): a stopped run resumed, single-network runs merged, and the
+"""Reports read back: a stopped run resumed, single-network runs merged, and the
 checker that recomputes every figure and names each one edited.
 
 Runs are real, in fresh interpreters, on the six tiny tables and the shrunk full profile of
-tests/test_certification.py. A clock that advances exactly 2**-7 s per reading
+tests/gost_helpers.py. A clock that advances exactly 2**-7 s per reading
 (``--benchmark-timer``) makes every round last the same time in every run, so two runs
 can be compared figure for figure, times included.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from test_certification import SCHEMA, TINY, directory, suite
+from gost_helpers import SCHEMA, TINY, directory, suite
 
 from pytest_gostcnn.judgement import compliance
 from pytest_gostcnn.model.network import LATIN

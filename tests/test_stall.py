@@ -5,19 +5,17 @@ that ends a stalled job is in tests/test_cells.py."""
 import time
 
 import pytest
+from gost_helpers import SMALL_PLAN
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.performance.cells import Cells, CellsError, Deadline
 from pytest_gostcnn.performance.rounds import (
     STALL_DEFAULT_SECONDS,
     STALL_FLOOR_SECONDS,
-    Plan,
     Rounds,
     stall_deadline,
 )
 from pytest_gostcnn.run.options import Options
-
-SMALL_PLAN = Plan("quick", rounds=3, warmup_rounds=1, batch=1)
 
 # The deadline.
 

@@ -1,107 +1,27 @@
-"""What a certifying body and a CI job read from a run (issue 11): the word *compliant* with
-every reason it does not hold, a failed audit, and an exit status that gates.
+"""What a certifying body and a CI job read from a run: the word *compliant* with every
+reason it does not hold, a failed audit, and an exit status that gates.
 
-Each case of the issue is run as a user runs it, in a fresh interpreter. A compliant run
-needs the full profile and all six networks, which a test cannot afford at full size: here
-six tiny official tables (a convolution, a ReLU, an FC layer each) and the full profile
-shrunk to 4 images per test (``-p gost_tiny_full``) make one in seconds, and each case
-changes one thing about it. The shipped networks are used where a case needs them.
+Each case is run as a user runs it, in a fresh interpreter. A compliant run needs the full
+profile and all six networks, which a test cannot afford at full size: here six tiny official
+tables and the full profile shrunk to 4 images per test (tests/gost_helpers.py) make one in
+seconds, and each case changes one thing about it. The shipped networks are used where a case
+needs them.
 """
 
-import json
-import os
-import subprocess
-import sys
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass
 from pathlib import Path
 
-import jsonschema
 import pytest
+from gost_helpers import SMALL, TINY, Run, directory, suite
 
 from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases
 from pytest_gostcnn.model.network import LATIN, load_networks
-
-HERE = Path(__file__).parent
-SCHEMA = json.loads(
-    (HERE.parent / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(encoding="utf-8")
-)
-TINY_FULL = '''"""The full profile shrunk to 4 images per test, so a compliant run fits."""
-from pytest_gostcnn.performance import rounds
-
-rounds.FULL_PROFILE_IMAGES = 4
-'''
-TABLE = """letter: {letter}
-name: tiny {letter}
-provenance: {provenance}
-input: {{X: 6, Y: 6, L: 2}}
-layers:
-  - {{n: 1, type: conv, F: 3, Rx: 3, Ry: 3, S: 1, Px: 1, Py: 1}}
-  - {{n: 2, type: relu, in1: 1}}
-  - {{n: 3, type: fc, in1: 2, F: 4}}
-"""
-TINY = ("--gost-tables=tiny", "--gost-profile=full", "--gost-batch=1", "-p", "gost_tiny_full")
-SHIPPED_SMALL = ("--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")
 
 
 def forward_items(networks: dict) -> int:
     """The layer items of an inference run: a forward step of every small case and of every
     distinct layer of the networks at its own shape."""
     return len(layer_cases()) + len(network_cases(networks))
-
-
-@dataclass
-class Run:
-    returncode: int
-    stdout: str
-    stderr: str
-    reports: list[dict]  # as tests/gost_test_recorder.py records them
-    report: dict | None  # the --gost-report, checked against its schema
-    path: Path  # where it ran: the tiny tables are in its folder tiny/
-
-    @property
-    def lines(self) -> list[str]:
-        return [line for line in self.stdout.splitlines() if line.strip()]
-
-    def longreprs(self, outcome: str) -> dict[str, str]:
-        return {
-            r["nodeid"].rpartition("::")[2]: r["longrepr"]
-            for r in self.reports
-            if r["outcome"] == outcome
-        }
-
-
-def directory(path: Path, provenance: str = "official") -> Path:
-    """A run's directory: the tiny tables, the test backends as ``mymod``, the recorder and
-    the shrunk full profile, all importable there."""
-    tables = path / "tiny"
-    tables.mkdir(exist_ok=True)
-    for cyrillic, latin in LATIN.items():
-        text = TABLE.format(letter=cyrillic, provenance=provenance)
-        (tables / f"{latin}.yaml").write_text(text, encoding="utf-8")
-    for name, source in (
-        ("mymod.py", HERE / "gost_test_backends.py"),
-        ("gost_test_recorder.py", HERE / "gost_test_recorder.py"),
-    ):
-        (path / name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
-    (path / "gost_tiny_full.py").write_text(TINY_FULL, encoding="utf-8")
-    return path
-
-
-def suite(path: Path, *args: str) -> Run:
-    """``pytest ARGS --gost-report=...`` in ``path``, in a fresh interpreter."""
-    record, report = path / ".record.json", path / "report.json"
-    record.unlink(missing_ok=True)
-    report.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(path), "GOST_TEST_RECORD": str(record)}
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p"]
-    command += ["gost_test_recorder", *args, f"--gost-report={report}"]
-    done = subprocess.run(command, cwd=path, env=env, capture_output=True, text=True, timeout=600)
-    data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
-    if data is not None:
-        jsonschema.validate(data, SCHEMA)
-    reports = json.loads(record.read_text(encoding="utf-8"))["reports"] if record.is_file() else []
-    return Run(done.returncode, done.stdout, done.stderr, reports, data, path)
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +151,7 @@ def test_layer_items_deselected_are_a_reason_saying_how_many_ran(tmp_path):
     run = suite(
         path,
         "--gost-backend=mymod:IgnoresFcBias",
-        *SHIPPED_SMALL,
+        *SMALL,
         "--gost-weights=full-range",
         "-k",
         "test_network or test_benchmark",
@@ -246,7 +166,7 @@ def test_layer_items_deselected_are_a_reason_saying_how_many_ran(tmp_path):
         "--lf)" in reasons(run)
     )
     everything = suite(
-        path, "--gost-backend=mymod:IgnoresFcBias", *SHIPPED_SMALL, "--gost-weights=full-range"
+        path, "--gost-backend=mymod:IgnoresFcBias", *SMALL, "--gost-weights=full-range"
     )
     assert everything.returncode == pytest.ExitCode.TESTS_FAILED
     fc_items = {
@@ -301,7 +221,7 @@ def test_a_backend_that_caches_its_answer_while_timed_fails_an_audit(run_dir):
 
 
 def test_an_unavailable_backend_exits_non_zero_saying_why_on_one_line(run_dir):
-    run = suite(run_dir, "--gost-backend=mymod:NoDevice", *SHIPPED_SMALL)
+    run = suite(run_dir, "--gost-backend=mymod:NoDevice", *SMALL)
 
     assert run.returncode == pytest.ExitCode.TESTS_FAILED
     said = [line for line in run.lines if line.startswith("gostcnn: exit status 1: ")]
@@ -314,7 +234,7 @@ def test_an_unavailable_backend_exits_non_zero_saying_why_on_one_line(run_dir):
 
 def test_allow_unavailable_keeps_exit_status_0_for_an_unavailable_backend(run_dir):
     run = suite(
-        run_dir, "--gost-backend=mymod:NoDevice", *SHIPPED_SMALL, "--gost-allow-unavailable"
+        run_dir, "--gost-backend=mymod:NoDevice", *SMALL, "--gost-allow-unavailable"
     )
 
     assert run.returncode == 0
@@ -325,7 +245,7 @@ def test_allow_unavailable_does_not_excuse_an_available_backends_failure(run_dir
     run = suite(
         run_dir,
         "--gost-backend=mymod:ScaledConv",
-        *SHIPPED_SMALL,
+        *SMALL,
         "-k",
         "test_network",
         "--gost-allow-unavailable",
@@ -335,7 +255,7 @@ def test_allow_unavailable_does_not_excuse_an_available_backends_failure(run_dir
 
 
 def test_a_run_with_no_item_of_the_suite_selected_exits_non_zero(run_dir):
-    run = suite(run_dir, "--gost-backend=numpy", *SHIPPED_SMALL, "-k", "no_such_item")
+    run = suite(run_dir, "--gost-backend=numpy", *SMALL, "-k", "no_such_item")
 
     assert run.returncode == pytest.ExitCode.NO_TESTS_COLLECTED
     assert run.report["exit_reason"].startswith("nothing was verified: none of the suite's")
@@ -347,7 +267,7 @@ def test_a_run_whose_every_item_was_skipped_exits_non_zero(run_dir):
     run = suite(
         run_dir,
         "--gost-backend=numpy",
-        *SHIPPED_SMALL,
+        *SMALL,
         "-m",
         "gost_benchmark",
         "--benchmark-disable",

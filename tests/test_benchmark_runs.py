@@ -3,25 +3,17 @@
 import json
 import os
 import stat
-from pathlib import Path
 
 import jsonschema
 import pytest
+from gost_helpers import BACKENDS, SCHEMA, SMALL, read_report
 from gost_test_recorder import Recorded, as_user
 
 from pytest_gostcnn.run.report import write_report
 
 pytest_plugins = ["pytester"]
 
-SCHEMA = json.loads(
-    (Path(__file__).parent.parent / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(
-        encoding="utf-8"
-    )
-)
-SMALL = ("--gost-backend=numpy", "--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")
-
-# Third-party backends, named on the command line as mymod:Class.
-BACKENDS = Path(__file__).with_name("gost_test_backends.py")
+NUMPY_SMALL = ("--gost-backend=numpy", *SMALL)
 
 
 @pytest.fixture
@@ -39,16 +31,9 @@ def recorded(pytester, *args) -> Recorded:
     return as_user(pytester, *args, "-p", "no:cacheprovider")
 
 
-def read_report(path: Path) -> dict:
-    """The ``--gost-report`` a run wrote, checked against its schema."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    jsonschema.validate(data, SCHEMA)
-    return data
-
-
 def test_report_of_a_run_validates_against_the_schema(pytester):
     report = pytester.path / "report.json"
-    result = run(pytester, *SMALL, f"--gost-report={report}")
+    result = run(pytester, *NUMPY_SMALL, f"--gost-report={report}")
     assert result.ret == 0
     data = json.loads(report.read_text(encoding="utf-8"))
     jsonschema.validate(data, SCHEMA)
@@ -67,7 +52,7 @@ def test_report_of_a_run_validates_against_the_schema(pytester):
 
 def test_quick_results_are_labelled_non_compliant_wherever_shown(pytester):
     report = pytester.path / "report.json"
-    result = run(pytester, *SMALL, f"--gost-report={report}")
+    result = run(pytester, *NUMPY_SMALL, f"--gost-report={report}")
     assert result.ret == 0
     data = read_report(report)
     designations = [b["designation"] for b in data["benchmarks"]]
@@ -123,7 +108,7 @@ def test_an_image_count_runs_ceil_n_over_b_rounds_and_says_it_is_not_compliant(p
 
 def test_canonical_set_results_are_labelled_with_its_name_and_never_compliant(pytester):
     report = pytester.path / "report.json"
-    result = run(pytester, *SMALL, "--gost-tables=canonical", f"--gost-report={report}")
+    result = run(pytester, *NUMPY_SMALL, "--gost-tables=canonical", f"--gost-report={report}")
     assert result.ret == 0
     data = read_report(report)
     assert data["options"]["table_set"] == "canonical"
@@ -189,7 +174,7 @@ def test_complete_evaluation_drops_the_smallest_and_gives_both_results(pytester)
 
 def test_benchmark_marker_selects_only_the_timed_tests(pytester):
     report = pytester.path / "report.json"
-    timed = recorded(pytester, *SMALL, "-m", "gost_benchmark", f"--gost-report={report}")
+    timed = recorded(pytester, *NUMPY_SMALL, "-m", "gost_benchmark", f"--gost-report={report}")
     assert timed.outcomes() == {"passed": 1}
     assert [item.rpartition("::")[2] for item in timed.items] == ["test_benchmark[Sh-inference-B1]"]
     # The network was verified first, inside the benchmark item: section 9 needs it.
@@ -198,7 +183,7 @@ def test_benchmark_marker_selects_only_the_timed_tests(pytester):
         ("Sh", "inference", "correct")
     ]
     assert len(data["benchmarks"]) == 1
-    excluded = recorded(pytester, *SMALL, "-m", "not gost_benchmark", "--collect-only", "-q")
+    excluded = recorded(pytester, *NUMPY_SMALL, "-m", "not gost_benchmark", "--collect-only", "-q")
     assert excluded.items
     assert not [item for item in excluded.items if "test_benchmark" in item]
 
@@ -295,7 +280,7 @@ def test_report_through_a_symbolic_link_replaces_the_file_the_link_names(pyteste
     link = pytester.path / "link.json"
     link.symlink_to(real)
 
-    result = run(pytester, *SMALL, "-k", "concat-forward-L3", f"--gost-report={link}")
+    result = run(pytester, *NUMPY_SMALL, "-k", "concat-forward-L3", f"--gost-report={link}")
 
     assert result.ret == 0
     assert link.is_symlink()
@@ -306,7 +291,7 @@ def test_report_path_that_is_not_a_regular_file_is_refused_before_the_run(pytest
     fifo = pytester.path / "pipe"
     os.mkfifo(fifo)  # as /dev/null would be: the rename would replace it
 
-    result = pytester.runpytest(*SMALL, f"--gost-report={fifo}")
+    result = pytester.runpytest(*NUMPY_SMALL, f"--gost-report={fifo}")
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"--gost-report={fifo}: exists and is not a regular file" in result.stderr.str()
@@ -317,7 +302,7 @@ def test_report_folder_that_cannot_be_written_is_refused_before_the_run(pytester
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr("pytest_gostcnn.run.options.tempfile.mkstemp", refuse)
-    result = pytester.runpytest(*SMALL, f"--gost-report={pytester.path / 'r.json'}")
+    result = pytester.runpytest(*NUMPY_SMALL, f"--gost-report={pytester.path / 'r.json'}")
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"cannot write in {pytester.path}: Permission denied" in result.stderr.str()
@@ -328,7 +313,7 @@ def test_report_path_with_a_tilde_is_written_in_the_home_directory(pytester, mon
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
 
-    result = run(pytester, *SMALL, "-k", "concat-forward-L3", "--gost-report=~/r.json")
+    result = run(pytester, *NUMPY_SMALL, "-k", "concat-forward-L3", "--gost-report=~/r.json")
 
     assert result.ret == 0
     jsonschema.validate(json.loads((home / "r.json").read_text(encoding="utf-8")), SCHEMA)
@@ -338,7 +323,7 @@ def test_a_peak_below_the_measured_rate_is_called_wrong_in_the_summary(pytester)
     report = pytester.path / "report.json"
     result = run(
         pytester,
-        *SMALL,
+        *NUMPY_SMALL,
         "--gost-peak=1",
         "-k",
         "test_network or test_benchmark",
@@ -371,7 +356,7 @@ def test_an_unwritable_report_is_one_clear_line_not_a_crash(pytester, monkeypatc
     report = pytester.path / "r.json"
     crashes = InternalErrors()
     result = pytester.runpytest(
-        *SMALL, "-k", "concat-forward-L3", f"--gost-report={report}", plugins=[crashes]
+        *NUMPY_SMALL, "-k", "concat-forward-L3", f"--gost-report={report}", plugins=[crashes]
     )
     # The plugin's one line; neither a crash pytest reports nor an exception escaping it.
     result.stdout.fnmatch_lines([f"gostcnn: could not write --gost-report={report}: *disk full*"])
@@ -382,7 +367,7 @@ def test_an_unwritable_report_is_one_clear_line_not_a_crash(pytester, monkeypatc
 
 def test_an_unavailable_backend_still_gets_its_report(pytester, backends):
     report = pytester.path / "r.json"
-    result = run(pytester, "--gost-backend=mymod:NoDevice", *SMALL[1:], f"--gost-report={report}")
+    result = run(pytester, "--gost-backend=mymod:NoDevice", *SMALL, f"--gost-report={report}")
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # nothing was verified
     data = read_report(report)
     assert data["system"]["backend"]["unavailable"] == "no CUDA device"
@@ -393,7 +378,7 @@ def test_an_unavailable_backend_still_gets_its_report(pytester, backends):
 def test_benchmark_options_that_pedantic_honours_are_not_refused(pytester):
     path = pytester.path / "benchmark.json"
     options = ("--benchmark-disable-gc", f"--benchmark-json={path}")
-    result = run(pytester, *SMALL, "-k", "test_benchmark", *options)
+    result = run(pytester, *NUMPY_SMALL, "-k", "test_benchmark", *options)
     assert result.ret == 0
     (timed,) = json.loads(path.read_text(encoding="utf-8"))["benchmarks"]
     assert timed["options"]["disable_gc"] is True
@@ -403,7 +388,7 @@ def test_benchmark_options_that_pedantic_honours_are_not_refused(pytester):
 
 def test_disabled_benchmarks_say_nothing_was_timed(pytester):
     report = pytester.path / "r.json"
-    timed = recorded(pytester, *SMALL, "--benchmark-disable", f"--gost-report={report}")
+    timed = recorded(pytester, *NUMPY_SMALL, "--benchmark-disable", f"--gost-report={report}")
     # A skipped item is not one that ran and passed: the run does not exit 0.
     assert timed.ret == pytest.ExitCode.TESTS_FAILED
     (reason,) = timed.longreprs("skipped").values()
@@ -413,7 +398,7 @@ def test_disabled_benchmarks_say_nothing_was_timed(pytester):
 
 
 def test_a_run_prints_its_estimate_before_timing_and_each_tests_spread_after(pytester):
-    result = run(pytester, *SMALL, "-k", "test_benchmark")
+    result = run(pytester, *NUMPY_SMALL, "-k", "test_benchmark")
     assert result.ret == 0
     # In order: the run's total, printed before the first timed round; the test's result
     # in the section 9 table; the spread of its rounds beside its audit line.

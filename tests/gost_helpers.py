@@ -1,0 +1,115 @@
+"""Constants and helpers shared by the project's tests: the report schema, the test backends,
+the small run, and runs of the suite in a fresh interpreter on six tiny tables."""
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+
+from pytest_gostcnn.model.network import LATIN
+from pytest_gostcnn.performance.rounds import Plan
+
+HERE = Path(__file__).parent
+REPOSITORY = HERE.parent
+SCHEMA = json.loads(
+    (REPOSITORY / "pytest_gostcnn" / "reports" / "report.schema.json").read_text(encoding="utf-8")
+)
+# Third-party backends, named on the command line as mymod:Class.
+BACKENDS = HERE / "gost_test_backends.py"
+# The smallest run of the shipped tables: network Ш (Sh), batch 1, inference.
+SMALL = ("--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")
+
+
+def read_report(path: Path) -> dict:
+    """The ``--gost-report`` a run wrote, checked against its schema."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    jsonschema.validate(data, SCHEMA)
+    return data
+
+
+# Runs on six tiny official tables (a convolution, a ReLU, an FC layer each) with the full
+# profile shrunk to 4 images per test (``-p gost_tiny_full``): a compliant run in seconds.
+
+TINY_FULL = '''"""The full profile shrunk to 4 images per test, so a compliant run fits."""
+from pytest_gostcnn.performance import rounds
+
+rounds.FULL_PROFILE_IMAGES = 4
+'''
+TABLE = """letter: {letter}
+name: tiny {letter}
+provenance: {provenance}
+input: {{X: 6, Y: 6, L: 2}}
+layers:
+  - {{n: 1, type: conv, F: 3, Rx: 3, Ry: 3, S: 1, Px: 1, Py: 1}}
+  - {{n: 2, type: relu, in1: 1}}
+  - {{n: 3, type: fc, in1: 2, F: 4}}
+"""
+TINY = ("--gost-tables=tiny", "--gost-profile=full", "--gost-batch=1", "-p", "gost_tiny_full")
+
+
+@dataclass
+class Run:
+    """What a run in a fresh interpreter left: its status, output, test reports and report."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    reports: list[dict]  # as tests/gost_test_recorder.py records them
+    report: dict | None  # the --gost-report, checked against its schema
+    path: Path  # where it ran: the tiny tables are in its folder tiny/
+
+    @property
+    def lines(self) -> list[str]:
+        return [line for line in self.stdout.splitlines() if line.strip()]
+
+    def longreprs(self, outcome: str) -> dict[str, str]:
+        return {
+            r["nodeid"].rpartition("::")[2]: r["longrepr"]
+            for r in self.reports
+            if r["outcome"] == outcome
+        }
+
+
+def directory(path: Path, provenance: str = "official") -> Path:
+    """A run's directory: the tiny tables, the test backends as ``mymod``, the recorder and
+    the shrunk full profile, all importable there."""
+    tables = path / "tiny"
+    tables.mkdir(exist_ok=True)
+    for cyrillic, latin in LATIN.items():
+        text = TABLE.format(letter=cyrillic, provenance=provenance)
+        (tables / f"{latin}.yaml").write_text(text, encoding="utf-8")
+    for name, source in (
+        ("mymod.py", BACKENDS),
+        ("gost_test_recorder.py", HERE / "gost_test_recorder.py"),
+    ):
+        (path / name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    (path / "gost_tiny_full.py").write_text(TINY_FULL, encoding="utf-8")
+    return path
+
+
+def suite(path: Path, *args: str) -> Run:
+    """``pytest ARGS --gost-report=...`` in ``path``, in a fresh interpreter."""
+    record, report = path / ".record.json", path / "report.json"
+    record.unlink(missing_ok=True)
+    report.unlink(missing_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(path), "GOST_TEST_RECORD": str(record)}
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p"]
+    command += ["gost_test_recorder", *args, f"--gost-report={report}"]
+    done = subprocess.run(command, cwd=path, env=env, capture_output=True, text=True, timeout=600)
+    data = json.loads(report.read_text(encoding="utf-8")) if report.is_file() else None
+    if data is not None:
+        jsonschema.validate(data, SCHEMA)
+    reports = json.loads(record.read_text(encoding="utf-8"))["reports"] if record.is_file() else []
+    return Run(done.returncode, done.stdout, done.stderr, reports, data, path)
+
+
+# Margins the verification tests hold every backend and every cheat to.
+
+HALF = 0.5  # a correct backend's worst error stays within half its threshold (СКОП)
+MARGIN = 10.0  # a cheat fails by at least ten times its threshold (СКОП)
+# The smallest timing plan: three rounds, one of them a warm-up, at batch 1.
+SMALL_PLAN = Plan("quick", rounds=3, warmup_rounds=1, batch=1)
