@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pytest_gostcnn.conformance.layer_cases import LayerCase
+from pytest_gostcnn.conformance.replay import replay
 from pytest_gostcnn.conformance.verification import (
     LayerData,
     Verification,
@@ -240,6 +241,7 @@ def run_benchmark_case(
         cells=checkpoint.timings_on_cells(cells, own_timing),
         table_set=resolved.table_set,
         requested_images=run_plan.requested,
+        **rounds.data_rules,
     )
     benchmark.extra_info.update(
         {
@@ -298,12 +300,16 @@ def _record_timing(
 def audit_round(
     backend, network, mode: str, audited: AuditedRound, threshold: float | None
 ) -> Audit:
-    """Section 8's comparison on one timed round (``verify_round``), as the round's audit."""
+    """Section 8's comparison on one timed round (``verify_round``), as the round's audit;
+    a training round's weights replayed from its segment's start (``replay``)."""
+    weights = audited.weights
+    if mode == "training":
+        weights = replay(network, backend.dtype, weights, audited.earlier)
     result = verify_round(
         backend,
         network,
         mode,
-        audited.weights,
+        weights,
         audited.image,
         audited.out_residual,
         audited.result,
