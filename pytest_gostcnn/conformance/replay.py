@@ -17,7 +17,7 @@ from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
 from pytest_gostcnn.model.network import Network
 
-from .error_model import ValueAndVariance, ErrorModelKernels
+from .error_model import ErrorModelKernels, ValueAndVariance
 
 
 def replay(
@@ -73,4 +73,6 @@ def read(model: ErrorModelKernels, value: np.ndarray, carried) -> ValueAndVarian
     """Weights kept as ``value`` (in the master type) with ``carried`` error variance, as
     forward and backward read them: rounded to the data type, whose error adds."""
     bounded = model.bound(value)
-    return ValueAndVariance(bounded.value, bounded.var + carried, bounded.storage, bounded.underflow)
+    return ValueAndVariance(
+        bounded.value, bounded.var + carried, bounded.storage, bounded.underflow
+    )
