@@ -218,6 +218,12 @@ class Timing:
         return [(c.cell, a) for c in self.cells for a in c.audits if not a.passed]
 
     @property
+    def above_peak(self) -> list[tuple[CellTiming, float]]:
+        """(cell, ОРП) of every cell whose ОРП is above 100 %: not a result (standard.md
+        §7.7): the time or the peak is wrong."""
+        return [(c, orp) for c in self.cells if (orp := self.cell_orp(c)) is not None and orp > 100]
+
+    @property
     def audited(self) -> bool:
         """Every cell audited at least one round, and every audit passed."""
         return all(c.audits for c in self.cells) and not self.failed_audits

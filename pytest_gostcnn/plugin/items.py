@@ -295,6 +295,28 @@ def _record_timing(
             ),
             pytrace=False,
         )
+    _fail_above_peak(session, timing)
+
+
+def _fail_above_peak(session: GostSession, timing: Timing) -> None:
+    """A test whose ОРП is above 100 % on a cell fails: no round can beat the peak, so the
+    peak or the time is wrong (standard.md §7.7)."""
+    if not timing.above_peak:
+        return
+    cell, orp = timing.above_peak[0]
+    where = f" on cell {cell.cell}" if len(timing.cells) > 1 else ""
+    way_out = (
+        "check the value given to --gost-peak"
+        if not cell.peak.estimated
+        else "give the cell's true peak with --gost-peak=MAC/s, e.g. 2.5T"
+    )
+    pytest.fail(
+        f"{timing.name}: ОРП {orp:.3g} %{where} is above 100 % of the cell peak "
+        f"{cell.peak.describe()}: not a result. Either the peak is wrong ({way_out}) or the "
+        "backend's rounds end before its work does (a round ends when its results reach the "
+        "host: docs/benchmarking.md, One round)",
+        pytrace=False,
+    )
 
 
 def audit_round(
