@@ -36,16 +36,21 @@ PROFILES = ("quick", "full")
 QUICK_IMAGES = 16
 QUICK_MIN_ROUNDS = 3
 WARMUP_ROUNDS = 1
-# Benchmark data are chosen to keep the iterations of W += W_D / B small and away from
-# float32's subnormal numbers (which would time a CPU's slow path, not the implementation):
-# weights from U(-a, a), a = sqrt(6 / fan-in), and the output residual from U(-1, 1) x
-# RESIDUAL_SCALE. Section 9 leaves both free ("any float values"); section 8's ranges are
-# for verification. The update has no learning rate, so weights grow over rounds on random
-# data: training sets them back to the drawn values every SEGMENT_ROUNDS rounds (standard.md
-# §7, third release), so that no value of a segment leaves the type's range. Both are
-# stated in the report; their values are provisional until measured on every network.
-RESIDUAL_SCALE = 2.0**-20
+# Section 9's training data (standard.md §7.8): weights from U(-a, a), a = sqrt(6 / fan-in),
+# and the output residual from U(-1, 1) x the type's scale. The update has no learning rate,
+# so weights grow over rounds on random data: training sets them back to the drawn values
+# every segment of SEGMENT_ROUNDS rounds. float32: 2^-28 keeps every value of a 16-round
+# segment in range and far above the subnormals, with updates large enough to see. float16
+# (float32 masters): its backward residuals are normal only from about 2^-5, where one update
+# already moves the weights by more than their size, so every round is a segment of its own.
+RESIDUAL_SCALE = 2.0**-28
 SEGMENT_ROUNDS = 16
+TRAINING_DATA = {"float32": (SEGMENT_ROUNDS, RESIDUAL_SCALE), "float16": (1, 2.0**-2)}
+
+
+def training_data(dtype: str) -> tuple[int, float]:
+    """(rounds per segment, output residual scale) of a training test in ``dtype``."""
+    return TRAINING_DATA.get(dtype, TRAINING_DATA["float32"])
 # Audited rounds: one among the first AUDIT_WINDOW timed rounds, another among the last
 # AUDIT_WINDOW, and one more anywhere between per AUDIT_EVERY rounds of a long run.
 AUDIT_WINDOW = 10
@@ -204,8 +209,10 @@ class Rounds:
         draw: random.Random | None = None,
         stall_timeout: float | None = None,
         estimate: RunEstimate | None = None,
-        segment_rounds: int = SEGMENT_ROUNDS,
+        segment_rounds: int | None = None,
     ) -> None:
+        default_rounds, self.residual_scale = training_data(backend.dtype)
+        segment_rounds = default_rounds if segment_rounds is None else segment_rounds
         if segment_rounds < 1:
             raise ValueError(f"segment_rounds {segment_rounds}: a segment has at least 1 round")
         self.backend, self.network, self.mode, self.plan = backend, network, mode, run_plan
@@ -213,7 +220,7 @@ class Rounds:
         self.host_weights = benchmark_weights(network, rng)
         self.weights = backend.load_weights(network, self.host_weights)
         self.images = ImageSet(network.input_shape, seed, cell)
-        self.residuals = ResidualSet(seed, cell, RESIDUAL_SCALE)
+        self.residuals = ResidualSet(seed, cell, self.residual_scale)
         self.segment_rounds = segment_rounds
         self.progress = progress
         self.barrier = barrier
@@ -249,7 +256,7 @@ class Rounds:
         training = self.mode == "training"
         return {
             "segment_rounds": self.segment_rounds if training else None,
-            "residual_scale": RESIDUAL_SCALE if training else None,
+            "residual_scale": self.residual_scale if training else None,
         }
 
     def ends_segment(self, number: int) -> bool:
