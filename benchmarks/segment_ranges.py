@@ -7,9 +7,9 @@ and prints, for each class of array (forward maps, backward residuals, weight gr
 weights), the largest |value| and the low end of the non-zero ones, against the type::
 
     python benchmarks/segment_ranges.py                      # analogs, B = 1, 2; a few minutes
-    python benchmarks/segment_ranges.py --dtype float16 --scales 2^-20,2^-10
-    python benchmarks/segment_ranges.py --tables canonical --batches 1 --iterations 2
-    python benchmarks/segment_ranges.py --kernels reference --networks V,R --batches 2
+    python benchmarks/segment_ranges.py --dtype float16 --batches 1 -K 2 --scales 2^-32,2^-8
+    python benchmarks/segment_ranges.py --tables canonical --batches 1 -K 2
+    python benchmarks/segment_ranges.py --kernels reference --networks V,R --batches 2 -K 4
 
 Kernels: the NumPy backend in float32 (default), or the float64 reference (``reference``).
 float16 is emulated with float32 masters (docs/standard.md §6): every map, residual and
@@ -35,16 +35,21 @@ from pytest_gostcnn.performance.images import ImageSet
 from pytest_gostcnn.performance.rounds import benchmark_weights
 from pytest_gostcnn.plugin.options import select_networks
 
-# The values docs/standard.md §7.8 chooses (performance/rounds.py holds the same).
-SEGMENT_ROUNDS = 64
-RESIDUAL_SCALES = {"float32": 2.0**-20, "float16": 2.0**-20}
+# The values docs/standard.md §7.8 chooses (performance/rounds.py is to hold the same): a
+# segment of SEGMENT_IMAGES images, ceil(SEGMENT_IMAGES / B) rounds; float16 one round.
+SEGMENT_IMAGES = 256
+RESIDUAL_SCALES = {"float32": 2.0**-32, "float16": 2.0**-2}
 
 CLASSES = ("maps", "residuals", "gradients", "weights")
 # Where each class is held: float16 training keeps gradients and masters in float32.
 HELD_IN = {
     "float32": dict.fromkeys(CLASSES, np.float32),
-    "float16": {"maps": np.float16, "residuals": np.float16,
-                "gradients": np.float32, "weights": np.float32},
+    "float16": {
+        "maps": np.float16,
+        "residuals": np.float16,
+        "gradients": np.float32,
+        "weights": np.float32,
+    },
 }
 _BINADES = 2200  # frexp exponents of float64 lie in [-1073, 1024]
 _OFFSET = 1100
@@ -154,8 +159,14 @@ def _kernels(name: str) -> tuple[object, type]:
 
 
 def segment(
-    network: Network, batch: int, rounds: int, iterations: int, scale: float,
-    dtype: str, kernels_name: str, seed: int,
+    network: Network,
+    batch: int,
+    rounds: int,
+    iterations: int,
+    scale: float,
+    dtype: str,
+    kernels_name: str,
+    seed: int,
 ) -> dict:
     """Run the first ``iterations`` of a segment of ``rounds``; return its figures."""
     kernels, compute = _kernels(kernels_name)
@@ -185,7 +196,8 @@ def segment(
         executor.infer(network, watched_start, start, image)
     drift = max(
         float(np.linalg.norm(weights[n][k] - w) / np.linalg.norm(w))
-        for n, arrays in drawn.items() for k, w in arrays.items()
+        for n, arrays in drawn.items()
+        for k, w in arrays.items()
     )
     return {
         "ranges": watched.ranges,
@@ -202,7 +214,7 @@ def row(network: Network, batch: int, k: str, scale: float, dtype: str, figures:
     ranges = figures["ranges"]
     r = ranges["residuals"]
     smallest = min(
-        (ranges[c].smallest / np.finfo(HELD_IN[dtype][c]).smallest_normal, c)
+        (ranges[c].smallest / float(np.finfo(HELD_IN[dtype][c]).smallest_normal), c)
         for c in CLASSES
     )
     over = max((ranges[c].largest / float(np.finfo(HELD_IN[dtype][c]).max), c) for c in CLASSES)
@@ -224,9 +236,15 @@ def row(network: Network, batch: int, k: str, scale: float, dtype: str, figures:
 HEADER = (
     "| network | B | type | K (run) | r | max map | max residual | max gradient | max weight "
     "| max / type's max | residual p1 / median | residuals below normal "
-    "| min non-zero / smallest normal | first step max / min | update visible | drift at K | map growth | s/iter |\n"
+    "| min non-zero / smallest normal | first step max / min | update visible | drift at K "
+    "| map growth | s/iter |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 )
+
+
+def segment_rounds(dtype: str, batch: int) -> int:
+    """K: the rounds of a segment of ``SEGMENT_IMAGES`` images at batch B; float16, one."""
+    return 1 if dtype == "float16" else math.ceil(SEGMENT_IMAGES / batch)
 
 
 def _power(value: float) -> str:
@@ -248,23 +266,38 @@ def _list(convert: Callable) -> Callable:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tables", default="reconstructions",
-                        help="reconstructions (the six analogs, default), canonical, or both")
+    parser.add_argument(
+        "--tables",
+        default="reconstructions",
+        help="reconstructions (the six analogs, default), canonical, or both",
+    )
     parser.add_argument("--networks", default=None, help="by letter, e.g. V,R (default all)")
     parser.add_argument("--batches", type=_list(int), default=[1, 2], help="default 1,2")
-    parser.add_argument("--rounds", "-K", type=int, default=SEGMENT_ROUNDS,
-                        help=f"K, the iterations of a segment (default {SEGMENT_ROUNDS})")
-    parser.add_argument("--iterations", type=int, default=None,
-                        help="run only the first N of the K and extrapolate the drift")
-    parser.add_argument("--scales", type=_list(_scale), default=None,
-                        help="residual scales r, e.g. 2^-20,1e-4 (default the type's)")
+    parser.add_argument(
+        "--rounds",
+        "-K",
+        type=int,
+        default=None,
+        help=f"K, the iterations of a segment (default ceil({SEGMENT_IMAGES}"
+        " / B) for float32, 1 for float16)",
+    )
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=64,
+        help="run only the first N of the K and extrapolate the drift (default 64; 0: all K)",
+    )
+    parser.add_argument(
+        "--scales",
+        type=_list(_scale),
+        default=None,
+        help="residual scales r, e.g. 2^-20,1e-4 (default the type's)",
+    )
     parser.add_argument("--dtype", choices=tuple(HELD_IN), default="float32")
     parser.add_argument("--kernels", choices=("numpy", "reference"), default="numpy")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     sets = ("reconstructions", "canonical") if args.tables == "both" else (args.tables,)
-    iterations = min(args.iterations or args.rounds, args.rounds)
-    run = f"{args.rounds}" if iterations == args.rounds else f"{args.rounds} ({iterations})"
     print(f"kernels {args.kernels}, seed {args.seed}; every |value| over one segment\n")
     print(HEADER)
     for tables in sets:
@@ -273,9 +306,20 @@ def main() -> None:
             networks = select_networks(networks, args.networks, "--networks", "--tables")
         for network in networks.values():
             for batch in args.batches:
+                rounds = args.rounds or segment_rounds(args.dtype, batch)
+                iterations = min(args.iterations or rounds, rounds)
+                run = f"{rounds}" if iterations == rounds else f"{rounds} ({iterations})"
                 for scale in args.scales or [RESIDUAL_SCALES[args.dtype]]:
-                    figures = segment(network, batch, args.rounds, iterations, scale,
-                                      args.dtype, args.kernels, args.seed)
+                    figures = segment(
+                        network,
+                        batch,
+                        rounds,
+                        iterations,
+                        scale,
+                        args.dtype,
+                        args.kernels,
+                        args.seed,
+                    )
                     print(row(network, batch, run, scale, args.dtype, figures), flush=True)
 
 
