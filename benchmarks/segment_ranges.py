@@ -32,13 +32,11 @@ from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.model.network import Network, load_networks
 from pytest_gostcnn.performance.images import ImageSet
-from pytest_gostcnn.performance.rounds import benchmark_weights
-from pytest_gostcnn.plugin.options import select_networks
+from pytest_gostcnn.performance.rounds import TRAINING_DATA, benchmark_weights
+from pytest_gostcnn.run.options import select_networks
 
-# The values docs/standard.md §7.8 chooses (performance/rounds.py is to hold the same): a
-# segment of SEGMENT_IMAGES images, ceil(SEGMENT_IMAGES / B) rounds; float16 one round.
-SEGMENT_IMAGES = 256
-RESIDUAL_SCALES = {"float32": 2.0**-32, "float16": 2.0**-2}
+# The suite's own segment lengths and residual scales (docs/standard.md §7.8).
+RESIDUAL_SCALES = {dtype: scale for dtype, (_, scale) in TRAINING_DATA.items()}
 
 CLASSES = ("maps", "residuals", "gradients", "weights")
 # Where each class is held: float16 training keeps gradients and masters in float32.
@@ -243,8 +241,8 @@ HEADER = (
 
 
 def segment_rounds(dtype: str, batch: int) -> int:
-    """K: the rounds of a segment of ``SEGMENT_IMAGES`` images at batch B; float16, one."""
-    return 1 if dtype == "float16" else math.ceil(SEGMENT_IMAGES / batch)
+    """K: the rounds of the suite's segment in ``dtype`` (the same at every batch)."""
+    return TRAINING_DATA[dtype][0]
 
 
 def _power(value: float) -> str:
@@ -278,8 +276,9 @@ def main() -> None:
         "-K",
         type=int,
         default=None,
-        help=f"K, the iterations of a segment (default ceil({SEGMENT_IMAGES}"
-        " / B) for float32, 1 for float16)",
+        help="K, the iterations of a segment (default: the suite's, "
+        + ", ".join(f"{k} for {t}" for t, (k, _) in TRAINING_DATA.items())
+        + ")",
     )
     parser.add_argument(
         "--iterations",
