@@ -9,6 +9,7 @@ import pytest
 from gost_helpers import BACKENDS, SCHEMA, SMALL, read_report
 from gost_test_recorder import Recorded, as_user
 
+from pytest_gostcnn.reports.check import check_report
 from pytest_gostcnn.run.report import write_report
 
 pytest_plugins = ["pytester"]
@@ -319,7 +320,7 @@ def test_report_path_with_a_tilde_is_written_in_the_home_directory(pytester, mon
     jsonschema.validate(json.loads((home / "r.json").read_text(encoding="utf-8")), SCHEMA)
 
 
-def test_a_peak_below_the_measured_rate_is_called_wrong_in_the_summary(pytester):
+def test_an_orp_above_100_percent_fails_the_test_and_counts_in_no_evaluation(pytester):
     report = pytester.path / "report.json"
     result = run(
         pytester,
@@ -330,12 +331,30 @@ def test_a_peak_below_the_measured_rate_is_called_wrong_in_the_summary(pytester)
         f"--gost-report={report}",
     )
 
-    assert result.ret == 0
-    (benchmark,) = read_report(report)["benchmarks"]
-    assert benchmark["orp_percent"] > 100
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    # One line names the peak, where it came from, and both ways out.
     result.stdout.fnmatch_lines(
-        ["ОРП ABOVE 100 % (Ш (Sh) inference): a test ran faster than the cell peak*"]
+        [
+            "*ТП-Ш-П-float32-B1: ОРП * % is above 100 % of the cell peak 1 MAC/s (given "
+            "(--gost-peak)): not a result. Either the peak is wrong (check the value given to "
+            "--gost-peak) or the backend's rounds end before its work does*",
+            "ОРП ABOVE 100 % (Ш (Sh) inference): *those tests failed and count in no evaluation*",
+        ]
     )
+    whole = read_report(report)
+    (benchmark,) = whole["benchmarks"]
+    assert benchmark["orp_percent"] > 100
+    assert not benchmark["compliant"]
+    assert any("above 100 % of the cell peak" in r for r in benchmark["noncompliance_reasons"])
+    (evaluation,) = whole["evaluations"]
+    assert not evaluation["compliant"]
+    assert "Sh" not in evaluation["results_percent"]  # not a result
+    # check judges the report again and agrees; with the reason removed it does not.
+    assert check_report(whole) == []
+    benchmark["noncompliance_reasons"] = [
+        r for r in benchmark["noncompliance_reasons"] if "above 100" not in r
+    ]
+    assert check_report(whole) != []
 
 
 class InternalErrors:

@@ -51,9 +51,10 @@ def verify_round(
     """Audit one timed round (standard.md §7.7) by section 8's rule on that round's data.
 
     ``weights`` are the host weights the round started from (inference: those the backend
-    was given, rounded here as ``to_device`` rounded them; training: the backend's own,
-    copied back, master copies included), ``image`` and ``out_residual`` the host arrays
-    it was given; ``result`` is what the backend returned (the output map, or a
+    was given, rounded here as ``to_device`` rounded them; training: those a correct
+    backend holds, replayed on the host from the segment's start and stored in the type it
+    keeps them in, ``conformance/replay.py``), ``image`` and ``out_residual`` the host
+    arrays it was given; ``result`` is what the backend returned (the output map, or a
     TrainingResult) and ``updated`` its weights after a training round. The float64
     reference runs one iteration from the same values.
     """
@@ -62,8 +63,13 @@ def verify_round(
     held = representable if mode == "inference" else (lambda array: array)
 
     def prepare() -> tuple:
-        ref_weights = {
-            n: {k: model.bound(held(np.asarray(a, dtype=np.float64))) for k, a in ws.items()}
+        ref_weights = {  # replayed weights come with the error of the rounds before
+            n: {
+                k: a
+                if isinstance(a, ValueAndVariance)
+                else model.bound(held(np.asarray(a, np.float64)))
+                for k, a in ws.items()
+            }
             for n, ws in weights.items()
         }
         ref_image = model.bound(representable(np.asarray(image, dtype=np.float64)))

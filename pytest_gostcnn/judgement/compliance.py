@@ -250,6 +250,24 @@ def rounds_audited(findings: Findings) -> list[Reason]:
     return _audit_reasons(findings.timings)
 
 
+def results_possible(findings: Findings) -> list[Reason]:
+    reasons = []
+    for timing in findings.timings:
+        for cell, orp in timing.above_peak:
+            where = f" on cell {cell.cell}" if len(timing.cells) > 1 else ""
+            reasons.append(
+                Reason(
+                    "ОРП above 100 %",
+                    f"{_name(timing.latin)} {timing.mode}: ОРП {orp:.3g} %{where} is above "
+                    f"100 % of the cell peak ({cell.peak.source}), so the time or the peak is "
+                    "wrong: not a result",
+                    timing.mode,
+                    timing.latin,
+                )
+            )
+    return reasons
+
+
 def cells_passed(findings: Findings) -> list[Reason]:
     reasons = []
     for cell, items in findings.cell_failures:
@@ -292,6 +310,7 @@ CONDITIONS: tuple[Callable[[Findings], list[Reason]], ...] = (
     threshold_derived,
     tables_count,
     rounds_audited,
+    results_possible,
     cells_passed,
     evaluations_complete,
 )
@@ -329,10 +348,10 @@ def _audit_reasons(timings: Iterable[Timing]) -> list[Reason]:
 
 
 def counted(timing: Timing) -> bool:
-    """Whether a test's result counts in its evaluation: it has an ОРП and every audit of
+    """Whether a test's result counts in its evaluation: it has an ОРП, every audit of
     its rounds passed (a result whose rounds differ from the verified implementation's is
-    no result)."""
-    return timing.orp is not None and not timing.failed_audits
+    no result) and no cell's ОРП is above 100 % (an impossible one is none either)."""
+    return timing.orp is not None and not timing.failed_audits and not timing.above_peak
 
 
 def _counted(timings: Iterable[Timing], latin: str, mode: str) -> bool:

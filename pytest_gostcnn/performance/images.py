@@ -1,8 +1,11 @@
-"""Each computing cell's own image set (section 9.3), generated on demand.
+"""Each computing cell's own image set (section 9.3), generated on demand, and the output
+residuals of its training rounds.
 
 Image ``i`` of cell ``c`` comes from a counter-based generator (Philox) keyed by (seed, cell)
 at counter ``i``: any image is made directly, no two cells share a set, and the 1,000,000
 images never exist at once. Values are U(-127, 128), as section 8 draws a network input.
+The residual of round ``r`` comes from the same key at a counter far above every image's,
+so an audit rebuilds any round's residual from (seed, cell, r) alone.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from pytest_gostcnn.model.data import INPUT_RANGE
 # than n counter steps, so spacing images this far apart keeps every image's stream apart
 # for maps up to 2**40 values.
 _COUNTER_STRIDE = 2**40
+# Residuals start here: above the counters of 2**150 images, the same stride apart.
+_RESIDUAL_COUNTERS = 2**190
 
 
 class ImageSet:
@@ -37,3 +42,20 @@ class ImageSet:
         for offset in range(count):
             out[offset] = self.image(start + offset)
         return out
+
+
+class ResidualSet:
+    """The output residuals of one cell's training rounds: ``batch(r, shape)`` is round
+    ``r``'s, U(-1, 1) x ``scale`` in float64 (rounded to the data type by ``to_device``)."""
+
+    def __init__(self, seed: int, cell: int = 0, scale: float = 1.0) -> None:
+        self.key = (seed << 32) | cell
+        self.scale = scale
+
+    def batch(self, number: int, shape: tuple[int, ...]) -> np.ndarray:
+        """Round ``number``'s residual (``number`` >= 0), shaped ``shape`` = (B, X, Y, L)."""
+        if number < 0:
+            raise ValueError(f"round number {number}: residuals are numbered from 0")
+        counter = _RESIDUAL_COUNTERS + number * _COUNTER_STRIDE
+        bits = np.random.Philox(key=self.key, counter=counter)
+        return np.random.Generator(bits).uniform(-1.0, 1.0, size=shape) * self.scale

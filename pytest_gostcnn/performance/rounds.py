@@ -2,8 +2,10 @@
 
 A round is one training iteration (9.3) or one forward pass (9.4) over one batch of the
 cell's own images; preparing the batch is the round's untimed setup (docs/benchmarking.md).
-A few rounds, drawn where the backend cannot see, are audited after they end: their results
-are checked against the float64 reference outside the timed region (standard.md §7.7).
+A round ends when its results are on the host: the timed region reads them back. Training
+runs in segments of ``SEGMENT_ROUNDS`` rounds, each from the drawn weights. A few rounds,
+drawn where the backend cannot see, are audited after they end: their results are checked
+against the float64 reference, replayed from the segment's start (standard.md §7.7).
 """
 
 from __future__ import annotations
@@ -13,18 +15,19 @@ import math
 import random
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from pytest_gostcnn.backend import Backend
+from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.network import Network
 
 from .cells import Deadline
 from .estimate import RunEstimate, duration
-from .images import ImageSet
+from .images import ImageSet, ResidualSet
 from .timing import FULL_PROFILE_IMAGES, Audit, macs_per_image
 
 PROFILES = ("quick", "full")
@@ -33,13 +36,21 @@ PROFILES = ("quick", "full")
 QUICK_IMAGES = 16
 QUICK_MIN_ROUNDS = 3
 WARMUP_ROUNDS = 1
-# Benchmark data are chosen to keep the iterations of W += W_D / B small and away from
-# float32's subnormal numbers (which would time a CPU's slow path, not the implementation):
-# weights from U(-a, a), a = sqrt(6 / fan-in), and the output residual from U(-1, 1) x
-# 2^-20. Section 9 leaves both free ("any float values"); section 8's ranges are for
-# verification. They do not bound every network's weights over a long run: an audited
-# round whose reference outgrows the type says so (docs/benchmarking.md).
-RESIDUAL_SCALE = 2.0**-20
+# Section 9's training data (standard.md §7.8): weights from U(-a, a), a = sqrt(6 / fan-in),
+# and the output residual from U(-1, 1) x the type's scale. The update has no learning rate,
+# so weights grow over rounds on random data: training sets them back to the drawn values
+# every segment of SEGMENT_ROUNDS rounds. float32: 2^-28 keeps every value of a 16-round
+# segment in range and far above the subnormals, with updates large enough to see. float16
+# (float32 masters): its backward residuals are normal only from about 2^-5, where one update
+# already moves the weights by more than their size, so every round is a segment of its own.
+RESIDUAL_SCALE = 2.0**-28
+SEGMENT_ROUNDS = 16
+TRAINING_DATA = {"float32": (SEGMENT_ROUNDS, RESIDUAL_SCALE), "float16": (1, 2.0**-2)}
+
+
+def training_data(dtype: str) -> tuple[int, float]:
+    """(rounds per segment, output residual scale) of a training test in ``dtype``."""
+    return TRAINING_DATA.get(dtype, TRAINING_DATA["float32"])
 # Audited rounds: one among the first AUDIT_WINDOW timed rounds, another among the last
 # AUDIT_WINDOW, and one more anywhere between per AUDIT_EVERY rounds of a long run.
 AUDIT_WINDOW = 10
@@ -148,17 +159,26 @@ def audited_rounds(rounds: int, draw: random.Random) -> tuple[int, ...]:
     return tuple(sorted({first, last, *more}))
 
 
+def segment_start(number: int, segment_rounds: int) -> int:
+    """The first timed round (from 1) of the segment timed round ``number`` lies in."""
+    return number - (number - 1) % segment_rounds
+
+
 @dataclass
 class AuditedRound:
-    """What an audit checks of one timed round: the data it was given on the host, the
-    weights it started from (a host copy, taken before it), and what it gave back."""
+    """What an audit checks of one timed round, rebuilt on the host after it ended: the data
+    it was given (regenerated), the weights its segment started from, the data of the
+    segment's rounds before it (training: the audit replays them), and what it gave back."""
 
     number: int  # the timed round, from 1
     image: np.ndarray
     out_residual: np.ndarray | None  # training only
-    weights: dict  # host arrays, by row and name
+    weights: dict  # the drawn host arrays, by row and name
     result: Any  # the backend's output map (inference) or TrainingResult (training)
     updated: dict | None  # training: the backend's weights after the round, on the device
+    # Training: (image, residual) of each earlier round of the segment, made as read.
+    earlier: Iterable[tuple[np.ndarray, np.ndarray]] = ()
+    replayed: int = 0  # how many rounds ``earlier`` holds
 
 
 class Rounds:
@@ -169,7 +189,11 @@ class Rounds:
 
     ``barrier(deadline, where)``, with several cells, meets the others before each round
     and after the last (``end``), giving up on a cell that is not there by ``deadline``
-    (``stall_deadline``) and naming the round that cell was in (``where``)."""
+    (``stall_deadline``) and naming the round that cell was in (``where``).
+
+    Training: the warm-up rounds start from the weights loaded with the test and form a
+    segment of their own; timed round n starts a segment when (n - 1) is a multiple of
+    ``segment_rounds``, and its setup loads the drawn weights again, audited or not."""
 
     def __init__(
         self,
@@ -185,13 +209,19 @@ class Rounds:
         draw: random.Random | None = None,
         stall_timeout: float | None = None,
         estimate: RunEstimate | None = None,
+        segment_rounds: int | None = None,
     ) -> None:
+        default_rounds, self.residual_scale = training_data(backend.dtype)
+        segment_rounds = default_rounds if segment_rounds is None else segment_rounds
+        if segment_rounds < 1:
+            raise ValueError(f"segment_rounds {segment_rounds}: a segment has at least 1 round")
         self.backend, self.network, self.mode, self.plan = backend, network, mode, run_plan
         rng = np.random.default_rng([seed, cell])
         self.host_weights = benchmark_weights(network, rng)
         self.weights = backend.load_weights(network, self.host_weights)
         self.images = ImageSet(network.input_shape, seed, cell)
-        self.residual_rng = np.random.default_rng([seed, cell, 1])
+        self.residuals = ResidualSet(seed, cell, self.residual_scale)
+        self.segment_rounds = segment_rounds
         self.progress = progress
         self.barrier = barrier
         self.stall_timeout = stall_timeout
@@ -202,14 +232,14 @@ class Rounds:
             audited_rounds(run_plan.rounds, draw or random.SystemRandom()) if audit else ()
         )
         self.audits: list[Audit] = []
-        self.audit_seconds = 0.0  # copying the weights and checking: never timed
+        self.audit_seconds = 0.0  # replaying the reference and checking: never timed
         self.error: str | None = None  # the backend's first failure; later rounds idle
         self.first_image = ""
         self.next_image = 0
         self.calls = 0  # rounds set up so far, warm-up included
         self.number = 0  # the timed round now set up or running (0: the warm-up)
         self.done = 0  # timed rounds that ended
-        self.pending: AuditedRound | None = None  # the round now running, if audited
+        self.pending: int | None = None  # the timed round now running, if audited
         self.result: Any = None
         self.estimate = estimate
         self.started = time.monotonic()
@@ -219,9 +249,27 @@ class Rounds:
     def audit_failed(self) -> bool:
         return any(not audit.passed for audit in self.audits)
 
+    @property
+    def data_rules(self) -> dict:
+        """What the report states of the benchmark's training data: the segment length and
+        the output residual's scale (None for inference, which has neither)."""
+        training = self.mode == "training"
+        return {
+            "segment_rounds": self.segment_rounds if training else None,
+            "residual_scale": self.residual_scale if training else None,
+        }
+
+    def ends_segment(self, number: int) -> bool:
+        """Timed round ``number`` (0 or less: a warm-up round) is the last of its segment:
+        the segment's length is reached, or the test's rounds, or the warm-up's."""
+        if number <= 0:
+            return number == 0
+        return number % self.segment_rounds == 0 or number == self.plan.rounds
+
     # The batch is generated, moved to the device and its residual filled in the setup,
     # outside the timed region: the standard times the computation on a cell's image set
-    # (which a system would stream from storage), not the project's generator.
+    # (which a system would stream from storage), not the project's generator. So is the
+    # reload of the drawn weights at a segment's start.
     def setup(self) -> tuple[tuple, dict]:
         batch = self.plan.batch
         self.calls += 1
@@ -277,44 +325,57 @@ class Rounds:
             if line is not None and self.progress is not None:
                 self.progress(line)
 
+    def _image(self, number: int) -> np.ndarray:
+        """The host images of timed round ``number`` (0 or less: a warm-up round)."""
+        batch = self.plan.batch
+        return self.images.batch((number + self.plan.warmup_rounds - 1) * batch, batch)
+
+    def _residual(self, number: int) -> np.ndarray:
+        """The output residual of timed round ``number``, from (seed, cell, round) alone:
+        the rounds of the run are numbered from 0, the first warm-up round."""
+        shape = (self.plan.batch, *self.network.output_shape)
+        return self.residuals.batch(number + self.plan.warmup_rounds - 1, shape)
+
     def _arguments(self, batch: int, number: int) -> tuple:
         host = self.images.batch(self.next_image, batch)
         if self.next_image == self.plan.warmup_rounds * batch:
             self.first_image = f"{zlib.crc32(host[0].tobytes()):08x}"
-        residual = None
-        if self.mode == "training":
-            shape = (batch, *self.network.output_shape)
-            residual = self.residual_rng.uniform(-1.0, 1.0, size=shape) * RESIDUAL_SCALE
+        # Nothing said to the backend depends on the draw: an audited round's data and
+        # starting weights are rebuilt after it ends, on the host.
         if number in self.audited and not self.audit_failed:
-            started = time.monotonic()
-            self.pending = AuditedRound(number, host, residual, self._weights_now(), None, None)
-            self.audit_seconds += time.monotonic() - started
-        image = self.backend.to_device(host)
-        if residual is None:
-            return (image,)
-        return (image, self.backend.to_device(residual))
-
-    def _weights_now(self) -> dict:
-        """The weights this round starts from, on the host: training changes them every
-        round, so they are copied back from the device; inference keeps the drawn ones."""
+            self.pending = number
         if self.mode == "inference":
-            return self.host_weights
-        return {
-            number: {name: np.array(self.backend.to_host(a)) for name, a in arrays.items()}
-            for number, arrays in self.weights.items()
-        }
+            arguments: tuple = (self.backend.to_device(host),)
+        else:
+            if number >= 1 and (number - 1) % self.segment_rounds == 0:
+                self.weights = self.backend.load_weights(self.network, self.host_weights)
+            residual = self.backend.to_device(self._residual(number))
+            arguments = (self.backend.to_device(host), residual)
+        self.backend.synchronize()  # the setup's copies end before the timed region begins
+        return arguments
 
     def target(self, image, residual=None) -> None:
+        """The timed region: the round's call, ``synchronize()``, and the reads that deliver
+        its results to the host (``deliver``)."""
         if self.error is not None or self.audit_failed:
             return
         try:
             if residual is None:
                 self.result = self.backend.infer(self.network, self.weights, image)
+                self.backend.synchronize()
+                deliver(self.backend, [self.result])
             else:
                 self.result = self.backend.train(self.network, self.weights, image, residual)
-            self.backend.synchronize()
+                self.backend.synchronize()
+                end = self.ends_segment(self.number_now)
+                deliver(self.backend, delivered(self.result, self.weights, end))
         except Exception as exc:  # noted and reported for every cell after the rounds
             self.error = _failure(exc, f"{self.mode} round")
+
+    @property
+    def number_now(self) -> int:
+        """The round now set up, numbered as timed rounds are: 0 or less for a warm-up."""
+        return self.calls - self.plan.warmup_rounds
 
     def teardown(self, *arguments) -> None:
         """After a round, untimed: audit it if it was drawn, then let its results go."""
@@ -325,11 +386,30 @@ class Rounds:
         if pending is None or self.error is not None:
             return
         started = time.monotonic()
-        updated = self.weights if self.mode == "training" else None
-        audit = self.audit(dataclasses.replace(pending, result=result, updated=updated))
+        audited = self._rebuilt(pending, result)
+        audit = self.audit(audited)
         seconds = time.monotonic() - started
         self.audit_seconds += seconds
         self.audits.append(dataclasses.replace(audit, seconds=seconds))
+
+    def _rebuilt(self, number: int, result: Any) -> AuditedRound:
+        """Timed round ``number`` as its audit sees it: its images and residual regenerated,
+        the drawn weights and, training, the data of its segment's earlier rounds."""
+        image = self._image(number)
+        if self.mode == "inference":
+            return AuditedRound(number, image, None, self.host_weights, result, None)
+        start = segment_start(number, self.segment_rounds)
+        earlier = ((self._image(n), self._residual(n)) for n in range(start, number))
+        return AuditedRound(
+            number,
+            image,
+            self._residual(number),
+            self.host_weights,
+            result,
+            self.weights,
+            earlier,
+            replayed=number - start,
+        )
 
     def _report(self, every: float = 10.0) -> None:
         now = time.monotonic()
@@ -347,6 +427,24 @@ class Rounds:
         if self.estimate is not None:
             line += "; " + self.estimate.status((self.network.latin, self.mode), done / total)
         self.progress(line)
+
+
+def delivered(result: executor.TrainingResult, weights: dict, segment_end: bool) -> list:
+    """What a training round delivers: its output map, and at a segment's last round every
+    updated weight array and the input residual, which force the segment's backward,
+    gradient and update steps (each round's forward reads the update before it)."""
+    if not segment_end:
+        return [result.output]
+    arrays = [a for ws in weights.values() for a in ws.values()]
+    return [result.output, *arrays, result.input_residual]
+
+
+def deliver(backend: Backend, arrays: list) -> None:
+    """Read a round's results back to the host, inside the timed region: a round ends when
+    its results are delivered (standard.md §7, third release), so work a backend left
+    queued or lazy is done, and timed, here (inference: the output map)."""
+    for array in arrays:
+        np.asarray(backend.to_host(array))
 
 
 def _failure(exc: Exception, during: str) -> str:

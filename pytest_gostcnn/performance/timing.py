@@ -189,6 +189,10 @@ class Timing:
     comment: str = ""
     table_set: str = DEFAULT_TABLE_SET  # the shipped set's name, or "user"
     requested_images: int | None = None  # --gost-images, when it chose the rounds
+    # Training's data (performance/rounds.py): rounds per segment from the drawn weights,
+    # and the output residual's scale; None for inference, or in a report that predates them.
+    segment_rounds: int | None = None
+    residual_scale: float | None = None
 
     @property
     def compliant(self) -> bool:
@@ -212,6 +216,12 @@ class Timing:
     def failed_audits(self) -> list[tuple[int, Audit]]:
         """(cell, audit) of every audit that failed, on any cell."""
         return [(c.cell, a) for c in self.cells for a in c.audits if not a.passed]
+
+    @property
+    def above_peak(self) -> list[tuple[CellTiming, float]]:
+        """(cell, ОРП) of every cell whose ОРП is above 100 %: not a result (standard.md
+        §7.7): the time or the peak is wrong."""
+        return [(c, orp) for c in self.cells if (orp := self.cell_orp(c)) is not None and orp > 100]
 
     @property
     def audited(self) -> bool:
@@ -276,6 +286,8 @@ class Timing:
             "comment": self.comment,
             "table_set": self.table_set,
             "requested_images": self.requested_images,
+            "segment_rounds": self.segment_rounds,
+            "residual_scale": self.residual_scale,
             "batch": self.batch,
             "meets_image_count": self.meets_image_count,
             "images": self.images,
@@ -307,6 +319,8 @@ class Timing:
             comment=data["comment"],
             table_set=data["table_set"],
             requested_images=data["requested_images"],
+            segment_rounds=data.get("segment_rounds"),
+            residual_scale=data.get("residual_scale"),
         )
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pytest_gostcnn.conformance.layer_cases import LayerCase
+from pytest_gostcnn.conformance.replay import replay
 from pytest_gostcnn.conformance.verification import (
     LayerData,
     Verification,
@@ -240,6 +241,7 @@ def run_benchmark_case(
         cells=checkpoint.timings_on_cells(cells, own_timing),
         table_set=resolved.table_set,
         requested_images=run_plan.requested,
+        **rounds.data_rules,
     )
     benchmark.extra_info.update(
         {
@@ -293,17 +295,43 @@ def _record_timing(
             ),
             pytrace=False,
         )
+    _fail_above_peak(session, timing)
+
+
+def _fail_above_peak(session: GostSession, timing: Timing) -> None:
+    """A test whose ОРП is above 100 % on a cell fails: no round can beat the peak, so the
+    peak or the time is wrong (standard.md §7.7)."""
+    if not timing.above_peak:
+        return
+    cell, orp = timing.above_peak[0]
+    where = f" on cell {cell.cell}" if len(timing.cells) > 1 else ""
+    way_out = (
+        "check the value given to --gost-peak"
+        if not cell.peak.estimated
+        else "give the cell's true peak with --gost-peak=MAC/s, e.g. 2.5T"
+    )
+    pytest.fail(
+        f"{timing.name}: ОРП {orp:.3g} %{where} is above 100 % of the cell peak "
+        f"{cell.peak.describe()}: not a result. Either the peak is wrong ({way_out}) or the "
+        "backend's rounds end before its work does (a round ends when its results reach the "
+        "host: docs/benchmarking.md, One round)",
+        pytrace=False,
+    )
 
 
 def audit_round(
     backend, network, mode: str, audited: AuditedRound, threshold: float | None
 ) -> Audit:
-    """Section 8's comparison on one timed round (``verify_round``), as the round's audit."""
+    """Section 8's comparison on one timed round (``verify_round``), as the round's audit;
+    a training round's weights replayed from its segment's start (``replay``)."""
+    weights = audited.weights
+    if mode == "training":
+        weights = replay(network, backend.dtype, weights, audited.earlier)
     result = verify_round(
         backend,
         network,
         mode,
-        audited.weights,
+        weights,
         audited.image,
         audited.out_residual,
         audited.result,

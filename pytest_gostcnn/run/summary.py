@@ -215,8 +215,9 @@ def performance_lines(
     ]
     if above:
         lines.append(
-            f"ОРП ABOVE 100 % ({', '.join(above)}): a test ran faster than the cell peak, so "
-            "the peak is wrong (check --gost-peak) and so is every ОРП below"
+            f"ОРП ABOVE 100 % ({', '.join(above)}): faster than the cell peak, so the peak "
+            "or the time is wrong: those tests failed and count in no evaluation (--gost-peak, "
+            "or a backend whose rounds end before its work)"
         )
     noisy = [t for t in timings if t.spread.noisy]
     if noisy:

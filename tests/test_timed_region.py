@@ -1,0 +1,270 @@
+"""What a timed round times (docs/benchmarking.md): a round ends when its results are on the
+host, training runs in segments from the drawn weights, and an audit changes nothing the
+backend sees until the audited round has ended.
+
+Rounds are driven as pytest-benchmark drives them (setup, the timed target, teardown), the
+target timed here; the ОРП of a backend whose work escapes the round is compared with the
+plain NumPy backend's, measured in the same test, never with a wall time.
+"""
+
+import os
+import random
+import warnings
+
+import gost_test_backends as mutants
+import numpy as np
+import pytest
+from test_audits import auditor
+from test_certification import directory, suite
+
+from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
+from pytest_gostcnn.performance import rounds as rounds_module
+from pytest_gostcnn.performance.images import ResidualSet
+from pytest_gostcnn.performance.rounds import Plan, Rounds, segment_start
+from pytest_gostcnn.performance.timing import CellTiming, Timing, macs_per_image
+
+FACTOR = 3.0  # generous: the machine is shared, the escape it guards against is 100x-1000x
+
+
+def drive(backend, network, mode, run_plan, audit=True, draw_seed=0, segment_rounds=None):
+    """Every round of one test; returns the Rounds and each timed round's target seconds."""
+    extra = {} if segment_rounds is None else {"segment_rounds": segment_rounds}
+    rounds = Rounds(
+        backend,
+        network,
+        mode,
+        run_plan,
+        seed=3,
+        audit=auditor(backend, network, mode) if audit else None,
+        draw=random.Random(draw_seed),
+        **extra,
+    )
+    seconds = []
+    for call in range(run_plan.warmup_rounds + run_plan.rounds):
+        arguments, _ = rounds.setup()
+        started = rounds_module.time.perf_counter()
+        rounds.target(*arguments)
+        if call >= run_plan.warmup_rounds:
+            seconds.append(rounds_module.time.perf_counter() - started)
+        rounds.teardown(*arguments)
+    assert rounds.error is None, rounds.error
+    return rounds, seconds
+
+
+def orp(network, mode, run_plan, seconds) -> float:
+    """The test's ОРП against a notional peak (the same for both backends compared)."""
+    cell = CellTiming(0, "cpu", run_plan.images, tuple(seconds), None, "")
+    timing = Timing(
+        network.latin,
+        mode,
+        "float32",
+        run_plan.batch,
+        run_plan.rounds,
+        macs_per_image(network, mode),
+        False,
+        (cell,),
+    )
+    return 100.0 * timing.macs_per_second / 1e12
+
+
+# A round ends when its results are delivered.
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+@pytest.mark.parametrize(
+    "mutant",
+    [mutants.ComputesWhenRead, mutants.NoSynchronize, mutants.DefersEachStep],
+    ids=lambda m: m.__name__,
+)
+def test_work_left_lazy_or_queued_is_timed_in_its_round(shipped_networks, mutant, mode):
+    network = shipped_networks["M"]
+    backend = mutant("float32")
+    assert not verify_network(backend, network, mode, batch=1, seed=5).failed
+    run_plan = Plan("quick", rounds=6, warmup_rounds=1, batch=1)
+
+    plain = orp(
+        network,
+        mode,
+        run_plan,
+        drive(NumpyBackend("float32"), network, mode, run_plan, audit=False)[1],
+    )
+    rounds, seconds = drive(backend, network, mode, run_plan)
+
+    assert orp(network, mode, run_plan, seconds) < FACTOR * plain
+    assert rounds.audits and all(a.passed for a in rounds.audits), rounds.audits
+
+
+# Audits no backend can see coming.
+
+
+class Recording(NumpyBackend):
+    """Notes every call the suite makes on it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.log = []
+
+    def load_weights(self, network, host):
+        self.log.append("load_weights")
+        return super().load_weights(network, host)
+
+    def to_device(self, host):
+        self.log.append(("to_device", host.shape, host.tobytes()))
+        return super().to_device(host)
+
+    def to_host(self, array):
+        self.log.append(("to_host", array.shape))
+        return super().to_host(array)
+
+    def train(self, network, weights, image, out_residual):
+        self.log.append("train")
+        return super().train(network, weights, image, out_residual)
+
+    def synchronize(self):
+        self.log.append("synchronize")
+
+
+def _round_calls(network, audited, segment_rounds=2):
+    """The backend's calls in each round's setup and timed target, with these rounds
+    audited (every call of the teardown, where the audit runs, left out)."""
+    backend = Recording("float32")
+    run_plan = Plan("quick", rounds=6, warmup_rounds=1, batch=1)
+    rounds = Rounds(
+        backend,
+        network,
+        "training",
+        run_plan,
+        seed=3,
+        segment_rounds=segment_rounds,
+        audit=auditor(backend, network, "training"),
+    )
+    rounds.audited = audited
+    calls = []
+    for _ in range(run_plan.warmup_rounds + run_plan.rounds):
+        backend.log = []
+        arguments, _ = rounds.setup()
+        rounds.target(*arguments)
+        calls.append(list(backend.log))
+        rounds.teardown(*arguments)
+    assert [a.round for a in rounds.audits] == list(audited)
+    assert all(a.passed for a in rounds.audits), rounds.audits
+    return calls
+
+
+def test_no_call_before_or_in_a_round_tells_an_audited_one(shipped_networks):
+    network = shipped_networks["Sh"]
+    unaudited = _round_calls(network, ())
+    audited = _round_calls(network, (1, 4, 5))
+
+    assert audited == unaudited
+    # The weights are loaded again before timed rounds 1, 3, 5 (segments of 2), audited or not.
+    assert [("load_weights" in calls) for calls in unaudited] == [
+        False,
+        True,
+        False,
+        True,
+        False,
+        True,
+        False,
+    ]
+    # Each round reads its output; a segment's last round (and the warm-up's) the weights too.
+    reads = [sum(1 for c in calls if c[0] == "to_host") for calls in unaudited]
+    weights = sum(
+        len(ws)
+        for ws in rounds_module.benchmark_weights(network, np.random.default_rng(0)).values()
+    )
+    assert reads == [2 + weights, 1, 2 + weights, 1, 2 + weights, 1, 2 + weights]
+
+
+def test_the_output_residual_follows_from_the_round_alone(shipped_networks):
+    network = shipped_networks["Sh"]
+    backend = Recording("float32")
+    run_plan = Plan("quick", rounds=3, warmup_rounds=1, batch=2)
+    rounds = Rounds(backend, network, "training", run_plan, seed=3, cell=1)
+    for number in range(4):
+        backend.log = []
+        rounds.setup()
+        sent = [c for c in backend.log if c[0] == "to_device" and c[1][1:] == network.output_shape]
+        residual = ResidualSet(3, 1, rounds_module.RESIDUAL_SCALE).batch(
+            number, (2, *network.output_shape)
+        )
+        assert sent[-1][2] == residual.tobytes()
+
+
+@pytest.mark.parametrize(
+    "mutant",
+    [mutants.HonestWhenWatched, mutants.SkipsUpdateUnlessWatched],
+    ids=lambda m: m.__name__,
+)
+def test_a_backend_honest_only_when_watched_fails_an_audit(shipped_networks, mutant):
+    network = shipped_networks["Sh"]
+    backend = mutant("float32")
+    assert not verify_network(backend, network, "training", batch=1, seed=5).failed
+    run_plan = Plan("quick", rounds=4, warmup_rounds=1, batch=1)
+
+    rounds, _ = drive(backend, network, "training", run_plan)
+
+    assert any(segment_start(n, rounds.segment_rounds) != n for n in rounds.audited)
+    failed = [a for a in rounds.audits if not a.passed]
+    assert failed and failed[0].verdict == NOT_CORRECT, rounds.audits
+
+
+# A correct backend through many segments.
+
+
+# The four largest analogs take half a minute to a minute each here; GOST_SWEEP=all runs them
+# (the tiny-table run below takes every network through 13 segments in CI).
+SWEEP = os.environ.get("GOST_SWEEP") == "all"
+LARGE = pytest.mark.skipif(not SWEEP, reason="GOST_SWEEP=all")
+
+
+@pytest.mark.parametrize(
+    "latin",
+    ["M", "Sh", *(pytest.param(latin, marks=LARGE) for latin in ("S", "G", "R", "V"))],
+)
+def test_a_correct_backend_passes_audits_across_segments_on_every_network(shipped_networks, latin):
+    network = shipped_networks[latin]
+    run_plan = Plan("quick", rounds=5, warmup_rounds=1, batch=1)
+    backend = NumpyBackend("float32")
+    rounds = Rounds(
+        backend,
+        network,
+        "training",
+        run_plan,
+        seed=3,
+        segment_rounds=2,
+        audit=auditor(backend, network, "training"),
+    )
+    rounds.audited = (2, 4, 5)  # segments' last rounds, and the test's last (a new segment's)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no overflow, no invalid value
+        for _ in range(run_plan.warmup_rounds + run_plan.rounds):
+            arguments, _ = rounds.setup()
+            rounds.target(*arguments)
+            rounds.teardown(*arguments)
+    assert rounds.error is None, rounds.error
+    assert [a.round for a in rounds.audits] == [2, 4, 5]
+    assert all(a.passed and a.worst_ratio < 1 for a in rounds.audits), rounds.audits
+
+
+def test_a_long_training_run_on_tiny_tables_passes_every_audit(tmp_path):
+    # 13 segments of 16 rounds at B = 2; overflow and invalid values fail the run.
+    run = suite(
+        directory(tmp_path),
+        "--gost-backend=numpy",
+        "--gost-tables=tiny",
+        "--gost-mode=training",
+        "--gost-batch=2",
+        "--gost-images=400",
+        "-W",
+        "error::RuntimeWarning",
+    )
+    assert run.returncode == 0, run.stdout[-3000:]
+    tests = run.report["benchmarks"]
+    assert len(tests) == 6
+    for test in tests:
+        assert test["rounds"] == 200 and test["segment_rounds"] == rounds_module.SEGMENT_ROUNDS
+        assert test["residual_scale"] == rounds_module.RESIDUAL_SCALE
+        audits = [a for cell in test["cells"] for a in cell["audits"]]
+        assert len(audits) >= 2 and all(a["passed"] for a in audits), audits
