@@ -12,6 +12,7 @@ import jsonschema
 
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance.rounds import Plan
+from pytest_gostcnn.plugin.items import audit_round
 
 HERE = Path(__file__).parent
 REPOSITORY = HERE.parent
@@ -113,3 +114,8 @@ HALF = 0.5  # a correct backend's worst error stays within half its threshold (�
 MARGIN = 10.0  # a cheat fails by at least ten times its threshold (СКОП)
 # The smallest timing plan: three rounds, one of them a warm-up, at batch 1.
 SMALL_PLAN = Plan("quick", rounds=3, warmup_rounds=1, batch=1)
+
+
+def auditor(backend, network, mode, threshold=None):
+    """The audit the plugin runs after each drawn round (plugin/items.py)."""
+    return lambda audited: audit_round(backend, network, mode, audited, threshold)

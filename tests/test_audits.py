@@ -10,7 +10,7 @@ import random
 import gost_test_backends as mutants
 import numpy as np
 import pytest
-from gost_helpers import MARGIN, SMALL_PLAN
+from gost_helpers import MARGIN, SMALL_PLAN, auditor
 
 from pytest_gostcnn.backends.cupy.xp_kernels import XpBackend
 from pytest_gostcnn.backends.numpy import NumpyBackend
@@ -27,7 +27,6 @@ from pytest_gostcnn.performance.rounds import (
     audited_rounds,
     plan,
 )
-from pytest_gostcnn.plugin.items import audit_round
 
 
 class NumpyXp(XpBackend):
@@ -38,11 +37,6 @@ class NumpyXp(XpBackend):
 
     def device(self):
         return "CPU: the xp kernels on NumPy"
-
-
-def auditor(backend, network, mode, threshold=None):
-    """The audit the plugin runs after each drawn round (plugin/items.py)."""
-    return lambda audited: audit_round(backend, network, mode, audited, threshold)
 
 
 def timed(backend, network, mode, run_plan=SMALL_PLAN, draw_seed=0, threshold=None):

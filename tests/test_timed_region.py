@@ -14,8 +14,7 @@ import warnings
 import gost_test_backends as mutants
 import numpy as np
 import pytest
-from test_audits import auditor
-from test_certification import directory, suite
+from gost_helpers import auditor, directory, suite
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
