@@ -134,6 +134,7 @@ def test_canonical_set_results_are_labelled_with_its_name_and_never_compliant(py
     assert any("not the standard's typical networks" in r for r in data["noncompliance_reasons"])
 
 
+@pytest.mark.slow  # about 50 s on 2 cores
 def test_complete_evaluation_drops_the_smallest_and_gives_both_results(pytester):
     report = pytester.path / "report.json"
     result = run(

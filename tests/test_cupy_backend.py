@@ -213,6 +213,7 @@ def test_float16_keeps_gradients_and_master_weights_in_float32_and_passes(case):
     assert backend.forward(layer, [x], weights)[0].dtype == np.float16  # read as float16
 
 
+@pytest.mark.slow  # about 20 s per data type on 2 cores
 @pytest.mark.parametrize("dtype", ["float32", "tf32", "bfloat16", "float16"])
 def test_every_shipped_network_verifies_in_inference_in_every_type(shipped_networks, dtype):
     # The scaled weight draw (docs/standard.md §6) keeps every value of every shipped
