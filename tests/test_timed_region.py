@@ -28,7 +28,6 @@ FACTOR = 3.0  # generous: the machine is shared, the escape it guards against is
 
 def drive(backend, network, mode, run_plan, audit=True, draw_seed=0, segment_rounds=None):
     """Every round of one test; returns the Rounds and each timed round's target seconds."""
-    extra = {} if segment_rounds is None else {"segment_rounds": segment_rounds}
     rounds = Rounds(
         backend,
         network,
@@ -37,7 +36,7 @@ def drive(backend, network, mode, run_plan, audit=True, draw_seed=0, segment_rou
         seed=3,
         audit=auditor(backend, network, mode) if audit else None,
         draw=random.Random(draw_seed),
-        **extra,
+        segment_rounds=segment_rounds,
     )
     seconds = []
     for call in range(run_plan.warmup_rounds + run_plan.rounds):

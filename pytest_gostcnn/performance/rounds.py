@@ -238,6 +238,7 @@ class Rounds:
         self.next_image = 0
         self.calls = 0  # rounds set up so far, warm-up included
         self.number = 0  # the timed round now set up or running (0: the warm-up)
+        self.segment_end = False  # whether that round is its segment's last (set up untimed)
         self.done = 0  # timed rounds that ended
         self.pending: int | None = None  # the timed round now running, if audited
         self.result: Any = None
@@ -276,6 +277,7 @@ class Rounds:
         self._estimate()
         number = self.calls - self.plan.warmup_rounds
         self.number = max(0, number)
+        self.segment_end = self.ends_segment(number)
         arguments: tuple = (None,)
         try:
             if self.error is None:
@@ -367,15 +369,9 @@ class Rounds:
             else:
                 self.result = self.backend.train(self.network, self.weights, image, residual)
                 self.backend.synchronize()
-                end = self.ends_segment(self.number_now)
-                deliver(self.backend, delivered(self.result, self.weights, end))
+                deliver(self.backend, delivered(self.result, self.weights, self.segment_end))
         except Exception as exc:  # noted and reported for every cell after the rounds
             self.error = _failure(exc, f"{self.mode} round")
-
-    @property
-    def number_now(self) -> int:
-        """The round now set up, numbered as timed rounds are: 0 or less for a warm-up."""
-        return self.calls - self.plan.warmup_rounds
 
     def teardown(self, *arguments) -> None:
         """After a round, untimed: audit it if it was drawn, then let its results go."""
