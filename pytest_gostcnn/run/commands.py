@@ -13,7 +13,8 @@ from pytest_gostcnn.model.network import Network, TableError, load_networks
 from pytest_gostcnn.performance.rounds import plan
 from pytest_gostcnn.reference.iteration import training_iteration
 from pytest_gostcnn.reports import merge
-from pytest_gostcnn.reports.load import ReportError, read_report
+from pytest_gostcnn.reports.check import checked_report
+from pytest_gostcnn.reports.load import ReportError
 
 from . import summary
 from .options import BY_NAME, select_networks
@@ -54,8 +55,9 @@ def reference(
     return 0
 
 
-def evaluate(paths: list[str], output: str | None) -> int:
-    """Merge the reports, print the evaluation as the plugin does, write it with ``-o``."""
+def evaluate(paths: list[str], output: str | None, tables: str | None = None) -> int:
+    """Check each report as ``check`` does, merge them, print the evaluation as the plugin
+    does, write it with ``-o``; ``tables``: the directory of a ``--gost-tables=DIR`` run."""
     try:
         if output is not None:
             output = BY_NAME["report"].parse("-o", output)  # a file can be written there
@@ -63,7 +65,8 @@ def evaluate(paths: list[str], output: str | None) -> int:
         if twice:
             print(f"given more than once, read once: {', '.join(twice)}")
         paths = list(dict.fromkeys(paths))
-        reports = [(path, read_report(path)) for path in paths]
+        # A report that does not check would carry its figures into the merge unseen.
+        reports = [(path, checked_report(path, tables)) for path in paths]
         merged = merge.merge_reports(reports)
     except (ReportError, ValueError) as exc:  # MergeError is a ValueError
         print(f"error: {exc}", file=sys.stderr)
