@@ -1,10 +1,11 @@
 """Command line: check network tables, print the project's Table 1, time the reference;
-check, merge and draw written reports.
+check, merge, compare and draw written reports.
 
 python -m pytest_gostcnn tables [--tables SET_OR_DIR]
 python -m pytest_gostcnn reference [--tables SET_OR_DIR] [--networks R,Sh] [--batch 2] [--seed 0]
 python -m pytest_gostcnn check REPORT... [--tables DIR]
 python -m pytest_gostcnn evaluate REPORT... [-o PATH] [--tables DIR]
+python -m pytest_gostcnn compare BASELINE REPORT [--fail PERCENT] [--tables DIR]
 python -m pytest_gostcnn plot REPORT -o FILE.svg
 """
 
@@ -29,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
         return check.main(args.reports, args.tables, print)
     if args.command == "evaluate":
         return commands.evaluate(args.reports, args.output, args.tables)
+    if args.command == "compare":
+        return commands.compare(args.baseline, args.report, args.fail, args.tables)
     if args.command == "plot":
         return plot(args.report, args.output)
     if args.command == "tables":
@@ -59,6 +62,14 @@ def _parser() -> argparse.ArgumentParser:
     evaluate.add_argument("reports", nargs="+", metavar="REPORT")
     evaluate.add_argument("-o", "--output", metavar="PATH", help="write the merged report here")
     evaluate.add_argument("--tables", metavar="DIR", help=TABLES_HELP)
+    comparing = sub.add_parser(
+        "compare",
+        help="each test's ОРП in REPORT against BASELINE's; exit 6 when one fell below --fail",
+    )
+    comparing.add_argument("baseline", metavar="BASELINE", help="the report to compare with")
+    comparing.add_argument("report", metavar="REPORT", help="the report of the run now")
+    BY_NAME["compare_fail"].add_argument(comparing, "--fail")
+    comparing.add_argument("--tables", metavar="DIR", help=TABLES_HELP)
     plotting = sub.add_parser(
         "plot", help="draw a --gost-report's evaluation (section 9.8) as an SVG picture"
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from gost_helpers import SCHEMA, TINY, directory, suite
+from gost_helpers import FIXED_CLOCK, SCHEMA, TINY, directory, suite
 
 from pytest_gostcnn.judgement import compliance
 from pytest_gostcnn.model.network import LATIN
@@ -25,15 +25,6 @@ from pytest_gostcnn.reports.check import check_report
 from pytest_gostcnn.reports.merge import MergeError, merge_reports
 from pytest_gostcnn.reports.schema import _unknown_keywords, report_schema, validate
 
-CLOCK = '''"""A clock that advances 2**-7 s at every reading: every round lasts exactly that."""
-_now = 0.0
-
-
-def tick():
-    global _now
-    _now += 2.0**-7
-    return _now
-'''
 STOP = '''"""Interrupt the run once its first performance test has finished, as Ctrl-C would."""
 import pytest
 
@@ -76,12 +67,11 @@ from pytest_gostcnn.judgement import compliance
 
 compliance.CONDITIONS = (*compliance.CONDITIONS, one_more)
 '''
-FIXED = (*TINY, "--benchmark-timer=gost_test_clock.tick", "--gost-mode=inference")
+FIXED = (*TINY, FIXED_CLOCK, "--gost-mode=inference")
 
 
 def run_dir(path: Path) -> Path:
     directory(path)
-    (path / "gost_test_clock.py").write_text(CLOCK, encoding="utf-8")
     (path / "gost_test_stop.py").write_text(STOP, encoding="utf-8")
     (path / "gost_test_stop_8.py").write_text(STOP_IN_SECTION_8, encoding="utf-8")
     (path / "gost_test_copy.py").write_text(COPY, encoding="utf-8")

@@ -1,6 +1,7 @@
 """The command line's commands (``python -m pytest_gostcnn``) that are more than a call:
-``tables`` (Table 1), ``reference`` (a float64 iteration per network) and ``evaluate``
-(reports merged and evaluated as the plugin does). Each prints and returns its exit status.
+``tables`` (Table 1), ``reference`` (a float64 iteration per network), ``evaluate``
+(reports merged and evaluated as the plugin does) and ``compare`` (each test's ОРП against
+a baseline's). Each prints and returns its exit status.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from pytest_gostcnn.performance.rounds import plan
 from pytest_gostcnn.reference.iteration import training_iteration
 from pytest_gostcnn.reports import merge
 from pytest_gostcnn.reports.check import checked_report
-from pytest_gostcnn.reports.load import ReportError
+from pytest_gostcnn.reports.compare import FELL, configuration_differences
+from pytest_gostcnn.reports.compare import compare as comparison_of
+from pytest_gostcnn.reports.load import ReportError, timings
 
 from . import summary
 from .options import BY_NAME, select_networks
@@ -88,6 +91,33 @@ def evaluate(paths: list[str], output: str | None, tables: str | None = None) ->
     if output is not None:
         write_report(output, report)
         print(f"merged report written to {output}")
+    return 0
+
+
+def compare(baseline: str, now: str, allowed: float | None, tables: str | None = None) -> int:
+    """Each test's ОРП in the report ``now`` against the report ``baseline``: the table, and
+    ``FELL`` (6) when one fell more than ``allowed`` percent beyond the spread; 2 when a
+    report does not check or the two are of different configurations."""
+    try:
+        then, later = checked_report(baseline, tables), checked_report(now, tables)
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    changed = configuration_differences(then, later, f"in {now}", f"in {baseline}")
+    if changed:
+        print(
+            f"error: {now} is not of the configuration of the baseline {baseline}, so their ОРП "
+            "cannot be compared: " + "; ".join(changed),
+            file=sys.stderr,
+        )
+        return 2
+    comparison = comparison_of(baseline, timings(then).values(), timings(later).values(), allowed)
+    for line in summary.comparison_lines(comparison):
+        print(line)
+    fell = comparison.reason()
+    if fell is not None:
+        print(f"exit status {FELL}: {fell}")
+        return FELL
     return 0
 
 
