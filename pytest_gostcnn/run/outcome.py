@@ -8,6 +8,7 @@ from __future__ import annotations
 from enum import IntEnum
 
 from pytest_gostcnn.performance.designations import benchmark_name
+from pytest_gostcnn.reports.compare import FELL, Comparison
 
 from .options import Options
 from .resolution import Resolved
@@ -140,6 +141,18 @@ def not_run(options: Options, results: Results) -> tuple[int, list[str]]:
 
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def gated(status: int, reason: str | None, comparison: Comparison | None) -> tuple[int, str | None]:
+    """The system's exit status with ``--gost-compare-fail``'s gate: a run that would exit 0
+    exits ``FELL`` (6) when a test's ОРП fell below the baseline's, saying which; a run
+    that fails already keeps its status and says that too."""
+    fell = comparison.reason() if comparison is not None else None
+    if fell is None:
+        return status, reason
+    if status == ExitCode.OK:
+        return FELL, fell
+    return status, f"{reason}; and {fell}" if reason else fell
 
 
 def system_exit(
