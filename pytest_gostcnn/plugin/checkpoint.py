@@ -10,12 +10,14 @@ them here lets one read them all at once.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 import pytest
 
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.performance.cells import Cells, Deadline
+from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell, PartialTest
 from pytest_gostcnn.performance.timing import CellTiming
 from pytest_gostcnn.run import outcome, report
 from pytest_gostcnn.run.options import Options
@@ -127,6 +129,34 @@ def write_checkpoint(
         outcome.run_state(options, results, stopped, ended=False),
     )
     _write(config, options.report, whole)
+
+
+def write_boundary(
+    config: pytest.Config,
+    options: Options,
+    resolved: Resolved,
+    results: Results,
+    assess: Assess,
+    clock: CheckpointClock,
+    test: PartialTest,
+    own: PartialCell,
+) -> None:
+    """At a boundary of a performance test, in its untimed teardown (every cell calls it):
+    when a checkpoint is due by cell 0's clock (the word is the same for all), every cell's
+    share of ``test`` is gathered on cell 0 and the report written with the test so far.
+    The cells then leave together, so a long write does not look like a stalled cell."""
+    if options.report is None:
+        return
+    cells = resolved.cells
+    if not cells.allgather(clock.due())[0]:
+        return
+    started = time.monotonic()
+    shares = cells.gather(own)
+    if cells.is_root:
+        results.partial = dataclasses.replace(test, cells=tuple(shares))
+    write_checkpoint(config, options, resolved, results, assess)
+    cells.allgather(None)
+    clock.wrote(time.monotonic() - started)
 
 
 def _cell_report(

@@ -71,7 +71,10 @@ class GostSession:
             return self._resolved
         options, resolved, resumed, self.results.baseline = startup.start(self.config)
         if resumed is not None:
-            self.results.resumed, self.results.resumed_from = resumed
+            self.results.resumed, self.results.resumed_from, partial = resumed
+            # The test stopped at a boundary goes on from there; until it does, the report
+            # keeps it as it was.
+            self.results.partial = self.results.resumed_partial = partial
             # Kept from the start: a run stopped again before their items, or one that
             # deselects them, must not write a report without them over the earlier one.
             self.results.timings.update(self.results.resumed)
@@ -119,7 +122,11 @@ class GostSession:
 
     def report_header(self) -> list[str]:
         return summary.header_lines(
-            self.options, self.resolved, self.plan, list(self.results.resumed.values())
+            self.options,
+            self.resolved,
+            self.plan,
+            list(self.results.resumed.values()),
+            self.results.resumed_partial,
         )
 
     def collected(self, item: pytest.Item) -> None:
@@ -240,14 +247,18 @@ class GostSession:
 def _run_estimate(resolved: Resolved, run_plan: Plan, results: Results) -> RunEstimate:
     """The estimate of the selected benchmark tests still to time, in the order they
     will run (a test kept from --gost-resume is not timed again)."""
-    images = (run_plan.rounds + run_plan.warmup_rounds) * run_plan.batch
+    partial = results.resumed_partial
     tests = []
     for latin, mode in results.benchmark_items.values():
         if (latin, mode) in results.resumed:
             continue
+        rounds = run_plan.rounds + run_plan.warmup_rounds
+        if partial is not None and partial.key == (latin, mode):
+            rounds -= partial.done  # goes on from its last boundary
         network = resolved.networks[latin]
         label = f"{network.letter} ({latin}) {mode}"
-        tests.append(((latin, mode), label, macs_per_image(network, mode) * images))
+        macs = macs_per_image(network, mode) * rounds * run_plan.batch
+        tests.append(((latin, mode), label, macs))
     return RunEstimate(tests)
 
 

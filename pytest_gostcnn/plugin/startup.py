@@ -11,6 +11,7 @@ import pytest
 from pytest_gostcnn.backend import BackendError
 from pytest_gostcnn.model.network import TableError
 from pytest_gostcnn.performance.cells import CellsError, detect
+from pytest_gostcnn.performance.partial import PartialTest
 from pytest_gostcnn.performance.timing import Timing
 from pytest_gostcnn.run.benchmark_options import (
     histogram_error,
@@ -23,7 +24,8 @@ from pytest_gostcnn.run.resume import Baseline, baseline, resume
 
 from . import checkpoint
 
-Resumed = tuple[dict[tuple[str, str], Timing], dict]  # resume.resume's answer
+# resume.resume's answer: the finished tests, where from, the test stopped at a boundary.
+Resumed = tuple[dict[tuple[str, str], Timing], dict, PartialTest | None]
 
 
 def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None, Baseline | None]:

@@ -110,6 +110,7 @@ def run_state(
             "timed_rounds_done": rounds.done,
             "rounds": rounds.plan.rounds,
         }
+    partial = results.partial
     return {
         "complete": ended and stopped is None and not others and not tests,
         "stopped": stopped,
@@ -118,6 +119,8 @@ def run_state(
         "unfinished": tests,
         "other_items_not_run": others,
         "resumed_from": results.resumed_from,
+        # The test kept at its last boundary, until it runs to its end (docs/report.md).
+        "partial": partial.as_dict() if partial and partial.name not in finished else None,
     }
 
 

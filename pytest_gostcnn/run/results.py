@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pytest_gostcnn import judgement
 from pytest_gostcnn.conformance.verification import Verification
 from pytest_gostcnn.performance.estimate import RunEstimate
+from pytest_gostcnn.performance.partial import PartialTest
 from pytest_gostcnn.performance.rounds import Rounds
 from pytest_gostcnn.performance.timing import Timing
 from pytest_gostcnn.reports.compare import Comparison
@@ -51,6 +52,10 @@ class Results:
     estimate: RunEstimate | None = None
     # The performance test timing now, for the summary of a run stopped in it.
     timing_now: tuple[str, Rounds] | None = None
+    # The performance test stopped at a boundary, as the last checkpoint inside it kept it
+    # (from --gost-resume until its test runs), and the one --gost-resume continues.
+    partial: PartialTest | None = None
+    resumed_partial: PartialTest | None = None
     # The suite's side of the network-shape layer case being verified, shared by its steps.
     layer_data: dict[str, object] = field(default_factory=dict)
 

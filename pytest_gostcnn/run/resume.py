@@ -1,9 +1,11 @@
 """The earlier reports a session reads: ``--gost-resume=REPORT``, the finished tests of a
-stopped run, and ``--gost-compare=BASELINE``, the tests this run's ОРП are compared with;
-each when it is of this configuration and checks. Nothing here imports pytest."""
+stopped run and the test it stopped in when a checkpoint kept that one at a boundary, and
+``--gost-compare=BASELINE``, the tests this run's ОРП are compared with; each when it is of
+this configuration and checks. Nothing here imports pytest."""
 
 from __future__ import annotations
 
+from pytest_gostcnn.performance.partial import PartialTest
 from pytest_gostcnn.performance.timing import Timing
 from pytest_gostcnn.reports.check import check_report, checked_report
 from pytest_gostcnn.reports.compare import configuration_differences
@@ -15,9 +17,13 @@ from .report import configuration_fields
 from .resolution import Resolved
 
 
-def resume(options: Options, resolved: Resolved) -> tuple[dict[tuple[str, str], Timing], dict]:
-    """The report's finished tests by (network, mode), and where they came from (its path,
-    when it was written, the tests); ValueError listing every difference otherwise."""
+def resume(
+    options: Options, resolved: Resolved
+) -> tuple[dict[tuple[str, str], Timing], dict, PartialTest | None]:
+    """The report's finished tests by (network, mode), where they came from (its path, when
+    it was written, the tests) and the test it stopped in at a boundary, if a checkpoint
+    kept one (``run.partial``: ``check`` has found it consistent); ValueError listing every
+    difference otherwise."""
     flag = f"--gost-resume={options.resume}"
     if options.report is None:
         raise ValueError(
@@ -51,7 +57,11 @@ def resume(options: Options, resolved: Resolved) -> tuple[dict[tuple[str, str], 
         "created": earlier["created"],
         "tests": [t.name for t in resumed.values()],
     }
-    return resumed, source
+    stored = earlier["run"].get("partial")
+    partial = None if stored is None else PartialTest.from_dict(stored)
+    if partial is not None:
+        source["continued"] = {"test": partial.name, "timed_rounds_kept": partial.done}
+    return resumed, source, partial
 
 
 Baseline = tuple[str, tuple[Timing, ...]]  # --gost-compare's path, and its tests

@@ -14,6 +14,7 @@ from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET
 from pytest_gostcnn.performance.designations import MODE_LETTERS
 from pytest_gostcnn.performance.evaluation import Evaluation, describe
+from pytest_gostcnn.performance.partial import PartialTest
 from pytest_gostcnn.performance.rounds import Plan
 from pytest_gostcnn.performance.timing import NOISY_MEAN_ABOVE_MEDIAN, Timing
 from pytest_gostcnn.reports.compare import Change, Comparison
@@ -38,7 +39,11 @@ IMAGES_NON_COMPLIANT = (
 
 
 def header_lines(
-    options: Options, resolved: Resolved, run_plan: Plan, resumed: Sequence[Timing]
+    options: Options,
+    resolved: Resolved,
+    run_plan: Plan,
+    resumed: Sequence[Timing],
+    partial: PartialTest | None = None,
 ) -> list[str]:
     """The lines under pytest's header: the backend and its device, the options, the tables
     and networks; an option that has no effect; the tests kept from ``--gost-resume``."""
@@ -75,6 +80,11 @@ def header_lines(
     if options.resume is not None:
         kept = ", ".join(t.name for t in resumed) or "none"
         lines.append(f"gostcnn: resuming {options.resume}: tests not timed again: {kept}")
+    if partial is not None:
+        lines.append(
+            f"gostcnn: resuming {partial.name} after timed round {partial.done} of "
+            f"{partial.rounds} (its last checkpoint): those rounds are the stopped run's"
+        )
     return lines
 
 
@@ -109,6 +119,13 @@ def stopped_lines(state: dict, resumed: str | None) -> list[str]:
             f"{len(tests)} performance test{'s' * (len(tests) != 1)} kept from it, not timed "
             "again: " + (", ".join(tests) or "none (it finished none)")
         )
+        continued = state["resumed_from"].get("continued")
+        if continued:
+            lines.append(
+                f"  {continued['test']} went on from its checkpoint: its first "
+                f"{continued['timed_rounds_kept']} timed rounds (times and audits) are the "
+                "stopped run's"
+            )
     if state["complete"]:
         return lines
     why = state["stopped"] or "not every selected item ran"
@@ -121,11 +138,20 @@ def stopped_lines(state: dict, resumed: str | None) -> list[str]:
     lines.append("  not finished: " + (", ".join(unfinished) or "none"))
     if state["other_items_not_run"]:
         lines.append(f"  other items of the suite not run: {state['other_items_not_run']}")
-    where = state["stopped_in"]
+    where, partial = state["stopped_in"], state.get("partial")
     if where:
         lines.append(
             f"  stopped in {where['test']} after {where['timed_rounds_done']} of "
             f"{where['rounds']} timed rounds: not a result, it is timed again when resumed"
+            if partial is None or partial["test"] != where["test"]
+            else f"  stopped in {where['test']} after {where['timed_rounds_done']} of "
+            f"{where['rounds']} timed rounds: not a result; the report keeps it after timed "
+            f"round {partial['timed_rounds_done']}, where --gost-resume goes on"
+        )
+    elif partial is not None:
+        lines.append(
+            f"  kept part-way: {partial['test']} after timed round "
+            f"{partial['timed_rounds_done']} of {partial['rounds']}, where --gost-resume goes on"
         )
     return lines
 
