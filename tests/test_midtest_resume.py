@@ -9,8 +9,13 @@ interrupted mid-test, resumed again, and ends equal to an uninterrupted run.
 
 import collections
 import copy
+import importlib.util
 import json
+import os
 import random
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -19,6 +24,7 @@ from gost_helpers import directory, suite
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.performance import partial, rounds
+from pytest_gostcnn.performance import rounds as rounds_module
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
 from pytest_gostcnn.performance.rounds import (
     AUDIT_WINDOW,
@@ -32,13 +38,19 @@ from pytest_gostcnn.reports.check import check_report
 # The draw after a boundary. ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("rounds", "done"), [(40, 16), (14, 4), (14, 8), (25, 16), (3, 1)])
+@pytest.mark.parametrize(
+    ("rounds", "done", "every"),
+    [(40, 16, 10_000), (14, 4, 10_000), (14, 8, 10_000), (25, 16, 10_000), (3, 1, 10_000),
+     (60, 32, 10)],
+)  # fmt: skip
 def test_the_rounds_audited_after_a_boundary_are_drawn_as_an_uninterrupted_test_draws_them(
-    rounds, done
+    rounds, done, every, monkeypatch
 ):
-    """Each round is audited as often, and every draw keeps the windows, whether the test
-    ran through or was stopped after ``done`` and drawn again from there."""
-    draws = 4000
+    """Each round is audited as often, and every draw keeps the windows and the count
+    between them, whether the test ran through or was stopped after ``done`` and drawn
+    again from there (``every``: one more audit per that many rounds)."""
+    monkeypatch.setattr(rounds_module, "AUDIT_EVERY", every)
+    draws = 3000
     through, resumed = collections.Counter(), collections.Counter()
     for seed in range(draws):
         through.update(audited_rounds(rounds, random.Random(seed)))
@@ -105,8 +117,7 @@ def test_a_test_resumed_at_a_boundary_computes_the_rounds_an_uninterrupted_one_d
     def boundary(rounds):
         assert rounds.pending is None  # in the teardown, after the round's audit
         boundaries.append(rounds.number)
-        kept = rounds.partial([1.0] * rounds.number, 0, "cpu")
-        assert all(a.round <= rounds.number for a in kept.audits)
+        assert rounds.partial([1.0] * rounds.number, 0, "cpu").round_seconds[-1] == 1.0
 
     whole = Rounds(backend, tiny, mode, plan, seed=5, boundary=boundary)
     _drive(whole, plan, through)
@@ -138,6 +149,7 @@ ended at once, as a kill ends it, or with GOST_TEST_INTERRUPT interrupted, as Ct
 import os
 
 from pytest_gostcnn.performance import partial, rounds
+from pytest_gostcnn.performance import rounds as rounds_module
 
 partial.CHECKPOINT_SECONDS = 0.0
 rounds.AUDIT_EVERY = 1
@@ -312,3 +324,50 @@ def test_resume_refuses_an_inconsistent_partial_test(chain):
     run = suite(path, *RUN, "--gost-resume=edited.json")
     assert run.returncode == 4 and "Traceback" not in run.stderr
     assert "the report does not check" in run.stderr and "not a boundary" in run.stderr
+
+
+# Two computing cells. -------------------------------------------------------------------
+
+MPIRUN = shutil.which("mpirun")
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(
+    not (MPIRUN and importlib.util.find_spec("mpi4py")), reason="needs mpirun and mpi4py"
+)
+def test_two_cells_killed_mid_test_keep_both_shares_and_resume(tmp_path):
+    path = directory(tmp_path)
+    (path / "gost_test_clock.py").write_text(CLOCK, encoding="utf-8")
+    (path / "gost_test_stop.py").write_text(STOP, encoding="utf-8")
+    env = {
+        **os.environ,
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        "OMPI_MCA_rmaps_base_oversubscribe": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "PYTHONPATH": str(path),
+    }
+    command = [MPIRUN, "-n", "2", sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+    command += [*RUN, "--gost-mode=training"]
+    stop = {"GOST_TEST_STOP_MODE": "training", "GOST_TEST_STOP_AT": "20"}
+    subprocess.run(
+        [*command, "--gost-report=killed.json"], cwd=path, env={**env, **stop},
+        capture_output=True, timeout=300,
+    )  # fmt: skip
+    killed = json.loads((path / "killed.json").read_text(encoding="utf-8"))
+    kept = killed["run"]["partial"]
+    assert kept["timed_rounds_done"] == 16 and [c["cell"] for c in kept["cells"]] == [0, 1]
+    assert kept["cells"][0]["first_image_crc32"] != kept["cells"][1]["first_image_crc32"]
+    done = subprocess.run(
+        [*command, "--gost-report=resumed.json", "--gost-resume=killed.json"], cwd=path,
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    resumed = json.loads((path / "resumed.json").read_text(encoding="utf-8"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rounds, "AUDIT_EVERY", 1)
+        assert check_report(resumed, path / "tiny") == []
+    for share, cell in zip(kept["cells"], resumed["benchmarks"][0]["cells"], strict=True):
+        assert cell["round_seconds"][:16] == share["round_seconds"]
+        assert len(cell["round_seconds"]) == 40
+        assert [a for a in cell["audits"] if a["round"] <= 16] == share["audits"]

@@ -474,13 +474,9 @@ class Rounds:
     @property
     def at_boundary(self) -> bool:
         """The timed round just ended is a boundary's (``partial.boundary_rounds``) and not
-        the test's last, and the backend has not failed: a checkpoint may keep the test."""
-        number = self.number
-        return (
-            self.error is None
-            and 0 < number < self.plan.rounds
-            and number % self.boundary_rounds == 0
-        )
+        the test's last: the same on every cell, whatever this one's backend did (the
+        checkpoint is a collective call; it keeps nothing when a cell's backend failed)."""
+        return 0 < self.number < self.plan.rounds and self.number % self.boundary_rounds == 0
 
     def partial(self, round_seconds: Iterable[float], cell: int, device: str) -> PartialCell:
         """This cell's share of the test at the boundary just passed: ``round_seconds``,

@@ -139,16 +139,18 @@ def write_boundary(
     assess: Assess,
     clock: CheckpointClock,
     test: PartialTest,
-    own: PartialCell,
+    own: PartialCell | None,
 ) -> None:
     """At a boundary of a performance test, in its untimed teardown (every cell calls it):
-    when a checkpoint is due by cell 0's clock (the word is the same for all), every cell's
-    share of ``test`` is gathered on cell 0 and the report written with the test so far.
-    The cells then leave together, so a long write does not look like a stalled cell."""
+    when a checkpoint is due by cell 0's clock (the word is the same for all) and no cell's
+    backend has failed (``own`` None: nothing to go on from), every cell's share of
+    ``test`` is gathered on cell 0 and the report written with the test so far. The cells
+    then leave together, so a long write does not look like a stalled cell."""
     if options.report is None:
         return
     cells = resolved.cells
-    if not cells.allgather(clock.due())[0]:
+    words = cells.allgather((clock.due(), own is None))
+    if not words[0][0] or any(failed for _, failed in words):
         return
     started = time.monotonic()
     shares = cells.gather(own)

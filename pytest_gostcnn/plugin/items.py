@@ -283,7 +283,9 @@ def _boundary(session: GostSession, latin: str, mode: str, benchmark, device: st
             rounds.number,
             cells=(),
         )
-        own = rounds.partial(benchmark.stats.stats.data, resolved.cells.rank, device)
+        own = None  # the backend failed: its rounds are no place to go on from
+        if rounds.error is None:
+            own = rounds.partial(benchmark.stats.stats.data, resolved.cells.rank, device)
         checkpoint.write_boundary(
             session.config, options, resolved, session.results, session.assess, clock, test, own
         )

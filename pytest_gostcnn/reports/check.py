@@ -415,8 +415,10 @@ def _check_partial(report: dict, networks: dict[str, Network], found: list[str])
         (b["network"], b["mode"]) == test.key for b in report["benchmarks"]
     ):
         found.append(f"{where}: the test has a result or finished, yet is kept part-way")
-    stopped_in = run["stopped_in"] or {}
-    if stopped_in.get("test") == test.name and stopped_in["timed_rounds_done"] < test.done:
+    stopped_in = run["stopped_in"] or {}  # its rounds done stop at a failed audit
+    failing = any(not a.passed for cell in test.cells for a in cell.audits)
+    later = stopped_in.get("test") == test.name and stopped_in["timed_rounds_done"] < test.done
+    if later and not failing:
         found.append(
             f"{where}: kept after timed round {test.done}, yet the run stopped in it after "
             f"{stopped_in['timed_rounds_done']}"
