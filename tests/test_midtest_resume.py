@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 import pytest
-from gost_helpers import directory, suite
+from gost_helpers import FIXED_CLOCK, directory, suite
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.model.network import load_networks
@@ -134,15 +134,6 @@ def test_a_test_resumed_at_a_boundary_computes_the_rounds_an_uninterrupted_one_d
 
 # Killed, resumed, interrupted, resumed again. -------------------------------------------
 
-CLOCK = '''"""A clock that advances 2**-7 s at every reading: every round lasts exactly that."""
-_now = 0.0
-
-
-def tick():
-    global _now
-    _now += 2.0**-7
-    return _now
-'''
 STOP = '''"""A checkpoint at every boundary, every round between the audit windows audited,
 and the run stopped after timed round GOST_TEST_STOP_AT of the GOST_TEST_STOP_MODE test:
 ended at once, as a kill ends it, or with GOST_TEST_INTERRUPT interrupted, as Ctrl-C does."""
@@ -173,7 +164,7 @@ RUN = (
     "--gost-batch=1",
     "--gost-images=40",
     "--gost-networks=Sh",
-    "--benchmark-timer=gost_test_clock.tick",
+    FIXED_CLOCK,
     "-p",
     "gost_test_stop",
 )
@@ -206,7 +197,6 @@ def chain(tmp_path_factory):
     killed after training's timed round 20, resumed and interrupted after inference's
     timed round 20, and resumed again."""
     path = directory(tmp_path_factory.mktemp("chain"))
-    (path / "gost_test_clock.py").write_text(CLOCK, encoding="utf-8")
     (path / "gost_test_stop.py").write_text(STOP, encoding="utf-8")
     runs = {"whole": suite(path, *RUN)}
     with pytest.MonkeyPatch.context() as patch:
@@ -337,7 +327,6 @@ MPIRUN = shutil.which("mpirun")
 )
 def test_two_cells_killed_mid_test_keep_both_shares_and_resume(tmp_path):
     path = directory(tmp_path)
-    (path / "gost_test_clock.py").write_text(CLOCK, encoding="utf-8")
     (path / "gost_test_stop.py").write_text(STOP, encoding="utf-8")
     env = {
         **os.environ,

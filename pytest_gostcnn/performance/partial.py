@@ -71,6 +71,10 @@ class PartialCell:
         )
 
 
+# What a report states of a partial test, in the order of ``PartialTest``'s fields.
+_STATED = ("network", "mode", "dtype", "batch", "rounds", "boundary_rounds", "timed_rounds_done")
+
+
 @dataclass(frozen=True)
 class PartialTest:
     """A performance test stopped after ``done`` of its ``rounds`` timed rounds, at a
@@ -109,16 +113,8 @@ class PartialTest:
 
     @classmethod
     def from_dict(cls, data: dict) -> PartialTest:
-        return cls(
-            latin=data["network"],
-            mode=data["mode"],
-            dtype=data["dtype"],
-            batch=data["batch"],
-            rounds=data["rounds"],
-            boundary=data["boundary_rounds"],
-            done=data["timed_rounds_done"],
-            cells=tuple(PartialCell.from_dict(c) for c in data["cells"]),
-        )
+        cells = tuple(PartialCell.from_dict(c) for c in data["cells"])
+        return cls(*(data[key] for key in _STATED), cells=cells)
 
 
 class CheckpointClock:
