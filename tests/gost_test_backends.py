@@ -269,6 +269,16 @@ class IgnoresFcBias(NumpyBackend):
         return super().forward(layer, inputs, weights)
 
 
+class ReluBackwardFromOut(NumpyBackend):
+    """Its ReLU backward masks OUT_D by OUT > 0 rather than IN > 0: the same values, read
+    from OUT, which ReLU's backward is not given (docs/backends.md)."""
+
+    def backward(self, layer, inputs, outputs, out_residuals, weights):
+        if layer.type.name != "relu":
+            return super().backward(layer, inputs, outputs, out_residuals, weights)
+        return [np.where(outputs[0] > 0, out_residuals[0], np.float32(0))]
+
+
 # Work that escapes the timed region unless the round ends when its results are delivered
 # (standard.md §7, third release): each computes right, so it verifies correct and passes
 # its audits; only the time tells.
