@@ -29,6 +29,18 @@ class NotABackend:
     name = "not-a-backend"
 
 
+class Nameless(NumpyBackend):
+    """Its name is empty, as a class that forgot to set one."""
+
+    name = ""
+
+
+class Versionless(NumpyBackend):
+    """Its version is empty."""
+
+    version = ""
+
+
 class NoDevice(NumpyBackend):
     """Unavailable: it finds no device, as a GPU backend on a machine without one."""
 

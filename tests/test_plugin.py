@@ -472,6 +472,25 @@ def test_a_bad_ini_setting_is_one_usage_error_naming_the_setting(pytester):
     usage_error(pytester.runpytest(), "gost_batch=zero: not an integer")
 
 
+@pytest.mark.parametrize(
+    "ini",
+    ["[pytest]\ngost_bacth = 4\n", "[pytest]\ngost_backend = numpy\ngost_bacth = 4\n"],
+    ids=["alone", "beside-a-setting"],
+)
+def test_a_misspelt_ini_setting_is_one_usage_error_naming_it(pytester, ini):
+    pytester.makeini(ini)
+
+    usage_error(
+        pytester.runpytest(), "gost_bacth (in tox.ini): not a setting", "did you mean gost_batch?"
+    )
+
+
+def test_a_misspelt_setting_given_with_o_is_one_usage_error_naming_it(pytester):
+    result = pytester.runpytest("--gost-backend=numpy", "-o", "gost_seeds=3")
+
+    usage_error(result, "gost_seeds (given with -o): not a setting", "did you mean gost_seed?")
+
+
 def test_a_backend_in_pyproject_runs_the_suite_and_a_switch_there_holds(pytester, backends):
     # CI configures the run once: plain `pytest` runs the suite on the backend named there,
     # and gost_allow_unavailable = true keeps a machine without the device at exit 0.
@@ -516,6 +535,21 @@ def test_backend_class_that_is_not_a_backend_is_a_usage_error_saying_so(pytester
     result = pytester.runpytest("--gost-backend=mymod:NotABackend")
 
     usage_error(result, "not a subclass of pytest_gostcnn.backend.Backend")
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("Nameless", "its class attribute name is ''; give Nameless a non-empty name"),
+        ("Versionless", "its class attribute version is ''; give Versionless a non-empty version"),
+    ],
+)
+def test_backend_with_an_empty_name_or_version_is_a_usage_error_naming_it(
+    pytester, backends, name, says
+):
+    result = pytester.runpytest(f"--gost-backend=mymod:{name}")
+
+    usage_error(result, f"--gost-backend: backend 'mymod:{name}': {says}")
 
 
 def test_backend_module_without_the_class_is_a_usage_error_saying_so(pytester, backends):

@@ -41,8 +41,12 @@ class GostSession:
     @property
     def given(self) -> bool:
         """Whether any ``--gost-*`` option was given (on the command line or in the ini
-        file): without one the plugin stays silent until the suite itself is collected."""
-        return any(text is not None for text in startup.option_texts(self.config)[0].values())
+        file, a misspelt setting too): without one the plugin stays silent until the suite
+        itself is collected."""
+        texts = startup.option_texts(self.config)[0].values()
+        return any(text is not None for text in texts) or bool(
+            startup.unknown_settings(self.config)
+        )
 
     @property
     def started(self) -> bool:
@@ -147,11 +151,14 @@ class GostSession:
         elif report.skipped:
             self.results.skips.append(_skip_reason(report))
 
-    def checkpoint(self, stopped: str | None = None) -> None:
-        """The report so far, after every performance test (``checkpoint``)."""
+    def checkpoint(self, session: pytest.Session | None = None, stopped: str | None = None) -> None:
+        """The report so far, after every performance test (``checkpoint``); one that could
+        not be written stops ``session`` before its next item."""
         checkpoint.write_checkpoint(
             self.config, self.options, self.resolved, self.results, self.assess, stopped
         )
+        if session is not None and self.results.report_failure is not None:
+            session.shouldstop = self.results.report_failure
 
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """The system's exit status and the report, once the items ran (``checkpoint``)."""

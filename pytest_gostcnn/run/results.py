@@ -39,6 +39,10 @@ class Results:
     suite_nodes: list[str] = field(default_factory=list)  # the selected items' node ids
     benchmark_items: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> test
     stopped: str | None = None  # why the run stopped before its end (cell 0, once it ends)
+    # A checkpoint of --gost-report that could not be written (every cell learns it: the
+    # run stops at once), and the finished tests the file held after its last write.
+    report_failure: str | None = None
+    report_kept: list[str] | None = None
     assessment: Assessment | None = None  # on cell 0, once the session ends
     # --gost-resume: the finished tests of the stopped run, not timed again, and where from.
     resumed: dict[tuple[str, str], Timing] = field(default_factory=dict)
