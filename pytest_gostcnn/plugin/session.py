@@ -93,7 +93,7 @@ class GostSession:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             with self._uncaptured():
-                reporter.write_line(f"gostcnn: {line}")
+                rendering.progress(reporter, f"gostcnn: {line}")
 
     def stalled(self, message: str) -> None:
         """A cell stalled (docs/cells.md): say so, keep the report of the finished tests and
@@ -140,6 +140,14 @@ class GostSession:
             for i in suite
             if i.get_closest_marker("gost_benchmark") and hasattr(i, "callspec")
         }
+        params = [i.callspec.params for i in suite if hasattr(i, "callspec")]
+        results.layer_steps_selected = sum("gost_layer_case" in p for p in params)
+        results.networks_selected = {
+            p[name]
+            for p in params
+            for name in ("gost_network_case", "gost_benchmark_case")
+            if name in p
+        }
         results.estimate = _run_estimate(self.resolved, self.plan, results)
 
     def reported(self, item: pytest.Item, report: pytest.TestReport) -> None:
@@ -172,7 +180,7 @@ class GostSession:
         )
 
     def last_lines(self, reporter: Any) -> None:
-        rendering.last_lines(reporter, self.options, self.resolved, self.results)
+        rendering.last_lines(reporter, self.options, self.results)
 
     # The judgement of the run's results. --------------------------------------------------
 

@@ -36,14 +36,14 @@ def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None]:
     ranks would part ways and wait for each other forever: a problem on any cell is a
     usage error on every cell, and a device missing on any cell skips the suite on all.
     """
-    _check_one_process(config)
-    _check_benchmark_options(config)
     try:
         cells = detect()
     except CellsError as exc:
         raise pytest.UsageError(str(exc)) from None
     options, resolved, resumed, error = None, None, None, None
     try:
+        _check_one_process(config)
+        _check_benchmark_options(config)
         _check_settings(config)
         options = Options.parse(*option_texts(config))
         resolved = resolve(options, cells)
@@ -53,11 +53,13 @@ def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None]:
             resumed = resume(options, resolved)
     except BackendError as exc:
         error = f"--gost-backend: {exc}"
-    except (TableError, ValueError) as exc:  # ReportError is a ValueError
+    except (TableError, ValueError, pytest.UsageError) as exc:  # ReportError: a ValueError
         error = str(exc)
     errors = checkpoint.errors_on_cells(cells, error)
     if errors:
         cell, why = errors[0]
+        if not cells.is_root:  # one message for the job: cell 0 prints it, the others exit 4
+            raise pytest.UsageError()
         raise pytest.UsageError(why if cells.size == 1 else f"cell {cell}: {why}")
     missing = checkpoint.errors_on_cells(cells, resolved.unavailable)
     if missing and resolved.unavailable is None:

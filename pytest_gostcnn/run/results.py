@@ -38,6 +38,10 @@ class Results:
     selected: int | None = None  # of those, the ones left after -k, -m, --deselect, --lf
     suite_nodes: list[str] = field(default_factory=list)  # the selected items' node ids
     benchmark_items: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> test
+    # What the selected items verify: how many layer steps, which (network, mode) pairs (a
+    # benchmark verifies its network first).
+    layer_steps_selected: int = 0
+    networks_selected: set[tuple[str, str]] = field(default_factory=set)
     stopped: str | None = None  # why the run stopped before its end (cell 0, once it ends)
     # A checkpoint of --gost-report that could not be written (every cell learns it: the
     # run stops at once), and the finished tests the file held after its last write.
