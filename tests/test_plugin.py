@@ -234,7 +234,8 @@ BAD_OPTIONS = [
     (["--gost-batch=2000"], ["--gost-batch=2000", "from 1 to 1024"]),
     (["--gost-batch=two"], ["--gost-batch=two", "not an integer"]),
     (["--gost-batch=1_0"], ["--gost-batch=1_0", "not an integer"]),  # int() would take it
-    (["--gost-networks=,"], ["--gost-networks=,", "no network named"]),
+    (["--gost-networks=,"], ["--gost-networks=,", "names no network"]),
+    (["--gost-networks="], ["--gost-networks=", "names no network", "leave the option out"]),
     (["--gost-dtype=float16"], ["--gost-dtype=float16", "backend 'numpy' does not declare"]),
     (["--gost-dtype=int4"], ["--gost-dtype=int4", "not a data type of the standard"]),
     (["--gost-dtype=int8"], ["--gost-dtype=int8", "no fixed-point model", "refuses the type"]),
