@@ -35,6 +35,9 @@ def test_every_option_is_parsed_by_its_own_parser_to_its_default():
         ("report", "", "--gost-report=: empty; give a file name"),
         ("networks", "", "--gost-networks=: names no network; give some (M G V S R Sh"),
         ("networks", " , ", "--gost-networks= , : names no network"),
+        ("compare", "absent.json", "--gost-compare=absent.json: no such file"),
+        ("compare_fail", "120%", "--gost-compare-fail=120%: must be a number of percent from 0"),
+        ("compare_fail", "five", "--gost-compare-fail=five: not a number of percent"),
     ],
 )
 def test_a_bad_option_is_a_value_error_naming_it(name, text, says):

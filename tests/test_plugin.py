@@ -46,6 +46,8 @@ GOST_OPTIONS = {
     "--gost-tables",
     "--gost-weights",
     "--gost-resume",
+    "--gost-compare",
+    "--gost-compare-fail",
     "--gost-stall-timeout",
     "--gost-rmse-threshold",
     "--gost-profile",

@@ -121,7 +121,7 @@ class CellTiming:
     peak: Peak | None
     first_image: str  # a checksum of the cell's first timed image: cells must differ
     audits: tuple[Audit, ...] = ()
-    audit_seconds: float = 0.0  # copying weights for and running the audits: not timed
+    audit_seconds: float = 0.0  # replaying and checking the audited rounds: not timed
 
     @property
     def seconds(self) -> float:

@@ -70,6 +70,10 @@ def terminal_summary(
         )
         for line in lines:
             reporter.write_line(line)
+    if results.assessment.comparison is not None:
+        reporter.write_sep("=", "ОРП against the baseline (--gost-compare)")
+        for line in summary.comparison_lines(results.assessment.comparison):
+            reporter.write_line(line, red=" FELL (" in line)
 
 
 def last_lines(reporter: Any, options: Options, results: Results) -> None:

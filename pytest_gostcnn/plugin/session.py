@@ -20,6 +20,7 @@ from pytest_gostcnn.performance.estimate import RunEstimate
 from pytest_gostcnn.performance.evaluation import Run, software
 from pytest_gostcnn.performance.rounds import Plan, plan
 from pytest_gostcnn.performance.timing import macs_per_image
+from pytest_gostcnn.reports.compare import compare
 from pytest_gostcnn.run import outcome, summary
 from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.resolution import Resolved, layer_params
@@ -72,7 +73,7 @@ class GostSession:
         """Parse the options and resolve them on this machine, once (``startup.start``)."""
         if self._resolved is not None:
             return self._resolved
-        options, resolved, resumed = startup.start(self.config)
+        options, resolved, resumed, self.results.baseline = startup.start(self.config)
         if resumed is not None:
             self.results.resumed, self.results.resumed_from = resumed
             # Kept from the start: a run stopped again before their items, or one that
@@ -237,7 +238,14 @@ class GostSession:
         """The session's results judged (standard.md §7.7), with the system's exit status."""
         judged = judge(self.findings(ended))
         status, reason = outcome.system_exit(statuses, self.results.cell_reports)
-        return Assessment(judged.compliance, judged.timings, judged.evaluations, status, reason)
+        comparison = None
+        if ended and self.results.baseline is not None:
+            path, then = self.results.baseline
+            comparison = compare(path, then, judged.timings, self.options.compare_fail)
+            status, reason = outcome.gated(status, reason, comparison)
+        return Assessment(
+            judged.compliance, judged.timings, judged.evaluations, status, reason, comparison
+        )
 
     def not_run(self) -> tuple[int, list[str]]:
         """The selected items of the suite that have not run (``outcome.not_run``)."""

@@ -21,16 +21,17 @@ from pytest_gostcnn.run.benchmark_options import (
 )
 from pytest_gostcnn.run.options import OPTIONS, Options
 from pytest_gostcnn.run.resolution import Resolved, resolve
-from pytest_gostcnn.run.resume import resume
+from pytest_gostcnn.run.resume import Baseline, baseline, resume
 
 from . import checkpoint
 
 Resumed = tuple[dict[tuple[str, str], Timing], dict]  # resume.resume's answer
 
 
-def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None]:
-    """The options, what they resolve to on this machine, and with ``--gost-resume`` the
-    stopped run's finished tests; pytest.UsageError saying what is wrong.
+def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None, Baseline | None]:
+    """The options, what they resolve to on this machine, with ``--gost-resume`` the
+    stopped run's finished tests and with ``--gost-compare`` the baseline's tests;
+    pytest.UsageError saying what is wrong.
 
     With several cells every rank must reach the same verdict on the options, or the
     ranks would part ways and wait for each other forever: a problem on any cell is a
@@ -40,7 +41,7 @@ def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None]:
         cells = detect()
     except CellsError as exc:
         raise pytest.UsageError(str(exc)) from None
-    options, resolved, resumed, error = None, None, None, None
+    options, resolved, resumed, compared, error = None, None, None, None, None
     try:
         _check_one_process(config)
         _check_benchmark_options(config)
@@ -51,6 +52,7 @@ def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None]:
             _check_same_items(config)
         if options.resume is not None:
             resumed = resume(options, resolved)
+        compared = baseline(options, resolved)
     except BackendError as exc:
         error = f"--gost-backend: {exc}"
     except (TableError, ValueError, pytest.UsageError) as exc:  # ReportError: a ValueError
@@ -64,7 +66,7 @@ def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None]:
     missing = checkpoint.errors_on_cells(cells, resolved.unavailable)
     if missing and resolved.unavailable is None:
         resolved = resolved.without_backend(f"cell {missing[0][0]}: {missing[0][1]}")
-    return options, resolved, resumed
+    return options, resolved, resumed, compared
 
 
 def option_texts(config: pytest.Config) -> tuple[dict[str, str | None], dict[str, str]]:

@@ -337,6 +337,26 @@ def _check_run(report: dict, found: list[str]) -> None:
         found.append("run: a test is both finished and not finished")
 
 
+def first_disagreement(report: dict, tables: str | Path | None = None) -> str | None:
+    """None when every figure of ``report`` agrees; else, in one line, its first
+    disagreement and how many more there are (for a command that refuses the report)."""
+    problems = check_report(report, tables)
+    if not problems:
+        return None
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{problems[0]}{more}"
+
+
+def checked_report(path: str | Path, tables: str | Path | None = None) -> dict:
+    """The report at ``path`` when every figure agrees; ReportError naming the file and
+    its first disagreement otherwise (``evaluate`` and ``compare`` refuse it)."""
+    report = read_report(path)
+    why = first_disagreement(report, tables)
+    if why is not None:
+        raise ReportError(f"{path}: does not check (python -m pytest_gostcnn check): {why}")
+    return report
+
+
 # For the command line. -------------------------------------------------------------------
 
 

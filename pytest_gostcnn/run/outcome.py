@@ -9,6 +9,7 @@ import shlex
 from enum import IntEnum
 
 from pytest_gostcnn.performance.designations import benchmark_name
+from pytest_gostcnn.reports.compare import FELL, Comparison
 
 from .options import Options
 from .resolution import Resolved
@@ -163,6 +164,18 @@ def _resume_arguments(report: str) -> str:
 
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def gated(status: int, reason: str | None, comparison: Comparison | None) -> tuple[int, str | None]:
+    """The system's exit status with ``--gost-compare-fail``'s gate: a run that would exit 0
+    exits ``FELL`` (6) when a test's ОРП fell below the baseline's, saying which; a run
+    that fails already keeps its status and says that too."""
+    fell = comparison.reason() if comparison is not None else None
+    if fell is None:
+        return status, reason
+    if status == ExitCode.OK:
+        return FELL, fell
+    return status, f"{reason}; and {fell}" if reason else fell
 
 
 def system_exit(

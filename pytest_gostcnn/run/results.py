@@ -10,6 +10,7 @@ from pytest_gostcnn.conformance.verification import Verification
 from pytest_gostcnn.performance.estimate import RunEstimate
 from pytest_gostcnn.performance.rounds import Rounds
 from pytest_gostcnn.performance.timing import Timing
+from pytest_gostcnn.reports.compare import Comparison
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class Assessment(judgement.Assessment):
 
     exitstatus: int
     exit_reason: str | None  # why the run exits non-zero (or why it exits 0 regardless)
+    comparison: Comparison | None = None  # against --gost-compare's baseline, once it ends
 
 
 @dataclass
@@ -51,6 +53,8 @@ class Results:
     # --gost-resume: the finished tests of the stopped run, not timed again, and where from.
     resumed: dict[tuple[str, str], Timing] = field(default_factory=dict)
     resumed_from: dict | None = None
+    # --gost-compare: the baseline's path and tests, which the timed tests are compared with.
+    baseline: tuple[str, tuple[Timing, ...]] | None = None
     # The time of the selected benchmark tests, estimated as they run (items.py).
     estimate: RunEstimate | None = None
     # The performance test timing now, for the summary of a run stopped in it.
