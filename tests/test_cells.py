@@ -187,6 +187,7 @@ def test_options_that_let_ranks_diverge_are_refused(tmp_path):
     run = mpirun(tmp_path, "--gost-backend=numpy", *SMALL, "-x")
     assert run.returncode == pytest.ExitCode.USAGE_ERROR
     assert "-x/--maxfail" in run.stderr and "same items" in run.stderr
+    assert run.stderr.count("same items") == 1  # once for the job, by cell 0
 
 
 @pytest.mark.mpi

@@ -42,8 +42,12 @@ class GostSession:
     @property
     def given(self) -> bool:
         """Whether any ``--gost-*`` option was given (on the command line or in the ini
-        file): without one the plugin stays silent until the suite itself is collected."""
-        return any(text is not None for text in startup.option_texts(self.config)[0].values())
+        file, a misspelt setting too): without one the plugin stays silent until the suite
+        itself is collected."""
+        texts = startup.option_texts(self.config)[0].values()
+        return any(text is not None for text in texts) or bool(
+            startup.unknown_settings(self.config)
+        )
 
     @property
     def started(self) -> bool:
@@ -93,7 +97,7 @@ class GostSession:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             with self._uncaptured():
-                reporter.write_line(f"gostcnn: {line}")
+                rendering.progress(reporter, f"gostcnn: {line}")
 
     def stalled(self, message: str) -> None:
         """A cell stalled (docs/cells.md): say so, keep the report of the finished tests and
@@ -144,6 +148,14 @@ class GostSession:
             for i in suite
             if i.get_closest_marker("gost_benchmark") and hasattr(i, "callspec")
         }
+        params = [i.callspec.params for i in suite if hasattr(i, "callspec")]
+        results.layer_steps_selected = sum("gost_layer_case" in p for p in params)
+        results.networks_selected = {
+            p[name]
+            for p in params
+            for name in ("gost_network_case", "gost_benchmark_case")
+            if name in p
+        }
         results.estimate = _run_estimate(self.resolved, self.plan, results)
 
     def reported(self, item: pytest.Item, report: pytest.TestReport) -> None:
@@ -155,11 +167,14 @@ class GostSession:
         elif report.skipped:
             self.results.skips.append(_skip_reason(report))
 
-    def checkpoint(self, stopped: str | None = None) -> None:
-        """The report so far, after every performance test (``checkpoint``)."""
+    def checkpoint(self, session: pytest.Session | None = None, stopped: str | None = None) -> None:
+        """The report so far, after every performance test (``checkpoint``); one that could
+        not be written stops ``session`` before its next item."""
         checkpoint.write_checkpoint(
             self.config, self.options, self.resolved, self.results, self.assess, stopped
         )
+        if session is not None and self.results.report_failure is not None:
+            session.shouldstop = self.results.report_failure
 
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """The system's exit status and the report, once the items ran (``checkpoint``)."""
@@ -173,7 +188,7 @@ class GostSession:
         )
 
     def last_lines(self, reporter: Any) -> None:
-        rendering.last_lines(reporter, self.options, self.resolved, self.results)
+        rendering.last_lines(reporter, self.options, self.results)
 
     # The judgement of the run's results. --------------------------------------------------
 

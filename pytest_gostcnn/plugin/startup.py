@@ -3,8 +3,10 @@ resolved on this machine, the cells agreed on the verdict, a stopped run resumed
 
 from __future__ import annotations
 
+import difflib
 import os
 import shlex
+import warnings
 
 import pytest
 
@@ -37,14 +39,15 @@ def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None, Bas
     ranks would part ways and wait for each other forever: a problem on any cell is a
     usage error on every cell, and a device missing on any cell skips the suite on all.
     """
-    _check_one_process(config)
-    _check_benchmark_options(config)
     try:
         cells = detect()
     except CellsError as exc:
         raise pytest.UsageError(str(exc)) from None
     options, resolved, resumed, compared, error = None, None, None, None, None
     try:
+        _check_one_process(config)
+        _check_benchmark_options(config)
+        _check_settings(config)
         options = Options.parse(*option_texts(config))
         resolved = resolve(options, cells)
         if cells.size > 1:
@@ -54,11 +57,13 @@ def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None, Bas
         compared = baseline(options, resolved)
     except BackendError as exc:
         error = f"--gost-backend: {exc}"
-    except (TableError, ValueError) as exc:  # ReportError is a ValueError
+    except (TableError, ValueError, pytest.UsageError) as exc:  # ReportError: a ValueError
         error = str(exc)
     errors = checkpoint.errors_on_cells(cells, error)
     if errors:
         cell, why = errors[0]
+        if not cells.is_root:  # one message for the job: cell 0 prints it, the others exit 4
+            raise pytest.UsageError()
         raise pytest.UsageError(why if cells.size == 1 else f"cell {cell}: {why}")
     missing = checkpoint.errors_on_cells(cells, resolved.unavailable)
     if missing and resolved.unavailable is None:
@@ -78,6 +83,47 @@ def option_texts(config: pytest.Config) -> tuple[dict[str, str | None], dict[str
                 text, flags[option.name] = str(setting), option.dest
         texts[option.name] = text
     return texts, flags
+
+
+def _settings_read(config: pytest.Config) -> dict:
+    """Every setting pytest read, from the ini file or ``-o``, by name."""
+    # Listed only in Config._inicfg (pytest 9; before, the public Config.inicfg).
+    read = getattr(config, "_inicfg", None)
+    if read is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            read = getattr(config, "inicfg", {})
+    return dict(read)
+
+
+def unknown_settings(config: pytest.Config) -> dict[str, str]:
+    """The ``gost_*`` settings read that no plugin declares (getini refuses them), each
+    with where it was given."""
+    unknown = {}
+    for name, value in sorted(_settings_read(config).items()):
+        if not name.startswith("gost_"):
+            continue
+        try:
+            config.getini(name)
+        except ValueError:
+            origin = getattr(value, "origin", None)
+            inifile = config.inipath.name if config.inipath else "the ini file"
+            unknown[name] = "given with -o" if origin == "override" else f"in {inifile}"
+    return unknown
+
+
+def _check_settings(config: pytest.Config) -> None:
+    """A misspelt setting would leave its option at the default, behind a generic warning."""
+    unknown = unknown_settings(config)
+    if unknown:
+        name, where = next(iter(unknown.items()))
+        known = [option.dest for option in OPTIONS]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ValueError(
+            f"{name} ({where}): not a setting of pytest-gostcnn; {hint}"
+            f"its settings are {', '.join(known)} (docs/options.md)"
+        )
 
 
 def _check_same_items(config: pytest.Config) -> None:

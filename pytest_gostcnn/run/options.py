@@ -109,6 +109,16 @@ def _text(flag: str, text: str) -> str:
     return text
 
 
+def _networks(flag: str, text: str) -> str:
+    """A list of networks; an empty one (an unset CI variable, say) is not "all six"."""
+    if not text.replace(",", "").strip():
+        raise ValueError(
+            f"{flag}={text}: names no network; give some (M G V S R Sh, or М Г В С Р Ш) "
+            "or leave the option out for all of them"
+        )
+    return text
+
+
 def _switch(flag: str, text: str) -> bool:
     """A switch: given on the command line it is "true"; in the ini file true or false."""
     words = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
@@ -257,7 +267,7 @@ OPTIONS: tuple[Option, ...] = (
         "networks",
         "LIST",
         "comma-separated networks by letter (M G V S R Sh, or М Г В С Р Ш) or name (default all)",
-        _text,
+        _networks,
         command=True,
     ),
     Option(
@@ -481,8 +491,8 @@ def select_networks(
     tables_option: str = "--gost-tables",
 ) -> dict[str, Network]:
     """The networks ``spec`` names (letters, Latin or Cyrillic, or a name's start), in the
-    standard's order; all of them when ``spec`` is None or empty."""
-    if not spec:
+    standard's order; all of them when ``spec`` is None."""
+    if spec is None:
         return networks
     chosen: dict[str, Network] = {}
     for token in (t.strip() for t in spec.split(",")):

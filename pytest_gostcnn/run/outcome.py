@@ -5,6 +5,7 @@ resolved to and the run's results; nothing here imports pytest.
 
 from __future__ import annotations
 
+import shlex
 from enum import IntEnum
 
 from pytest_gostcnn.performance.designations import benchmark_name
@@ -44,14 +45,18 @@ def exit_status(
 ) -> tuple[int, str | None]:
     """This cell's exit status, and why when the plugin decides it: 0 only when every
     selected item of the suite ran and passed; not 0 when nothing was verified."""
+    if results.report_failure is not None:
+        return ExitCode.INTERNAL_ERROR, (
+            f"the run stopped at once: {results.report_failure}; " + _kept(options, results)
+        )
     if stopped is not None and results.suite_items:
         others, tests = not_run(options, results)
         return (exitstatus or ExitCode.INTERRUPTED), (
             f"the run stopped ({stopped}) with {_count(len(tests), 'performance test')} "
             f"and {_count(others, 'other item')} of the suite not run; "
             + (
-                f"the report keeps the finished tests, --gost-resume={options.report} "
-                "continues the run"
+                "the report keeps the finished tests, "
+                f"{_resume_arguments(options.report)} continues the run"
                 if options.report
                 else "nothing was kept (no --gost-report)"
             )
@@ -140,6 +145,24 @@ def not_run(options: Options, results: Results) -> tuple[int, list[str]]:
         if node not in results.outcomes and node not in results.benchmark_items
     )
     return others, tests
+
+
+def _kept(options: Options, results: Results) -> str:
+    """What the report on disk holds after a checkpoint could not be written."""
+    kept, path = results.report_kept, options.report
+    if kept is None:
+        return f"this run wrote nothing to {path}"
+    if not kept:
+        return f"{path} keeps no finished performance test, only this run's section 8 so far"
+    return (
+        f"{path} keeps the {_count(len(kept), 'performance test')} finished before "
+        f"({', '.join(kept)}); {_resume_arguments(path)} continues from them"
+    )
+
+
+def _resume_arguments(report: str) -> str:
+    """The options that continue a run stopped with ``report``: it is read, then rewritten."""
+    return shlex.join([f"--gost-resume={report}", f"--gost-report={report}"])
 
 
 def _count(number: int, noun: str) -> str:

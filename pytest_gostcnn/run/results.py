@@ -41,7 +41,15 @@ class Results:
     selected: int | None = None  # of those, the ones left after -k, -m, --deselect, --lf
     suite_nodes: list[str] = field(default_factory=list)  # the selected items' node ids
     benchmark_items: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> test
+    # What the selected items verify: how many layer steps, which (network, mode) pairs (a
+    # benchmark verifies its network first).
+    layer_steps_selected: int = 0
+    networks_selected: set[tuple[str, str]] = field(default_factory=set)
     stopped: str | None = None  # why the run stopped before its end (cell 0, once it ends)
+    # A checkpoint of --gost-report that could not be written (every cell learns it: the
+    # run stops at once), and the finished tests the file held after its last write.
+    report_failure: str | None = None
+    report_kept: list[str] | None = None
     assessment: Assessment | None = None  # on cell 0, once the session ends
     # --gost-resume: the finished tests of the stopped run, not timed again, and where from.
     resumed: dict[tuple[str, str], Timing] = field(default_factory=dict)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET
-from pytest_gostcnn.performance.designations import MODE_LETTERS
+from pytest_gostcnn.performance.designations import MODE_LETTERS, transliterate
 from pytest_gostcnn.performance.evaluation import Evaluation, describe
 from pytest_gostcnn.performance.partial import PartialTest
 from pytest_gostcnn.performance.rounds import Plan
@@ -20,7 +20,7 @@ from pytest_gostcnn.performance.timing import NOISY_MEAN_ABOVE_MEDIAN, Timing
 from pytest_gostcnn.reports.compare import Change, Comparison
 
 from .options import Options
-from .resolution import Resolved, layer_params
+from .resolution import Resolved
 from .results import Assessment, Results
 
 FAILED_SHOWN = 10  # failed layer items named in the summary; the report has them all
@@ -385,44 +385,63 @@ def _percent(share: float) -> str:
     return f"{100 * share:.2g}" if 100 * share < 10 else f"{100 * share:.0f}"
 
 
-def terms(resolved: Resolved) -> list[str]:
-    """The summary's words, once, for a reader without Russian."""
-    networks = "; ".join(f"{n.letter} {n.name}" for n in resolved.networks.values())
-    modes = ", ".join(f"{letter} {mode}" for mode, letter in MODE_LETTERS.items())
+def terms(resolved: Resolved, modes: Sequence[str]) -> list[str]:
+    """The summary's words, once, for a reader without Russian, and every designation of
+    the run in Latin letters."""
+    networks = "; ".join(f"{n.letter} ({n.latin}) {n.name}" for n in resolved.networks.values())
+    mode_words = ", ".join(
+        f"{MODE_LETTERS[mode]} ({transliterate(MODE_LETTERS[mode])}) {mode}" for mode in modes
+    )
+    named = [
+        f"ТП-{n.letter}-{MODE_LETTERS[mode]}" for n in resolved.networks.values() for mode in modes
+    ] + [f"ОП-{MODE_LETTERS[mode]}" for mode in modes]
     return [
         "terms: СКО = root-mean-square error against the float64 reference; СКОП = the "
         "admissible СКО (a verdict holds while СКО/СКОП < 1); ОРП = relative real "
         "performance, the MAC/s a test reached as a share of the cells' theoretical peak",
         "designations: ТП-<network>-<mode>-<type>-B<batch> = a performance test, "
         "ОП-<mode>-<type>-B<batch>-N<cells> = an evaluation over N computing cells; "
-        f"mode {modes}; networks {networks}",
+        f"mode {mode_words}; networks {networks}",
+        "in Latin letters: " + ", ".join(f"{d} = {transliterate(d)}" for d in named),
     ]
 
 
-def last_line(
-    options: Options, resolved: Resolved, results: Results, assessment: Assessment
-) -> str:
-    """One line, like HPL's last: section 8 PASSED or FAILED with what it covered, and each
-    evaluation's first result, COMPLIANT or NOT COMPLIANT with its first reason."""
+def _counted(noun: str, selected: int, ran: Sequence) -> str:
+    """How many of the selected verifications of one kind failed, passed, did not run."""
+    failed = sum(v.failed for v in ran)
+    total = max(selected, len(ran))
+    if not total:
+        return f"{noun}s not run"
+    of = f"{total} selected {noun}{'s' * (total != 1)}"
+    if not ran:
+        return f"{of} not run"
+    text = f"{failed} of {of} failed" if failed else f"{len(ran)} of {of} passed"
+    return text + (f", {total - len(ran)} not run" if len(ran) < total else "")
+
+
+def last_line(results: Results, assessment: Assessment) -> str:
+    """One line, like HPL's last: section 8 PASSED, FAILED, INCOMPLETE or NOT RUN with how
+    many of the selected layer steps and networks ran and passed, and each evaluation's
+    first result, COMPLIANT or NOT COMPLIANT with its first reason."""
     failed_elsewhere = any(
         item.startswith(("test_layer", "test_network"))
         for report in results.cell_reports
         for item, _ in report["failures"]
     )
     verified = results.layers + list(results.networks.values())
+    networks = list(results.networks.values())
+    selected = results.layer_steps_selected + len(results.networks_selected)
     if any(v.failed for v in verified) or failed_elsewhere:
         verdict = "FAILED"
-    elif verified:
-        verdict = "PASSED"
-    else:
+    elif not verified:
         verdict = "NOT RUN"
-    networks = len(resolved.networks) * len(options.modes)
-    networks_passed = sum(not v.failed for v in results.networks.values())
-    layers_passed = sum(not v.failed for v in results.layers)
-    parts = [
-        f"verification {verdict} ({networks_passed}/{networks} networks, "
-        f"{layers_passed}/{len(layer_params(options, resolved.networks))} layer steps)"
+    else:  # PASSED only for all that was selected: a stopped run passed only what ran
+        verdict = "PASSED" if len(verified) >= selected else "INCOMPLETE"
+    counts = [
+        _counted("layer step", results.layer_steps_selected, results.layers),
+        _counted("network", len(results.networks_selected), networks),
     ]
+    parts = [f"verification {verdict}: " + "; ".join(counts)]
     for evaluation in assessment.evaluations:
         result = f"{evaluation.first:.3g} %" if evaluation.first is not None else "incomplete"
         word = "COMPLIANT" if evaluation.compliant else f"NOT COMPLIANT ({evaluation.summary})"
