@@ -586,7 +586,7 @@ def test_command_line_reports_an_unknown_network_and_exits_2(capsys):
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--networks", ","], "error: --networks=,: no network named"),
+        (["--networks", ","], "argument --networks: ,: names no network"),
         (["--seed", "-1"], "argument --seed: -1: must be an integer from 0 to"),
         (["--seed", "1_0"], "argument --seed: 1_0: not an integer"),
         (["--batch", "2000"], "argument --batch: 2000: must be an integer from 1 to 1024"),
