@@ -67,13 +67,14 @@ def test_each_test_result_carries_the_comment_of_9_7(compliant):
         assert comment.startswith("comment: data type float32; computing cells: 1 (CPU")
         assert "not used: everything outside this cell" in comment
         assert "; cell peak " in comment and "(estimated: " in comment  # and its source
-    # In the summary: under each test's row, its audit line, its rounds' spread, then the
-    # comment.
+    # In the summary: under each test's row, its audit line, its rounds' spread, what the
+    # cell's cores did in them, then the comment.
     lines = compliant.lines
     row = next(i for i, line in enumerate(lines) if line.startswith("ТП-Ш-П-float32-B1 "))
     assert lines[row + 1].startswith("  audited rounds ")
     assert lines[row + 2].startswith("  rounds: median ")
-    assert lines[row + 3] == "  " + compliant.report["benchmarks"][-1]["comment"]
+    assert lines[row + 3].startswith("  during the timed rounds: ")
+    assert lines[row + 4] == "  " + compliant.report["benchmarks"][-1]["comment"]
 
 
 def test_the_summary_puts_its_russian_terms_in_words_once(compliant):
@@ -233,9 +234,7 @@ def test_an_unavailable_backend_exits_non_zero_saying_why_on_one_line(run_dir):
 
 
 def test_allow_unavailable_keeps_exit_status_0_for_an_unavailable_backend(run_dir):
-    run = suite(
-        run_dir, "--gost-backend=mymod:NoDevice", *SMALL, "--gost-allow-unavailable"
-    )
+    run = suite(run_dir, "--gost-backend=mymod:NoDevice", *SMALL, "--gost-allow-unavailable")
 
     assert run.returncode == 0
     assert run.report["compliant"] is False and "no CUDA device" in run.report["exit_reason"]

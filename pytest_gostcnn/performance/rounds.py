@@ -26,6 +26,7 @@ from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.network import Network
 
 from .cells import Deadline
+from .contention import ContentionMeter
 from .estimate import RunEstimate, duration
 from .images import ImageSet, ResidualSet
 from .timing import FULL_PROFILE_IMAGES, Audit, macs_per_image
@@ -51,6 +52,8 @@ TRAINING_DATA = {"float32": (SEGMENT_ROUNDS, RESIDUAL_SCALE), "float16": (1, 2.0
 def training_data(dtype: str) -> tuple[int, float]:
     """(rounds per segment, output residual scale) of a training test in ``dtype``."""
     return TRAINING_DATA.get(dtype, TRAINING_DATA["float32"])
+
+
 # Audited rounds: one among the first AUDIT_WINDOW timed rounds, another among the last
 # AUDIT_WINDOW, and one more anywhere between per AUDIT_EVERY rounds of a long run.
 AUDIT_WINDOW = 10
@@ -193,7 +196,10 @@ class Rounds:
 
     Training: the warm-up rounds start from the weights loaded with the test and form a
     segment of their own; timed round n starts a segment when (n - 1) is a multiple of
-    ``segment_rounds``, and its setup loads the drawn weights again, audited or not."""
+    ``segment_rounds``, and its setup loads the drawn weights again, audited or not.
+
+    ``meter`` counts what the cell's cores did from the end of each timed round's setup to
+    the start of its teardown (``performance/contention.py``): whether the cell was shared."""
 
     def __init__(
         self,
@@ -243,6 +249,7 @@ class Rounds:
         self.pending: int | None = None  # the timed round now running, if audited
         self.result: Any = None
         self.estimate = estimate
+        self.meter = ContentionMeter()
         self.started = time.monotonic()
         self.last_report = self.started
 
@@ -289,6 +296,8 @@ class Rounds:
         if self.barrier is not None:  # every cell's round starts together
             ended = self.calls - 1
             self._meet(self._round_name(ended) if ended else f"preparing {self._round_name(1)}")
+        if number >= 1:
+            self.meter.start()  # the last thing before the timed region
         return arguments, {}
 
     def end(self) -> None:
@@ -375,6 +384,7 @@ class Rounds:
 
     def teardown(self, *arguments) -> None:
         """After a round, untimed: audit it if it was drawn, then let its results go."""
+        self.meter.stop()  # the first thing after the timed region
         pending, result = self.pending, self.result
         self.pending = self.result = None
         if self.error is None and not self.audit_failed:  # the round ran

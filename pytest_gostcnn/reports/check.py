@@ -2,7 +2,8 @@
 was measured, and each disagreement named.
 
 From the raw round times, the cells' peaks and the tables (found by their checksums) it
-recomputes each test's time, MAC/s and ОРП, the system's time over the cells, and judges
+recomputes each test's time, MAC/s and ОРП, the system's time over the cells, each cell's
+share of its cores taken by other processes (and so whether it was shared), and judges
 the report's findings as the plugin does (the compliance conditions, each test's reasons and
 designation, each evaluation: the dropped result, the first and second results); it checks
 the verdicts against their own СКО and СКОП values and the report against its schema
@@ -193,6 +194,16 @@ def _check_tests(
             if not _agrees(peaks.get(cell.cell), peak):
                 found.append(f"{here}: peak {peak!r}, the cell's is {peaks.get(cell.cell)!r}")
             _compare(found, f"{here}, spread", written.get("spread", {}), cell.spread.as_dict())
+            if cell.contention is not None:  # its shares and whether the cell was shared
+                _compare(
+                    found, f"{here}, contention", written["contention"], cell.contention.as_dict()
+                )
+                cores = report.get("invocation", {}).get("cell_cores")
+                if cell.cell == 0 and cores is not None and cell.contention.cores != cores:
+                    found.append(
+                        f"{here}: contention counted {cell.contention.cores} cores, the "
+                        f"invocation's cell has {cores}"
+                    )
             for audit in cell.audits:
                 if audit.passed and audit.worst_ratio is not None and audit.worst_ratio >= 1:
                     found.append(
