@@ -1,10 +1,11 @@
 """Command line: check network tables, print the project's Table 1, time the reference;
-check, merge and draw written reports.
+check, merge, compare and draw written reports.
 
 python -m pytest_gostcnn tables [--tables SET_OR_DIR]
 python -m pytest_gostcnn reference [--tables SET_OR_DIR] [--networks R,Sh] [--batch 2] [--seed 0]
 python -m pytest_gostcnn check REPORT... [--tables DIR]
-python -m pytest_gostcnn evaluate REPORT... [-o PATH]
+python -m pytest_gostcnn evaluate REPORT... [-o PATH] [--tables DIR]
+python -m pytest_gostcnn compare BASELINE REPORT [--fail PERCENT] [--tables DIR]
 python -m pytest_gostcnn plot REPORT -o FILE.svg
 """
 
@@ -19,13 +20,18 @@ from pytest_gostcnn.reports.plot import plot
 from pytest_gostcnn.run import commands
 from pytest_gostcnn.run.options import BY_NAME, OPTIONS
 
+# Every command that reads reports checks them: a report of --gost-tables=DIR needs its tables.
+TABLES_HELP = "the directory of tables a report of --gost-tables=DIR was run on"
+
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check":
         return check.main(args.reports, args.tables, print)
     if args.command == "evaluate":
-        return commands.evaluate(args.reports, args.output)
+        return commands.evaluate(args.reports, args.output, args.tables)
+    if args.command == "compare":
+        return commands.compare(args.baseline, args.report, args.fail, args.tables)
     if args.command == "plot":
         return plot(args.report, args.output)
     if args.command == "tables":
@@ -48,17 +54,22 @@ def _parser() -> argparse.ArgumentParser:
         help="recompute every figure of --gost-report files and name each disagreement",
     )
     checker.add_argument("reports", nargs="+", metavar="REPORT")
-    checker.add_argument(
-        "--tables",
-        metavar="DIR",
-        help="the directory of tables a report of --gost-tables=DIR was run on",
-    )
+    checker.add_argument("--tables", metavar="DIR", help=TABLES_HELP)
     evaluate = sub.add_parser(
         "evaluate",
         help="merge the reports of runs of one configuration into one evaluation per mode",
     )
     evaluate.add_argument("reports", nargs="+", metavar="REPORT")
     evaluate.add_argument("-o", "--output", metavar="PATH", help="write the merged report here")
+    evaluate.add_argument("--tables", metavar="DIR", help=TABLES_HELP)
+    comparing = sub.add_parser(
+        "compare",
+        help="each test's ОРП in REPORT against BASELINE's; exit 6 when one fell below --fail",
+    )
+    comparing.add_argument("baseline", metavar="BASELINE", help="the report to compare with")
+    comparing.add_argument("report", metavar="REPORT", help="the report of the run now")
+    BY_NAME["compare_fail"].add_argument(comparing, "--fail")
+    comparing.add_argument("--tables", metavar="DIR", help=TABLES_HELP)
     plotting = sub.add_parser(
         "plot", help="draw a --gost-report's evaluation (section 9.8) as an SVG picture"
     )

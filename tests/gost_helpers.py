@@ -54,6 +54,18 @@ layers:
   - {{n: 3, type: fc, in1: 2, F: 4}}
 """
 TINY = ("--gost-tables=tiny", "--gost-profile=full", "--gost-batch=1", "-p", "gost_tiny_full")
+# A clock that advances exactly 2**-7 s per reading, so every round of every run lasts that
+# long and two runs compare figure for figure, times included.
+CLOCK = '''"""A clock that advances 2**-7 s at every reading: every round lasts exactly that."""
+_now = 0.0
+
+
+def tick():
+    global _now
+    _now += 2.0**-7
+    return _now
+'''
+FIXED_CLOCK = "--benchmark-timer=gost_test_clock.tick"
 
 
 @dataclass
@@ -80,8 +92,8 @@ class Run:
 
 
 def directory(path: Path, provenance: str = "official") -> Path:
-    """A run's directory: the tiny tables, the test backends as ``mymod``, the recorder and
-    the shrunk full profile, all importable there."""
+    """A run's directory: the tiny tables, the test backends as ``mymod``, the recorder,
+    the shrunk full profile and the fixed clock, all importable there."""
     tables = path / "tiny"
     tables.mkdir(exist_ok=True)
     for cyrillic, latin in LATIN.items():
@@ -93,6 +105,7 @@ def directory(path: Path, provenance: str = "official") -> Path:
     ):
         (path / name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
     (path / "gost_tiny_full.py").write_text(TINY_FULL, encoding="utf-8")
+    (path / "gost_test_clock.py").write_text(CLOCK, encoding="utf-8")
     return path
 
 

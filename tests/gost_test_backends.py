@@ -29,6 +29,18 @@ class NotABackend:
     name = "not-a-backend"
 
 
+class Nameless(NumpyBackend):
+    """Its name is empty, as a class that forgot to set one."""
+
+    name = ""
+
+
+class Versionless(NumpyBackend):
+    """Its version is empty."""
+
+    version = ""
+
+
 class NoDevice(NumpyBackend):
     """Unavailable: it finds no device, as a GPU backend on a machine without one."""
 
@@ -267,6 +279,16 @@ class IgnoresFcBias(NumpyBackend):
         if layer.type.name == "fc":
             weights = {**weights, "biases": np.zeros_like(weights["biases"])}
         return super().forward(layer, inputs, weights)
+
+
+class ReluBackwardFromOut(NumpyBackend):
+    """Its ReLU backward masks OUT_D by OUT > 0 rather than IN > 0: the same values, read
+    from OUT, which ReLU's backward is not given (docs/backends.md)."""
+
+    def backward(self, layer, inputs, outputs, out_residuals, weights):
+        if layer.type.name != "relu":
+            return super().backward(layer, inputs, outputs, out_residuals, weights)
+        return [np.where(outputs[0] > 0, out_residuals[0], np.float32(0))]
 
 
 # Work that escapes the timed region unless the round ends when its results are delivered

@@ -6,7 +6,7 @@ import stat
 
 import jsonschema
 import pytest
-from gost_helpers import BACKENDS, SCHEMA, SMALL, read_report
+from gost_helpers import BACKENDS, SCHEMA, SMALL, directory, read_report
 from gost_test_recorder import Recorded, as_user
 
 from pytest_gostcnn.reports.check import check_report
@@ -102,7 +102,7 @@ def test_an_image_count_runs_ceil_n_over_b_rounds_and_says_it_is_not_compliant(p
             "ТП-Ш-П-float32-B2 (images=5, non-compliant) * 6 *",
             "  audited rounds * of 3: passed*",
             "evaluation ОП-П-float32-B2-N1 (images=5, non-compliant):",
-            "GOST R 57700.36-2021: verification PASSED *NOT COMPLIANT (images=5)",
+            "GOST R 57700.36-2021: verification PASSED: *NOT COMPLIANT (images=5)",
         ]
     )
 
@@ -383,6 +383,49 @@ def test_an_unwritable_report_is_one_clear_line_not_a_crash(pytester, monkeypatc
     assert crashes.seen == []
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR and not report.exists()
+
+
+def test_a_report_that_cannot_be_written_mid_run_stops_it_at_once_with_exit_3(
+    pytester, monkeypatch
+):
+    # Three tiny performance tests: the first checkpoint is written, the second is not
+    # (the folder went away, a disk filled), and the third must not run.
+    directory(pytester.path)
+    writes, replace = [], os.replace
+
+    def second_fails(source, target):
+        writes.append(target)
+        if len(writes) > 1:
+            raise OSError("disk full")
+        replace(source, target)
+
+    monkeypatch.setattr("pytest_gostcnn.run.report.os.replace", second_fails)
+    report = pytester.path / "r.json"
+    tiny = ("--gost-tables=tiny", "--gost-batch=1", "--gost-mode=inference")
+    result = pytester.runpytest(
+        "--gost-backend=numpy",
+        *tiny,
+        "--gost-networks=M,G,V",
+        "-m",
+        "gost_benchmark",
+        f"--gost-report={report}",
+        "-p",
+        "no:cacheprovider",
+    )
+    reports = result.reprec.getreports("pytest_runtest_logreport")
+    ran = [r.nodeid for r in reports if r.when == "call"]
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    assert len(ran) == 2 and len(writes) == 2  # no third test, no write at the end
+    data = read_report(report)  # the first checkpoint, whole
+    assert [b["network"] for b in data["benchmarks"]] == ["M"]
+    assert data["run"]["complete"] is False
+    result.stdout.fnmatch_lines(
+        [
+            f"gostcnn: exit status 3: the run stopped at once: could not write "
+            f"--gost-report={report}: *disk full; {report} keeps the 1 performance test "
+            "finished before (ТП-М-П-float32-B1); *"
+        ]
+    )
 
 
 def test_an_unavailable_backend_still_gets_its_report(pytester, backends):

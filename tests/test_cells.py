@@ -70,6 +70,7 @@ needs_mpi = pytest.mark.skipif(
     not (MPIRUN and HAVE_MPI4PY), reason="needs mpirun (Open MPI) and mpi4py: see .ci/run"
 )
 
+
 def mpirun(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Two ranks of pytest with ``args``; the test fails if they have not ended in ``timeout``
     seconds."""
@@ -187,6 +188,7 @@ def test_options_that_let_ranks_diverge_are_refused(tmp_path):
     run = mpirun(tmp_path, "--gost-backend=numpy", *SMALL, "-x")
     assert run.returncode == pytest.ExitCode.USAGE_ERROR
     assert "-x/--maxfail" in run.stderr and "same items" in run.stderr
+    assert run.stderr.count("same items") == 1  # once for the job, by cell 0
 
 
 @pytest.mark.mpi

@@ -82,15 +82,26 @@ def test_the_summary_puts_its_russian_terms_in_words_once(compliant):
     designations = [line for line in compliant.lines if line.startswith("designations: ")]
     assert len(terms) == len(designations) == 1
     assert "СКО = root-mean-square error" in terms[0] and "ОРП = relative real" in terms[0]
-    assert "mode О training, П inference" in designations[0]
+    assert "mode П (P) inference" in designations[0]
+    # Before the tables that use them.
+    table = compliant.lines.index(
+        next(line for line in compliant.lines if line.startswith("network "))
+    )
+    assert compliant.lines.index(terms[0]) < table
+    latin = [line for line in compliant.lines if line.startswith("in Latin letters: ")]
+    assert latin == [
+        "in Latin letters: "
+        + ", ".join(f"ТП-{letter}-П = TP-{LATIN[letter]}-P" for letter in LATIN)
+        + ", ОП-П = OP-P"
+    ]
 
 
 def test_the_run_ends_with_one_line_of_verdicts(compliant):
     evaluation = compliant.report["evaluations"][0]
     layers = forward_items(load_networks(compliant.path / "tiny"))
     assert compliant.lines[-1] == (
-        f"GOST R 57700.36-2021: verification PASSED (6/6 networks, {layers}/{layers} layer "
-        "steps); "
+        f"GOST R 57700.36-2021: verification PASSED: {layers} of {layers} selected layer "
+        "steps passed; 6 of 6 selected networks passed; "
         f"inference evaluation {evaluation['first_result_percent']:.3g} %: COMPLIANT"
     )
 
@@ -230,7 +241,8 @@ def test_an_unavailable_backend_exits_non_zero_saying_why_on_one_line(run_dir):
         "gostcnn: exit status 1: nothing was verified: backend mymod:NoDevice is unavailable "
         "(no CUDA device); --gost-allow-unavailable exits 0 for that"
     ]
-    assert run.lines[-1].startswith("GOST R 57700.36-2021: verification NOT RUN (0/1 networks")
+    assert run.lines[-1].startswith("GOST R 57700.36-2021: verification NOT RUN: ")
+    assert "; 1 selected network not run;" in run.lines[-1]
 
 
 def test_allow_unavailable_keeps_exit_status_0_for_an_unavailable_backend(run_dir):

@@ -5,6 +5,7 @@ call it "not correct", and its worst СКО must be at least ten times its СК�
 threshold sits far from both correct and wrong implementations.
 """
 
+import gost_test_backends as backends
 import numpy as np
 import pytest
 from gost_helpers import MARGIN
@@ -243,6 +244,20 @@ def test_relu_writing_into_its_input_fails_naming_the_kernel_and_the_argument():
     # Its output alone is right: only the check of its arguments sees the mutant.
     assert all(check.passed for check in result.checks)
     print(f"{result.subject}: {result.first_failure}")
+
+
+def test_a_backward_reading_a_map_it_is_not_given_fails_its_layer_item_as_in_a_network(
+    shipped_networks,
+):
+    # One contract (docs/backends.md): ReLU's backward is given IN, not OUT, in a layer item
+    # as in a network, so a kernel written from OUT fails its layer item, not first a network.
+    backend, case = backends.ReluBackwardFromOut("float32"), _case("relu", "uniform")
+    forward = verify_layer(backend, case.layer, "forward", 2, seed=5, subject="relu forward")
+    backward = verify_layer(backend, case.layer, "backward", 2, seed=5, subject="relu backward")
+    network = verify_network(backend, shipped_networks["Sh"], "training", batch=1, seed=5)
+    assert not forward.failed
+    assert backward.verdict == network.verdict == NOT_CORRECT
+    assert "IndexError" in backward.error and "IndexError" in network.error
 
 
 def _first_failing(mutant, cases, step="forward"):

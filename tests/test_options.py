@@ -33,6 +33,11 @@ def test_every_option_is_parsed_by_its_own_parser_to_its_default():
         ("images", "5e3", "--gost-images=5e3: not an integer"),
         ("peak", "fast", "--gost-peak=fast: the peak must be a positive number of MAC/s"),
         ("report", "", "--gost-report=: empty; give a file name"),
+        ("networks", "", "--gost-networks=: names no network; give some (M G V S R Sh"),
+        ("networks", " , ", "--gost-networks= , : names no network"),
+        ("compare", "absent.json", "--gost-compare=absent.json: no such file"),
+        ("compare_fail", "120%", "--gost-compare-fail=120%: must be a number of percent from 0"),
+        ("compare_fail", "five", "--gost-compare-fail=five: not a number of percent"),
     ],
 )
 def test_a_bad_option_is_a_value_error_naming_it(name, text, says):
@@ -62,7 +67,7 @@ def test_a_rerun_repeats_what_was_chosen_in_a_fixed_order_and_narrows_it():
 
 def test_a_rerun_leaves_out_defaults_empty_values_the_report_and_the_peak(tmp_path):
     options = Options.parse(
-        {"networks": "", "mode": "both", "peak": "1T", "report": str(tmp_path / "r.json")}
+        {"tables": "", "mode": "both", "peak": "1T", "report": str(tmp_path / "r.json")}
     )
     assert options.args() == [
         "--gost-backend=numpy",

@@ -148,10 +148,31 @@ def test_a_stopped_run_says_what_it_did_not_run_and_how_to_continue(tmp_path):
     assert status == ExitCode.INTERRUPTED
     assert why == (
         "the run stopped (interrupted) with 2 performance tests and 0 other items of the suite "
-        f"not run; the report keeps the finished tests, --gost-resume={report} continues the run"
+        "not run; the report keeps the finished tests, "
+        f"--gost-resume={report} --gost-report={report} continues the run"
     )
     why = exit_status(1, "interrupted", _options(), _resolved(), _results(outcomes))[1]
     assert why.endswith("nothing was kept (no --gost-report)")
+
+
+def test_a_report_that_could_not_be_written_mid_run_is_exit_3_saying_what_it_keeps(tmp_path):
+    report = str(tmp_path / "r.json")
+    outcomes = {"suite::test_layer[a]": "passed", "suite::bench[M]": "passed"}
+    results = _results(outcomes, report_failure="could not write --gost-report: disk full")
+    # Even where pytest says the run was interrupted (the plugin stopped it) or failed.
+    for pytest_status in (ExitCode.INTERRUPTED, ExitCode.TESTS_FAILED):
+        status, why = exit_status(pytest_status, "x", _options(report=report), _resolved(), results)
+        assert status == ExitCode.INTERNAL_ERROR
+        assert why == (
+            "the run stopped at once: could not write --gost-report: disk full; "
+            f"this run wrote nothing to {report}"
+        )
+    results.report_kept = ["ТП-М-О-float32-B2"]
+    why = exit_status(2, "x", _options(report=report), _resolved(), results)[1]
+    assert why.endswith(
+        f"; {report} keeps the 1 performance test finished before (ТП-М-О-float32-B2); "
+        f"--gost-resume={report} --gost-report={report} continues from them"
+    )
 
 
 def test_a_run_whose_every_item_ran_is_complete_once_it_ended():

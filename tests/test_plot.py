@@ -243,6 +243,14 @@ def test_the_title_gives_the_backend_its_device_dtype_batch_and_profile(report):
     )
 
 
+def test_the_title_of_a_run_with_an_image_count_gives_the_count(report):
+    report["options"].update(profile=None, images=5)
+
+    (facts,) = texts_of(picture(report), "facts")
+
+    assert facts.endswith("; batch 1; images 5 per test")
+
+
 def test_cyrillic_and_markup_in_the_report_survive_as_text(report):
     report["system"]["backend"]["device"] = 'Процессор <Эльбрус> & "8С"'
 
@@ -354,6 +362,13 @@ def test_output_into_a_missing_folder_is_one_line(capsys, tmp_path, written):
     output = tmp_path / "no" / "such" / "evaluation.svg"
 
     refused(capsys, tmp_path, written, output, f"-o {output}: folder {output.parent} does not")
+
+
+@pytest.mark.parametrize("name", ["evaluation.png", "evaluation.pdf", "evaluation"])
+def test_output_the_command_does_not_write_is_refused(capsys, tmp_path, written, name):
+    output = tmp_path / name
+
+    refused(capsys, tmp_path, written, output, f"-o {output}: plot writes SVG only")
 
 
 def test_a_failed_write_leaves_the_old_picture_and_no_temporary_file(

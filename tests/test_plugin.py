@@ -46,6 +46,8 @@ GOST_OPTIONS = {
     "--gost-tables",
     "--gost-weights",
     "--gost-resume",
+    "--gost-compare",
+    "--gost-compare-fail",
     "--gost-stall-timeout",
     "--gost-rmse-threshold",
     "--gost-profile",
@@ -234,7 +236,8 @@ BAD_OPTIONS = [
     (["--gost-batch=2000"], ["--gost-batch=2000", "from 1 to 1024"]),
     (["--gost-batch=two"], ["--gost-batch=two", "not an integer"]),
     (["--gost-batch=1_0"], ["--gost-batch=1_0", "not an integer"]),  # int() would take it
-    (["--gost-networks=,"], ["--gost-networks=,", "no network named"]),
+    (["--gost-networks=,"], ["--gost-networks=,", "names no network"]),
+    (["--gost-networks="], ["--gost-networks=", "names no network", "leave the option out"]),
     (["--gost-dtype=float16"], ["--gost-dtype=float16", "backend 'numpy' does not declare"]),
     (["--gost-dtype=int4"], ["--gost-dtype=int4", "not a data type of the standard"]),
     (["--gost-dtype=int8"], ["--gost-dtype=int8", "no fixed-point model", "refuses the type"]),
@@ -472,6 +475,25 @@ def test_a_bad_ini_setting_is_one_usage_error_naming_the_setting(pytester):
     usage_error(pytester.runpytest(), "gost_batch=zero: not an integer")
 
 
+@pytest.mark.parametrize(
+    "ini",
+    ["[pytest]\ngost_bacth = 4\n", "[pytest]\ngost_backend = numpy\ngost_bacth = 4\n"],
+    ids=["alone", "beside-a-setting"],
+)
+def test_a_misspelt_ini_setting_is_one_usage_error_naming_it(pytester, ini):
+    pytester.makeini(ini)
+
+    usage_error(
+        pytester.runpytest(), "gost_bacth (in tox.ini): not a setting", "did you mean gost_batch?"
+    )
+
+
+def test_a_misspelt_setting_given_with_o_is_one_usage_error_naming_it(pytester):
+    result = pytester.runpytest("--gost-backend=numpy", "-o", "gost_seeds=3")
+
+    usage_error(result, "gost_seeds (given with -o): not a setting", "did you mean gost_seed?")
+
+
 def test_a_backend_in_pyproject_runs_the_suite_and_a_switch_there_holds(pytester, backends):
     # CI configures the run once: plain `pytest` runs the suite on the backend named there,
     # and gost_allow_unavailable = true keeps a machine without the device at exit 0.
@@ -516,6 +538,21 @@ def test_backend_class_that_is_not_a_backend_is_a_usage_error_saying_so(pytester
     result = pytester.runpytest("--gost-backend=mymod:NotABackend")
 
     usage_error(result, "not a subclass of pytest_gostcnn.backend.Backend")
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("Nameless", "its class attribute name is ''; give Nameless a non-empty name"),
+        ("Versionless", "its class attribute version is ''; give Versionless a non-empty version"),
+    ],
+)
+def test_backend_with_an_empty_name_or_version_is_a_usage_error_naming_it(
+    pytester, backends, name, says
+):
+    result = pytester.runpytest(f"--gost-backend=mymod:{name}")
+
+    usage_error(result, f"--gost-backend: backend 'mymod:{name}': {says}")
 
 
 def test_backend_module_without_the_class_is_a_usage_error_saying_so(pytester, backends):

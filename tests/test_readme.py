@@ -8,6 +8,7 @@ import unicodedata
 from gost_helpers import REPOSITORY
 
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
+from pytest_gostcnn.model.layers import LAYER_TYPES
 from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.run.options import OPTIONS
 
@@ -72,6 +73,16 @@ def test_backend_guide_python_example_runs():
     assert blocks
     for block in blocks:
         exec(compile(block, "docs/backends.md", "exec"), {})
+
+
+def test_backend_guide_names_the_maps_backward_is_given():
+    given = re.search(r"IN for (.+?); OUT for (.+?)\. ", " ".join(BACKENDS.split()))
+    assert given, "docs/backends.md no longer says which maps backward is given"
+    named = [set(re.findall(r"`(\w+)`", group)) for group in given.groups()]
+    assert named == [
+        {name for name, t in LAYER_TYPES.items() if t.keeps_inputs},
+        {name for name, t in LAYER_TYPES.items() if t.keeps_outputs},
+    ]
 
 
 def test_table_1_matches_the_shipped_tables(shipped_networks):

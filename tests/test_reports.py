@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from gost_helpers import SCHEMA, TINY, directory, suite
+from gost_helpers import FIXED_CLOCK, SCHEMA, TINY, directory, suite
 
 from pytest_gostcnn.judgement import compliance
 from pytest_gostcnn.model.network import LATIN
@@ -26,15 +26,6 @@ from pytest_gostcnn.reports.load import configuration, differences
 from pytest_gostcnn.reports.merge import MergeError, merge_reports
 from pytest_gostcnn.reports.schema import _unknown_keywords, report_schema, validate
 
-CLOCK = '''"""A clock that advances 2**-7 s at every reading: every round lasts exactly that."""
-_now = 0.0
-
-
-def tick():
-    global _now
-    _now += 2.0**-7
-    return _now
-'''
 STOP = '''"""Interrupt the run once its first performance test has finished, as Ctrl-C would."""
 import pytest
 
@@ -93,12 +84,11 @@ def waited(tasks=""):
 
 contention.waited_seconds = waited
 '''
-FIXED = (*TINY, "--benchmark-timer=gost_test_clock.tick", "--gost-mode=inference")
+FIXED = (*TINY, FIXED_CLOCK, "--gost-mode=inference")
 
 
 def run_dir(path: Path) -> Path:
     directory(path)
-    (path / "gost_test_clock.py").write_text(CLOCK, encoding="utf-8")
     (path / "gost_test_stop.py").write_text(STOP, encoding="utf-8")
     (path / "gost_test_stop_8.py").write_text(STOP_IN_SECTION_8, encoding="utf-8")
     (path / "gost_test_copy.py").write_text(COPY, encoding="utf-8")
@@ -389,14 +379,35 @@ def test_six_single_network_runs_merged_give_the_evaluation_of_one_run(whole, si
 
 def test_the_evaluate_command_prints_the_evaluation_and_writes_the_merged_report(singles, tmp_path):
     paths = [path for path, _ in singles]
-    done = _command("evaluate", *paths, "-o", "merged.json", cwd=tmp_path)
+    tables = str(Path(paths[0]).parent / "tiny")
+    done = _command("evaluate", *paths, "-o", "merged.json", "--tables", tables, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "evaluation ОП-П-float32-B1-N1:" in done.stdout and "first result:" in done.stdout
     written = json.loads((tmp_path / "merged.json").read_text(encoding="utf-8"))
     jsonschema.validate(written, SCHEMA)
     assert written["merged_from"] == [{"path": p, "created": r["created"]} for p, r in singles]
-    done = _command("evaluate", paths[0], "nowhere/x.json", cwd=tmp_path)
+    done = _command("evaluate", paths[0], "nowhere/x.json", "--tables", tables, cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
+
+
+def test_evaluate_refuses_a_report_that_does_not_check_naming_it_and_its_first_disagreement(
+    singles, tmp_path
+):
+    (first, report), *others = singles
+    tables = str(Path(first).parent / "tiny")
+    halved = copy.deepcopy(report)
+    for cell in halved["benchmarks"][0]["cells"]:  # twice as fast, the figures left as they were
+        cell["round_seconds"] = [seconds / 2 for seconds in cell["round_seconds"]]
+    (tmp_path / "halved.json").write_text(json.dumps(halved), encoding="utf-8")
+    paths = ["halved.json", *(path for path, _ in others)]
+    done = _command("evaluate", *paths, "-o", "merged.json", "--tables", tables, cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("error: halved.json: does not check (python -m pytest_gostcnn check)")
+    assert "seconds is" in line and not (tmp_path / "merged.json").exists()
+    # a report of --gost-tables=DIR is checked against its tables, so evaluate needs them
+    done = _command("evaluate", first, cwd=tmp_path)
+    assert done.returncode == 1 and "give it as --tables DIR" in done.stderr
 
 
 def test_merge_refuses_another_configuration_and_one_test_with_two_times(singles, tmp_path):
@@ -506,7 +517,9 @@ def test_a_report_of_format_2_is_read_by_check_evaluate_and_resume(
     done = _command("check", "old.json", "--tables", str(path / "tiny"), cwd=path)
     assert done.returncode == 0 and "every figure agrees" in done.stdout, done.stdout
     others = [p for p, _ in singles[1:]]
-    done = _command("evaluate", "old.json", *others, "-o", "merged.json", cwd=path)
+    done = _command(
+        "evaluate", "old.json", *others, "-o", "merged.json", "--tables", "tiny", cwd=path
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     merged = json.loads((path / "merged.json").read_text(encoding="utf-8"))
     assert merged["format"] == "pytest-gostcnn report 3"

@@ -9,6 +9,7 @@ plain NumPy backend's, measured in the same test, never with a wall time.
 
 import os
 import random
+import statistics
 import warnings
 
 import gost_test_backends as mutants
@@ -51,8 +52,11 @@ def drive(backend, network, mode, run_plan, audit=True, draw_seed=0, segment_rou
 
 
 def orp(network, mode, run_plan, seconds) -> float:
-    """The test's ОРП against a notional peak (the same for both backends compared)."""
-    cell = CellTiming(0, "cpu", run_plan.images, tuple(seconds), None, "")
+    """The test's ОРП against a notional peak (the same for both backends compared), from
+    the median round: work that escapes a round escapes every round, a busy machine's
+    hiccup only some."""
+    median = statistics.median(seconds)
+    cell = CellTiming(0, "cpu", run_plan.images, (median,) * len(seconds), None, "")
     timing = Timing(
         network.latin,
         mode,
@@ -76,7 +80,8 @@ def orp(network, mode, run_plan, seconds) -> float:
     ids=lambda m: m.__name__,
 )
 def test_work_left_lazy_or_queued_is_timed_in_its_round(shipped_networks, mutant, mode):
-    network = shipped_networks["M"]
+    # М's training audits take 10 s a case: training on Ш (Sh), the smallest network.
+    network = shipped_networks["M" if mode == "inference" else "Sh"]
     backend = mutant("float32")
     assert not verify_network(backend, network, mode, batch=1, seed=5).failed
     run_plan = Plan("quick", rounds=6, warmup_rounds=1, batch=1)

@@ -66,10 +66,11 @@ def prepare_layer(
     ref_w = {k: model.bound(a) for k, a in host_weights.items()}
     ref: dict[str, Any] = {"forward": model.forward(layer, ref_in, ref_w)}
     ref_res = [model.bound(a) for a in host_residuals]
+    given_in, given_out = layer.given_to_backward(ref_in, ref["forward"])
     if steps >= 1:
-        ref["backward"] = model.backward(layer, ref_in, ref["forward"], ref_res, ref_w)
+        ref["backward"] = model.backward(layer, given_in, given_out, ref_res, ref_w)
     if steps >= 2:
-        ref["gradient"] = model.gradient(layer, ref_in, ref_res)
+        ref["gradient"] = model.gradient(layer, given_in, ref_res)
     if steps >= 3:
         model.update(layer, ref_w, ref["gradient"], batch)
         ref["update"] = ref_w
@@ -134,12 +135,15 @@ class _LayerRun:
             self.arguments.watch(f"OUT{i + 1}", device)
         for i, (device, host) in enumerate(zip(self.residuals, self.data.residuals, strict=True)):
             self.arguments.watch(f"OUT{i + 1}_D", device, host)
+        # The maps a network's backward and gradient steps are given, no more.
+        inputs, outputs = self.layer.given_to_backward(self.inputs, self.outputs)
         self.in_residuals = self.backend.backward(
-            self.layer, self.inputs, self.outputs, self.residuals, self.weights
+            self.layer, inputs, outputs, self.residuals, self.weights
         )
 
     def gradient(self) -> None:
-        self.grads = self.backend.gradient(self.layer, self.inputs, self.residuals)
+        inputs, _ = self.layer.given_to_backward(self.inputs, self.outputs)
+        self.grads = self.backend.gradient(self.layer, inputs, self.residuals)
 
     def update(self) -> None:
         # update changes the weights by contract; the gradients and the rest it only reads.

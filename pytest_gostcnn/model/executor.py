@@ -26,9 +26,10 @@ class Kernels(Protocol):
     """The four steps of one layer, as a backend provides them (standard.md §3).
 
     ``inputs``/``outputs``/``out_residuals`` are lists with one array per map, shaped
-    [B][X][Y][L]. ``forward`` returns one array per output; ``backward`` returns one
-    residual per input; ``gradient`` returns the ``*_D`` arrays keyed and shaped like the
-    layer's weights (``Layer.weight_shapes``).
+    [B][X][Y][L]; ``backward`` and ``gradient`` are given IN and OUT only where Appendix A
+    reads them (``Layer.given_to_backward``), an empty list otherwise. ``forward`` returns
+    one array per output; ``backward`` returns one residual per input; ``gradient`` returns
+    the ``*_D`` arrays keyed and shaped like the layer's weights (``Layer.weight_shapes``).
 
     Kernels must not modify their argument arrays: the executor hands one array to several
     places (a map to every layer that reads it and to later steps, one residual to several
@@ -91,8 +92,8 @@ def train(
     gradients: Weights = {}
     for layer in reversed(network.layers):
         layer_weights = weights.get(layer.number, {})
-        inputs = [maps[r] for r in layer.inputs] if layer.type.keeps_inputs else []
-        outputs = [maps[r] for r in layer.outputs] if layer.type.keeps_outputs else []
+        in_refs, out_refs = layer.given_to_backward(layer.inputs, layer.outputs)
+        inputs, outputs = [maps[r] for r in in_refs], [maps[r] for r in out_refs]
         out_residuals = [residuals.pop(r) for r in layer.outputs]
         in_residuals = kernels.backward(layer, inputs, outputs, out_residuals, layer_weights)
         _check_maps(kernels, layer, "backward", in_residuals, layer.in_shapes, batch)

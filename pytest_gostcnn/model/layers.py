@@ -6,10 +6,12 @@ per image, ``(X, Y, L)``; a fully connected layer's output is the map ``(1, 1, F
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 Shape = tuple[int, int, int]
+T = TypeVar("T")
 
 
 class LayerShapeError(ValueError):
@@ -87,7 +89,8 @@ class LayerType:
     """What the standard says of one layer type, apart from its arithmetic.
 
     ``keeps_inputs`` / ``keeps_outputs``: whether backward or gradient reads the layer's
-    IN / OUT maps (Appendix A), so a training forward pass must keep them.
+    IN / OUT maps (Appendix A), so a training forward pass must keep them; only then are
+    they given to those steps (``Layer.given_to_backward``, docs/backends.md).
     """
 
     name: str
@@ -281,6 +284,16 @@ class Layer:
         if count is None:
             raise LayerShapeError(f"layer type {self.type.name!r} declares no {which}")
         return count
+
+    def given_to_backward(
+        self, inputs: Sequence[T], outputs: Sequence[T]
+    ) -> tuple[list[T], list[T]]:
+        """Of this row's IN and OUT maps, those its backward and gradient steps are given:
+        what Appendix A reads (``keeps_inputs`` / ``keeps_outputs``), else an empty list."""
+        return (
+            list(inputs) if self.type.keeps_inputs else [],
+            list(outputs) if self.type.keeps_outputs else [],
+        )
 
     def output_name(self, index: int) -> str:
         """How a table names output ``index``: ``n`` for one output, ``n.1``/``n.2`` for split."""

@@ -104,13 +104,30 @@ def waited_seconds(tasks: str = "/proc/self/task") -> dict[int, float] | None:
 
 class ContentionMeter:
     """Adds up wall time, own CPU time and the threads' waiting between ``start`` and
-    ``stop`` calls (``tasks``: where the threads' counters are)."""
+    ``stop`` calls (``tasks``: where the threads' counters are).
 
-    def __init__(self, tasks: str = "/proc/self/task") -> None:
+    ``earlier``: a test resumed from a checkpoint inside it goes on from what its stopped
+    run counted up to there, so the counts cover the same timed rounds as the test's times;
+    ``counted=False``: that checkpoint counted nothing (a report before the measure), and
+    the test's counts are unknown (``contention`` is None) rather than a part's."""
+
+    def __init__(
+        self,
+        tasks: str = "/proc/self/task",
+        earlier: Contention | None = None,
+        counted: bool = True,
+    ) -> None:
         self.tasks = tasks
         self.cores = cell_cores()
+        self.counted = counted
         self.measurable = waited_seconds(tasks) is not None
         self.wall = self.cpu = self.wait = 0.0
+        if earlier is not None:
+            self.wall, self.cpu = earlier.wall_seconds, earlier.cpu_seconds
+            if earlier.wait_seconds is None:
+                self.measurable = False
+            else:
+                self.wait = earlier.wait_seconds
         self._started: tuple[dict[int, float] | None, float, float] | None = None
 
     def start(self) -> None:
@@ -131,8 +148,10 @@ class ContentionMeter:
             return
         self.wait += sum(waits[t] - waits0[t] for t in waits.keys() & waits0.keys())
 
-    def contention(self) -> Contention:
-        """What the rounds measured so far."""
+    def contention(self) -> Contention | None:
+        """What the rounds measured so far (None: not all of them were counted)."""
+        if not self.counted:
+            return None
         try:
             load: float | None = os.getloadavg()[0]
         except (OSError, AttributeError):

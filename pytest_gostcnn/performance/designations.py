@@ -6,9 +6,16 @@ is not compliant (standard.md §7.7) says so in its designation.
 
 from __future__ import annotations
 
-from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET
+from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET, LATIN
 
 MODE_LETTERS = {"training": "О", "inference": "П"}  # обучение, применение
+# The Cyrillic letters of the designations in Latin ones (Р, В, С, М look like P, B, C, M).
+TRANSLITERATION = {"Т": "T", "О": "O", "П": "P", **LATIN}
+
+
+def transliterate(designation: str) -> str:
+    """A designation in Latin letters: ``ТП-Ш-П`` is ``TP-Sh-P``."""
+    return "".join(TRANSLITERATION.get(letter, letter) for letter in designation)
 
 
 def _label(meets_image_count: bool, compliant: bool, table_set: str, images: int | None) -> str:

@@ -29,6 +29,7 @@ from .cells import Deadline
 from .contention import ContentionMeter
 from .estimate import RunEstimate, duration
 from .images import ImageSet, ResidualSet
+from .partial import PartialCell, boundary_rounds
 from .timing import FULL_PROFILE_IMAGES, Audit, macs_per_image
 
 PROFILES = ("quick", "full")
@@ -162,6 +163,56 @@ def audited_rounds(rounds: int, draw: random.Random) -> tuple[int, ...]:
     return tuple(sorted({first, last, *more}))
 
 
+def audited_after(
+    rounds: int, done: int, past: Iterable[int], draw: random.Random
+) -> tuple[int, ...]:
+    """The audited rounds after timed round ``done`` of a test whose rounds up to ``done``
+    were drawn ``past`` (a stopped test resumed): drawn as ``audited_rounds`` would, given
+    what it drew up to ``done`` (the draw's own distribution, conditioned on its past).
+    ValueError when no draw of ``audited_rounds`` has that past.
+
+    Only the past is kept in a checkpoint (the rounds already audited, which the report
+    shows anyway); the future is drawn again here, from ``draw``, so nothing written down
+    tells which of the rounds still to run will be audited.
+    """
+    past = set(past)
+    if any(not 1 <= r <= done for r in past):
+        raise ValueError(f"audited rounds {sorted(past)}: not all among timed rounds 1 to {done}")
+    if rounds < 2:
+        if past != {r for r in range(1, rounds + 1) if r <= done}:
+            raise ValueError(f"audited rounds {sorted(past)}: a test of {rounds} audits all")
+        return tuple(r for r in range(1, rounds + 1) if r > done)
+    window = range(1, min(AUDIT_WINDOW, rounds) + 1)
+    last_window = range(max(1, rounds - AUDIT_WINDOW + 1), rounds + 1)
+    between = range(AUDIT_WINDOW + 1, rounds - AUDIT_WINDOW + 1)
+    seen = past - set(between)
+    # (first, last) as audited_rounds draws them, each pair with its probability, that
+    # agree with what was drawn up to ``done``.
+    pairs, weights = [], []
+    for first in window:
+        for last in last_window:
+            if last != first and {r for r in (first, last) if r <= done} == seen:
+                pairs.append((first, last))
+                weights.append(1.0 / (len(window) * (len(last_window) - (first in last_window))))
+    kept = len(past & set(between))
+    wanted = min(rounds // AUDIT_EVERY, len(between))
+    left = [r for r in between if r > done]
+    if not pairs or kept > wanted or wanted - kept > len(left):
+        raise ValueError(
+            f"audited rounds {sorted(past)} up to timed round {done} of {rounds}: not a "
+            "draw of the audited rounds (one among the first ten, another among the last "
+            f"ten, {wanted} between)"
+        )
+    first, last = draw.choices(pairs, weights)[0]
+    more = draw.sample(left, wanted - kept)
+    return tuple(sorted({r for r in (first, last) if r > done} | set(more)))
+
+
+def image_checksum(image: np.ndarray) -> str:
+    """The checksum a report keeps of a cell's first timed image (cells must differ)."""
+    return f"{zlib.crc32(image.tobytes()):08x}"
+
+
 def segment_start(number: int, segment_rounds: int) -> int:
     """The first timed round (from 1) of the segment timed round ``number`` lies in."""
     return number - (number - 1) % segment_rounds
@@ -199,7 +250,14 @@ class Rounds:
     ``segment_rounds``, and its setup loads the drawn weights again, audited or not.
 
     ``meter`` counts what the cell's cores did from the end of each timed round's setup to
-    the start of its teardown (``performance/contention.py``): whether the cell was shared."""
+    the start of its teardown (``performance/contention.py``): whether the cell was shared;
+    a resumed test's counts go on from its checkpoint's.
+
+    ``resume``: this cell's share of the test stopped at a boundary (``PartialCell``); the
+    timed rounds go on from the next, after this run's own warm-up, the audits done kept
+    and the rest drawn given them (``audited_after``). ``boundary(rounds)`` is told, in the
+    teardown of each boundary's round (``partial.boundary_rounds``) but the test's last,
+    untimed, that a checkpoint may be written (the plugin decides whether)."""
 
     def __init__(
         self,
@@ -216,6 +274,8 @@ class Rounds:
         stall_timeout: float | None = None,
         estimate: RunEstimate | None = None,
         segment_rounds: int | None = None,
+        resume: PartialCell | None = None,
+        boundary: Callable[[Rounds], None] | None = None,
     ) -> None:
         default_rounds, self.residual_scale = training_data(backend.dtype)
         segment_rounds = default_rounds if segment_rounds is None else segment_rounds
@@ -234,22 +294,46 @@ class Rounds:
         self.warmup_seconds: float | None = None  # the last warm-up round, barrier to barrier
         self.left_barrier: float | None = None
         self.audit = audit
-        self.audited = (
-            audited_rounds(run_plan.rounds, draw or random.SystemRandom()) if audit else ()
-        )
-        self.audits: list[Audit] = []
-        self.audit_seconds = 0.0  # replaying the reference and checking: never timed
+        self.boundary = boundary
+        self.boundary_rounds = boundary_rounds(mode, segment_rounds)
+        # Timed rounds a stopped run did (resumed), their seconds, audits and checks' time.
+        self.start = 0 if resume is None else len(resume.round_seconds)
+        self.earlier_seconds = () if resume is None else resume.round_seconds
+        self.audits: list[Audit] = [] if resume is None else list(resume.audits)
+        self.audit_seconds = 0.0 if resume is None else resume.audit_seconds
+        if self.start and (self.start % self.boundary_rounds or self.start >= run_plan.rounds):
+            raise ValueError(
+                f"resumed after timed round {self.start} of {run_plan.rounds}: not a boundary "
+                f"(every {self.boundary_rounds} rounds) before the test's end"
+            )
+        draw = draw or random.SystemRandom()
+        if not audit:
+            self.audited: tuple[int, ...] = ()
+        elif resume is None:
+            self.audited = audited_rounds(run_plan.rounds, draw)
+        elif self.audit_failed:  # the stopped run's audit failed: no round is audited again
+            self.audited = tuple(a.round for a in self.audits)
+        else:
+            past = tuple(a.round for a in self.audits)
+            self.audited = past + audited_after(run_plan.rounds, self.start, past, draw)
         self.error: str | None = None  # the backend's first failure; later rounds idle
         self.first_image = ""
-        self.next_image = 0
+        if resume is not None:
+            self.first_image = image_checksum(self._image(1)[0])
+        self.next_image = self.start * run_plan.batch  # images set up, with the resumed ones
         self.calls = 0  # rounds set up so far, warm-up included
         self.number = 0  # the timed round now set up or running (0: the warm-up)
         self.segment_end = False  # whether that round is its segment's last (set up untimed)
-        self.done = 0  # timed rounds that ended
+        self.done = self.start  # timed rounds that ended
         self.pending: int | None = None  # the timed round now running, if audited
         self.result: Any = None
         self.estimate = estimate
-        self.meter = ContentionMeter()
+        # A resumed test's counts go on from its stopped run's, over the same rounds as its
+        # times (unknown when its checkpoint predates them).
+        self.meter = ContentionMeter(
+            earlier=None if resume is None else resume.contention,
+            counted=resume is None or resume.contention is not None,
+        )
         self.started = time.monotonic()
         self.last_report = self.started
 
@@ -283,6 +367,8 @@ class Rounds:
         self.calls += 1
         self._estimate()
         number = self.calls - self.plan.warmup_rounds
+        if number > 0:
+            number += self.start  # a resumed test's rounds go on from the stopped run's
         self.number = max(0, number)
         self.segment_end = self.ends_segment(number)
         arguments: tuple = (None,)
@@ -320,7 +406,7 @@ class Rounds:
         """The round ``setup`` was called for the ``call``-th time (from 1)."""
         if call <= self.plan.warmup_rounds:
             return "the warm-up round"
-        return f"timed round {call - self.plan.warmup_rounds} of {self.plan.rounds}"
+        return f"timed round {call - self.plan.warmup_rounds + self.start} of {self.plan.rounds}"
 
     def _estimate(self) -> None:
         """Tell the run's estimate that this test began, or that its warm-up rounds ended
@@ -348,9 +434,9 @@ class Rounds:
         return self.residuals.batch(number + self.plan.warmup_rounds - 1, shape)
 
     def _arguments(self, batch: int, number: int) -> tuple:
-        host = self.images.batch(self.next_image, batch)
-        if self.next_image == self.plan.warmup_rounds * batch:
-            self.first_image = f"{zlib.crc32(host[0].tobytes()):08x}"
+        host = self._image(number)
+        if number == 1:
+            self.first_image = image_checksum(host[0])
         # Nothing said to the backend depends on the draw: an audited round's data and
         # starting weights are rebuilt after it ends, on the host.
         if number in self.audited and not self.audit_failed:
@@ -389,14 +475,38 @@ class Rounds:
         self.pending = self.result = None
         if self.error is None and not self.audit_failed:  # the round ran
             self.done = self.number  # counted here, not in the timed target
-        if pending is None or self.error is not None:
-            return
-        started = time.monotonic()
-        audited = self._rebuilt(pending, result)
-        audit = self.audit(audited)
-        seconds = time.monotonic() - started
-        self.audit_seconds += seconds
-        self.audits.append(dataclasses.replace(audit, seconds=seconds))
+        if pending is not None and self.error is None:
+            started = time.monotonic()
+            audited = self._rebuilt(pending, result)
+            audit = self.audit(audited)
+            seconds = time.monotonic() - started
+            self.audit_seconds += seconds
+            self.audits.append(dataclasses.replace(audit, seconds=seconds))
+        if self.boundary is not None and self.at_boundary:
+            self.boundary(self)
+
+    @property
+    def at_boundary(self) -> bool:
+        """The timed round just ended is a boundary's (``partial.boundary_rounds``) and not
+        the test's last: the same on every cell, whatever this one's backend did (the
+        checkpoint is a collective call; it keeps nothing when a cell's backend failed)."""
+        return 0 < self.number < self.plan.rounds and self.number % self.boundary_rounds == 0
+
+    def partial(self, round_seconds: Iterable[float], cell: int, device: str) -> PartialCell:
+        """This cell's share of the test at the boundary just passed: ``round_seconds``,
+        this run's timed rounds' seconds (the stopped run's, when resumed, come first)."""
+        seconds = (*self.earlier_seconds, *round_seconds)
+        if len(seconds) != self.number:
+            raise ValueError(f"{len(seconds)} round times after timed round {self.number}")
+        return PartialCell(
+            cell,
+            device,
+            seconds,
+            self.first_image,
+            tuple(self.audits),
+            self.audit_seconds,
+            self.meter.contention(),
+        )
 
     def _rebuilt(self, number: int, result: Any) -> AuditedRound:
         """Timed round ``number`` as its audit sees it: its images and residual regenerated,
@@ -423,15 +533,17 @@ class Rounds:
             return
         self.last_report = now
         total = (self.plan.rounds + self.plan.warmup_rounds) * self.plan.batch
-        done = self.next_image
-        rate = done / (now - self.started)
+        done = self.next_image  # a resumed test's include the stopped run's
+        rate = (done - self.start * self.plan.batch) / (now - self.started)
         left = (total - done) / rate if rate > 0 else math.inf
         line = (
             f"{subject(self.network, self.mode)}: {done}/{total} images "
             f"({100 * done / total:.1f}%), {rate:.3g} images/s, about {duration(left)} left"
         )
         if self.estimate is not None:
-            line += "; " + self.estimate.status((self.network.latin, self.mode), done / total)
+            kept = self.start * self.plan.batch  # the estimate counts this run's rounds
+            key = (self.network.latin, self.mode)
+            line += "; " + self.estimate.status(key, (done - kept) / (total - kept))
         self.progress(line)
 
 

@@ -122,7 +122,7 @@ class CellTiming:
     peak: Peak | None
     first_image: str  # a checksum of the cell's first timed image: cells must differ
     audits: tuple[Audit, ...] = ()
-    audit_seconds: float = 0.0  # copying weights for and running the audits: not timed
+    audit_seconds: float = 0.0  # replaying and checking the audited rounds: not timed
     # What the cell's cores did during the timed rounds; None in a report that predates it.
     contention: Contention | None = None
 

@@ -10,12 +10,14 @@ them here lets one read them all at once.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 
 import pytest
 
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.performance.cells import Cells, Deadline
+from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell, PartialTest
 from pytest_gostcnn.performance.timing import CellTiming
 from pytest_gostcnn.run import outcome, report
 from pytest_gostcnn.run.options import Options
@@ -62,7 +64,8 @@ def finish(
 ) -> None:
     """Gather every cell's facts, failures and exit status on cell 0, judge the results
     there, set the system's exit status and write the report."""
-    stopped = outcome.stop_reason(
+    # A checkpoint that could not be written stopped the run (pytest calls it interrupted).
+    stopped = results.report_failure or outcome.stop_reason(
         int(exitstatus), pytest_session.shouldstop, pytest_session.shouldfail
     )
     status, reason = outcome.exit_status(int(exitstatus), stopped, options, resolved, results)
@@ -75,8 +78,8 @@ def finish(
     results.assessment = assessment
     results.stopped = stopped
     pytest_session.exitstatus = assessment.exitstatus
-    if options.report is None:
-        return
+    if options.report is None or results.report_failure is not None:
+        return  # after a failed checkpoint the file keeps what its last write put there
     whole = report.build_report(
         options,
         resolved,
@@ -102,31 +105,78 @@ def write_checkpoint(
     stopped: str | None = None,
 ) -> None:
     """The report so far, after every performance test (on every cell: they gather),
-    so that a run killed later keeps its finished tests; marked incomplete.
+    so that a run killed later keeps its finished tests; marked incomplete. A write that
+    fails sets ``results.report_failure`` on every cell (they gather again), for the run
+    to stop at once.
 
     With ``stopped`` (a cell stalled, cell 0 alone can act) nothing is gathered: the
     cells' facts are those of the last checkpoint.
     """
-    if options.report is None:
+    if options.report is None or results.report_failure is not None:
         return
     if stopped is None:
         gathered = _gather(resolved, results, None, None)
-        if not resolved.cells.is_root:
-            return
-        results.cell_reports = gathered
-    elif not resolved.cells.is_root:
+        why = None
+        if resolved.cells.is_root:
+            results.cell_reports = gathered
+            why = _write_so_far(config, options, resolved, results, assess, None)
+        failed = errors_on_cells(resolved.cells, why)
+        if failed:
+            results.report_failure = failed[0][1]
         return
-    elif not results.cell_reports:
+    if not resolved.cells.is_root:
+        return
+    if not results.cell_reports:
         results.cell_reports = [_cell_report(resolved, results, None, None)]
+    _write_so_far(config, options, resolved, results, assess, stopped)
+
+
+def _write_so_far(
+    config: pytest.Config,
+    options: Options,
+    resolved: Resolved,
+    results: Results,
+    assess: Assess,
+    stopped: str | None,
+) -> str | None:
+    """Write the report of the run so far on cell 0; why it could not be, else None."""
     statuses = [(0, None)] * len(results.cell_reports)
-    whole = report.build_report(
-        options,
-        resolved,
-        results,
-        assess(statuses, ended=False),
-        outcome.run_state(options, results, stopped, ended=False),
-    )
-    _write(config, options.report, whole)
+    state = outcome.run_state(options, results, stopped, ended=False)
+    whole = report.build_report(options, resolved, results, assess(statuses, ended=False), state)
+    why = _write(config, options.report, whole)
+    if why is None:
+        results.report_kept = list(state["finished"])
+    return why
+
+
+def write_boundary(
+    config: pytest.Config,
+    options: Options,
+    resolved: Resolved,
+    results: Results,
+    assess: Assess,
+    clock: CheckpointClock,
+    test: PartialTest,
+    own: PartialCell | None,
+) -> None:
+    """At a boundary of a performance test, in its untimed teardown (every cell calls it):
+    when a checkpoint is due by cell 0's clock (the word is the same for all) and no cell's
+    backend has failed (``own`` None: nothing to go on from), every cell's share of
+    ``test`` is gathered on cell 0 and the report written with the test so far. The cells
+    then leave together, so a long write does not look like a stalled cell."""
+    if options.report is None:
+        return
+    cells = resolved.cells
+    words = cells.allgather((clock.due(), own is None))
+    if not words[0][0] or any(failed for _, failed in words):
+        return
+    started = time.monotonic()
+    shares = cells.gather(own)
+    if cells.is_root:
+        results.partial = dataclasses.replace(test, cells=tuple(shares))
+    write_checkpoint(config, options, resolved, results, assess)
+    cells.allgather(None)
+    clock.wrote(time.monotonic() - started)
 
 
 def _cell_report(

@@ -124,7 +124,7 @@ def pytest_runtest_teardown(item: pytest.Item):
     finally:
         session = _started(item.config)
         if session and item.nodeid in session.results.benchmark_items:
-            session.checkpoint()
+            session.checkpoint(item.session)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -25,6 +25,7 @@ from pytest_gostcnn.conformance.verification import (
 from pytest_gostcnn.machine.threads import one_blas_thread
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.designations import benchmark_name
+from pytest_gostcnn.performance.partial import CheckpointClock, PartialTest
 from pytest_gostcnn.performance.rounds import (
     AuditedRound,
     Rounds,
@@ -185,6 +186,9 @@ def run_benchmark_case(
     run_plan = session.plan
     rounds, error = None, None
     barrier = checkpoint.barrier(cells, subject(network, mode), session.stalled)
+    device = f"{cells.host}: {resolved.device}"
+    partial = session.results.resumed_partial
+    resume = partial.cells[cells.rank] if partial is not None and partial.key == case else None
     try:
         rounds = Rounds(
             resolved.backend,
@@ -200,6 +204,8 @@ def run_benchmark_case(
             ),
             stall_timeout=options.stall_timeout,
             estimate=session.results.estimate,
+            resume=resume,
+            boundary=_boundary(session, latin, mode, benchmark, device),
         )
     except Exception as exc:  # the backend's failure fails the item on every cell
         error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
@@ -212,20 +218,22 @@ def run_benchmark_case(
         rounds.target,
         setup=rounds.setup,
         teardown=rounds.teardown,
-        rounds=run_plan.rounds,
+        rounds=run_plan.rounds - rounds.start,  # a resumed test: the rounds left
         warmup_rounds=run_plan.warmup_rounds,
     )
     rounds.end()
     session.results.timing_now = None
+    session.results.partial = None  # the test went to its end: its checkpoints are spent
     if session.results.estimate is not None:
         session.results.estimate.finished(case, rounds.audit_seconds)
     _fail_if_any_cell(cells, rounds.error, "timing")
     if benchmark.stats is None:
         pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
     stats = benchmark.stats.stats
+    stats.data[:0] = rounds.earlier_seconds  # pytest-benchmark's table: the whole test's
     own_timing = CellTiming(
         cell=cells.rank,
-        device=f"{cells.host}: {resolved.device}",
+        device=device,
         images=run_plan.images,
         round_seconds=tuple(stats.data),
         peak=resolved.peak,
@@ -258,6 +266,35 @@ def run_benchmark_case(
         }
     )
     _record_timing(session, timing, node)
+
+
+def _boundary(session: GostSession, latin: str, mode: str, benchmark, device: str):
+    """What a test's rounds call at each boundary (``Rounds.boundary``): a checkpoint of
+    the test so far, when one is due (``checkpoint.write_boundary``)."""
+    options, resolved = session.options, session.resolved
+    if options.report is None:
+        return None
+    clock = CheckpointClock()
+
+    def boundary(rounds: Rounds) -> None:
+        test = PartialTest(
+            latin,
+            mode,
+            options.dtype,
+            options.batch,
+            rounds.plan.rounds,
+            rounds.boundary_rounds,
+            rounds.number,
+            cells=(),
+        )
+        own = None  # the backend failed: its rounds are no place to go on from
+        if rounds.error is None:
+            own = rounds.partial(benchmark.stats.stats.data, resolved.cells.rank, device)
+        checkpoint.write_boundary(
+            session.config, options, resolved, session.results, session.assess, clock, test, own
+        )
+
+    return boundary
 
 
 def _record_timing(

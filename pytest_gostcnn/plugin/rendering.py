@@ -4,6 +4,7 @@ after the run, and its last lines after every other summary. The lines themselve
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +13,21 @@ from pytest_gostcnn.run import outcome, summary
 from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.resolution import Resolved
 from pytest_gostcnn.run.results import Results
+
+
+def progress(reporter: Any, line: str) -> None:
+    """A line while an item runs, on its own line; pytest's line of results (the file and
+    its dots, or the item's name) then starts again below it rather than trailing off."""
+    written = reporter.currentfspath  # a path (its dots), a verbose item's prefix, or None
+    reporter.write_line(line)
+    if written:
+        prefix = (
+            written
+            if isinstance(written, str)
+            else os.path.relpath(written, reporter.startpath) + " "
+        )
+        reporter.write(prefix)
+        reporter.currentfspath = written
 
 
 def terminal_summary(
@@ -28,6 +44,10 @@ def terminal_summary(
         reporter.write_line(f"gostcnn: {line}", yellow=True, bold=True)
     if not results.verified_any or results.assessment is None:
         return
+    # The words first: the tables below use them.
+    reporter.write_sep("=", "GOST R 57700.36-2021: terms")
+    for line in summary.terms(resolved, options.modes):
+        reporter.write_line(line)
     state = outcome.run_state(options, results, results.stopped)
     stopped = summary.stopped_lines(state, options.resume)
     if stopped:
@@ -50,11 +70,13 @@ def terminal_summary(
         )
         for line in lines:
             reporter.write_line(line)
-    for line in summary.terms(resolved):
-        reporter.write_line(line)
+    if results.assessment.comparison is not None:
+        reporter.write_sep("=", "ОРП against the baseline (--gost-compare)")
+        for line in summary.comparison_lines(results.assessment.comparison):
+            reporter.write_line(line, red=" FELL (" in line)
 
 
-def last_lines(reporter: Any, options: Options, resolved: Resolved, results: Results) -> None:
+def last_lines(reporter: Any, options: Options, results: Results) -> None:
     """The run's last lines, after every other summary (pytest-benchmark's table too):
     why the exit status is what it is, and one line of verdicts, as HPL ends."""
     assessment = results.assessment
@@ -68,7 +90,7 @@ def last_lines(reporter: Any, options: Options, resolved: Resolved, results: Res
             yellow=not failed,
             bold=True,
         )
-    line = summary.last_line(options, resolved, results, assessment)
+    line = summary.last_line(results, assessment)
     state = outcome.run_state(options, results, results.stopped)
     if not state["complete"]:
         done = len(state["finished"])

@@ -20,6 +20,7 @@ from pytest_gostcnn.performance.estimate import RunEstimate
 from pytest_gostcnn.performance.evaluation import Run, software
 from pytest_gostcnn.performance.rounds import Plan, plan
 from pytest_gostcnn.performance.timing import macs_per_image
+from pytest_gostcnn.reports.compare import compare
 from pytest_gostcnn.run import outcome, summary
 from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.resolution import Resolved, layer_params
@@ -41,8 +42,12 @@ class GostSession:
     @property
     def given(self) -> bool:
         """Whether any ``--gost-*`` option was given (on the command line or in the ini
-        file): without one the plugin stays silent until the suite itself is collected."""
-        return any(text is not None for text in startup.option_texts(self.config)[0].values())
+        file, a misspelt setting too): without one the plugin stays silent until the suite
+        itself is collected."""
+        texts = startup.option_texts(self.config)[0].values()
+        return any(text is not None for text in texts) or bool(
+            startup.unknown_settings(self.config)
+        )
 
     @property
     def started(self) -> bool:
@@ -68,9 +73,12 @@ class GostSession:
         """Parse the options and resolve them on this machine, once (``startup.start``)."""
         if self._resolved is not None:
             return self._resolved
-        options, resolved, resumed = startup.start(self.config)
+        options, resolved, resumed, self.results.baseline = startup.start(self.config)
         if resumed is not None:
-            self.results.resumed, self.results.resumed_from = resumed
+            self.results.resumed, self.results.resumed_from, partial = resumed
+            # The test stopped at a boundary goes on from there; until it does, the report
+            # keeps it as it was.
+            self.results.partial = self.results.resumed_partial = partial
             # Kept from the start: a run stopped again before their items, or one that
             # deselects them, must not write a report without them over the earlier one.
             self.results.timings.update(self.results.resumed)
@@ -89,7 +97,7 @@ class GostSession:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             with self._uncaptured():
-                reporter.write_line(f"gostcnn: {line}")
+                rendering.progress(reporter, f"gostcnn: {line}")
 
     def stalled(self, message: str) -> None:
         """A cell stalled (docs/cells.md): say so, keep the report of the finished tests and
@@ -118,7 +126,11 @@ class GostSession:
 
     def report_header(self) -> list[str]:
         return summary.header_lines(
-            self.options, self.resolved, self.plan, list(self.results.resumed.values())
+            self.options,
+            self.resolved,
+            self.plan,
+            list(self.results.resumed.values()),
+            self.results.resumed_partial,
         )
 
     def collected(self, item: pytest.Item) -> None:
@@ -136,6 +148,14 @@ class GostSession:
             for i in suite
             if i.get_closest_marker("gost_benchmark") and hasattr(i, "callspec")
         }
+        params = [i.callspec.params for i in suite if hasattr(i, "callspec")]
+        results.layer_steps_selected = sum("gost_layer_case" in p for p in params)
+        results.networks_selected = {
+            p[name]
+            for p in params
+            for name in ("gost_network_case", "gost_benchmark_case")
+            if name in p
+        }
         results.estimate = _run_estimate(self.resolved, self.plan, results)
 
     def reported(self, item: pytest.Item, report: pytest.TestReport) -> None:
@@ -147,11 +167,14 @@ class GostSession:
         elif report.skipped:
             self.results.skips.append(_skip_reason(report))
 
-    def checkpoint(self, stopped: str | None = None) -> None:
-        """The report so far, after every performance test (``checkpoint``)."""
+    def checkpoint(self, session: pytest.Session | None = None, stopped: str | None = None) -> None:
+        """The report so far, after every performance test (``checkpoint``); one that could
+        not be written stops ``session`` before its next item."""
         checkpoint.write_checkpoint(
             self.config, self.options, self.resolved, self.results, self.assess, stopped
         )
+        if session is not None and self.results.report_failure is not None:
+            session.shouldstop = self.results.report_failure
 
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """The system's exit status and the report, once the items ran (``checkpoint``)."""
@@ -165,7 +188,7 @@ class GostSession:
         )
 
     def last_lines(self, reporter: Any) -> None:
-        rendering.last_lines(reporter, self.options, self.resolved, self.results)
+        rendering.last_lines(reporter, self.options, self.results)
 
     # The judgement of the run's results. --------------------------------------------------
 
@@ -222,7 +245,14 @@ class GostSession:
         """The session's results judged (standard.md §7.7), with the system's exit status."""
         judged = judge(self.findings(ended))
         status, reason = outcome.system_exit(statuses, self.results.cell_reports)
-        return Assessment(judged.compliance, judged.timings, judged.evaluations, status, reason)
+        comparison = None
+        if ended and self.results.baseline is not None:
+            path, then = self.results.baseline
+            comparison = compare(path, then, judged.timings, self.options.compare_fail)
+            status, reason = outcome.gated(status, reason, comparison)
+        return Assessment(
+            judged.compliance, judged.timings, judged.evaluations, status, reason, comparison
+        )
 
     def not_run(self) -> tuple[int, list[str]]:
         """The selected items of the suite that have not run (``outcome.not_run``)."""
@@ -232,14 +262,18 @@ class GostSession:
 def _run_estimate(resolved: Resolved, run_plan: Plan, results: Results) -> RunEstimate:
     """The estimate of the selected benchmark tests still to time, in the order they
     will run (a test kept from --gost-resume is not timed again)."""
-    images = (run_plan.rounds + run_plan.warmup_rounds) * run_plan.batch
+    partial = results.resumed_partial
     tests = []
     for latin, mode in results.benchmark_items.values():
         if (latin, mode) in results.resumed:
             continue
+        rounds = run_plan.rounds + run_plan.warmup_rounds
+        if partial is not None and partial.key == (latin, mode):
+            rounds -= partial.done  # goes on from its last boundary
         network = resolved.networks[latin]
         label = f"{network.letter} ({latin}) {mode}"
-        tests.append(((latin, mode), label, macs_per_image(network, mode) * images))
+        macs = macs_per_image(network, mode) * rounds * run_plan.batch
+        tests.append(((latin, mode), label, macs))
     return RunEstimate(tests)
 
 

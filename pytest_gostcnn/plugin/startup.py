@@ -3,14 +3,17 @@ resolved on this machine, the cells agreed on the verdict, a stopped run resumed
 
 from __future__ import annotations
 
+import difflib
 import os
 import shlex
+import warnings
 
 import pytest
 
 from pytest_gostcnn.backend import BackendError
 from pytest_gostcnn.model.network import TableError
 from pytest_gostcnn.performance.cells import CellsError, detect
+from pytest_gostcnn.performance.partial import PartialTest
 from pytest_gostcnn.performance.timing import Timing
 from pytest_gostcnn.run.benchmark_options import (
     histogram_error,
@@ -19,47 +22,53 @@ from pytest_gostcnn.run.benchmark_options import (
 )
 from pytest_gostcnn.run.options import OPTIONS, Options
 from pytest_gostcnn.run.resolution import Resolved, resolve
-from pytest_gostcnn.run.resume import resume
+from pytest_gostcnn.run.resume import Baseline, baseline, resume
 
 from . import checkpoint
 
-Resumed = tuple[dict[tuple[str, str], Timing], dict]  # resume.resume's answer
+# resume.resume's answer: the finished tests, where from, the test stopped at a boundary.
+Resumed = tuple[dict[tuple[str, str], Timing], dict, PartialTest | None]
 
 
-def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None]:
-    """The options, what they resolve to on this machine, and with ``--gost-resume`` the
-    stopped run's finished tests; pytest.UsageError saying what is wrong.
+def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None, Baseline | None]:
+    """The options, what they resolve to on this machine, with ``--gost-resume`` the
+    stopped run's finished tests and with ``--gost-compare`` the baseline's tests;
+    pytest.UsageError saying what is wrong.
 
     With several cells every rank must reach the same verdict on the options, or the
     ranks would part ways and wait for each other forever: a problem on any cell is a
     usage error on every cell, and a device missing on any cell skips the suite on all.
     """
-    _check_one_process(config)
-    _check_benchmark_options(config)
     try:
         cells = detect()
     except CellsError as exc:
         raise pytest.UsageError(str(exc)) from None
-    options, resolved, resumed, error = None, None, None, None
+    options, resolved, resumed, compared, error = None, None, None, None, None
     try:
+        _check_one_process(config)
+        _check_benchmark_options(config)
+        _check_settings(config)
         options = Options.parse(*option_texts(config))
         resolved = resolve(options, cells)
         if cells.size > 1:
             _check_same_items(config)
         if options.resume is not None:
             resumed = resume(options, resolved)
+        compared = baseline(options, resolved)
     except BackendError as exc:
         error = f"--gost-backend: {exc}"
-    except (TableError, ValueError) as exc:  # ReportError is a ValueError
+    except (TableError, ValueError, pytest.UsageError) as exc:  # ReportError: a ValueError
         error = str(exc)
     errors = checkpoint.errors_on_cells(cells, error)
     if errors:
         cell, why = errors[0]
+        if not cells.is_root:  # one message for the job: cell 0 prints it, the others exit 4
+            raise pytest.UsageError()
         raise pytest.UsageError(why if cells.size == 1 else f"cell {cell}: {why}")
     missing = checkpoint.errors_on_cells(cells, resolved.unavailable)
     if missing and resolved.unavailable is None:
         resolved = resolved.without_backend(f"cell {missing[0][0]}: {missing[0][1]}")
-    return options, resolved, resumed
+    return options, resolved, resumed, compared
 
 
 def option_texts(config: pytest.Config) -> tuple[dict[str, str | None], dict[str, str]]:
@@ -74,6 +83,47 @@ def option_texts(config: pytest.Config) -> tuple[dict[str, str | None], dict[str
                 text, flags[option.name] = str(setting), option.dest
         texts[option.name] = text
     return texts, flags
+
+
+def _settings_read(config: pytest.Config) -> dict:
+    """Every setting pytest read, from the ini file or ``-o``, by name."""
+    # Listed only in Config._inicfg (pytest 9; before, the public Config.inicfg).
+    read = getattr(config, "_inicfg", None)
+    if read is None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            read = getattr(config, "inicfg", {})
+    return dict(read)
+
+
+def unknown_settings(config: pytest.Config) -> dict[str, str]:
+    """The ``gost_*`` settings read that no plugin declares (getini refuses them), each
+    with where it was given."""
+    unknown = {}
+    for name, value in sorted(_settings_read(config).items()):
+        if not name.startswith("gost_"):
+            continue
+        try:
+            config.getini(name)
+        except ValueError:
+            origin = getattr(value, "origin", None)
+            inifile = config.inipath.name if config.inipath else "the ini file"
+            unknown[name] = "given with -o" if origin == "override" else f"in {inifile}"
+    return unknown
+
+
+def _check_settings(config: pytest.Config) -> None:
+    """A misspelt setting would leave its option at the default, behind a generic warning."""
+    unknown = unknown_settings(config)
+    if unknown:
+        name, where = next(iter(unknown.items()))
+        known = [option.dest for option in OPTIONS]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        raise ValueError(
+            f"{name} ({where}): not a setting of pytest-gostcnn; {hint}"
+            f"its settings are {', '.join(known)} (docs/options.md)"
+        )
 
 
 def _check_same_items(config: pytest.Config) -> None:

@@ -6,29 +6,41 @@ recomputes each test's time, MAC/s and ОРП, the system's time over the cells,
 share of its cores taken by other processes (and so whether it was shared), and judges
 the report's findings as the plugin does (the compliance conditions, each test's reasons and
 designation, each evaluation: the dropped result, the first and second results); it checks
-the verdicts against their own СКО and СКОП values and the report against its schema
-(docs/report.md).
+the verdicts against their own СКО and СКОП values, a test kept at a boundary (``run.partial``,
+what ``--gost-resume`` continues) against the rounds it claims, and the report against its
+schema (docs/report.md).
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable
 from pathlib import Path
 
 from pytest_gostcnn.conformance.verification import PASSED_VERDICTS, REFERENCE_GRADE
 from pytest_gostcnn.judgement import Assessment, judge
 from pytest_gostcnn.model.network import (
+    CYRILLIC,
     USER_TABLES,
     Network,
     TableError,
     load_networks,
     table_checksum,
 )
+from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.evaluation import Evaluation
-from pytest_gostcnn.performance.rounds import plan
-from pytest_gostcnn.performance.timing import Timing, macs_per_image
+from pytest_gostcnn.performance.images import ImageSet
+from pytest_gostcnn.performance.partial import PartialTest, boundary_rounds
+from pytest_gostcnn.performance.rounds import (
+    WARMUP_ROUNDS,
+    audited_after,
+    image_checksum,
+    plan,
+    training_data,
+)
+from pytest_gostcnn.performance.timing import Audit, Timing, macs_per_image
 
 from .load import ReportError, findings, read_report
 from .load import timings as report_timings
@@ -55,6 +67,7 @@ def check_report(report: dict, tables: str | Path | None = None) -> list[str]:
     _check_compliance(report, assessment, found)
     _check_evaluations(report, assessment, found)
     _check_run(report, found)
+    _check_partial(report, networks, found)
     return found
 
 
@@ -194,31 +207,48 @@ def _check_tests(
             if not _agrees(peaks.get(cell.cell), peak):
                 found.append(f"{here}: peak {peak!r}, the cell's is {peaks.get(cell.cell)!r}")
             _compare(found, f"{here}, spread", written.get("spread", {}), cell.spread.as_dict())
-            if cell.contention is not None:  # its shares and whether the cell was shared
-                _compare(
-                    found, f"{here}, contention", written["contention"], cell.contention.as_dict()
-                )
-                cores = report.get("invocation", {}).get("cell_cores")
-                if cell.cell == 0 and cores is not None and cell.contention.cores != cores:
-                    found.append(
-                        f"{here}: contention counted {cell.contention.cores} cores, the "
-                        f"invocation's cell has {cores}"
-                    )
-            for audit in cell.audits:
-                if audit.passed and audit.worst_ratio is not None and audit.worst_ratio >= 1:
-                    found.append(
-                        f"{here}: audit of round {audit.round} passed with СКО/СКОП "
-                        f"{audit.worst_ratio:g}, not below 1"
-                    )
-                if not audit.passed and audit.failure is None:
-                    found.append(f"{here}: audit of round {audit.round} failed without a failure")
-                if not 1 <= audit.round <= timing.rounds:
-                    found.append(f"{here}: audited round {audit.round} of {timing.rounds} rounds")
-                if audit.passed != (audit.verdict in PASSED_VERDICTS):
-                    found.append(
-                        f"{here}: audit of round {audit.round} passed={audit.passed} "
-                        f"with verdict {audit.verdict!r}"
-                    )
+            _check_contention(here, cell.cell, cell.contention, written, report, found)
+            _check_audits(here, cell.audits, timing.rounds, found)
+
+
+def _check_contention(
+    here: str,
+    cell: int,
+    contention: Contention | None,
+    written: dict,
+    report: dict,
+    found: list[str],
+) -> None:
+    """A cell's contention counts: its shares and whether the cell was shared, recomputed,
+    and cell 0's cores the invocation's (the other cells' are other processes')."""
+    if contention is None:
+        return
+    _compare(found, f"{here}, contention", written["contention"], contention.as_dict())
+    cores = report.get("invocation", {}).get("cell_cores")
+    if cell == 0 and cores is not None and contention.cores != cores:
+        found.append(
+            f"{here}: contention counted {contention.cores} cores, the invocation's cell "
+            f"has {cores}"
+        )
+
+
+def _check_audits(here: str, audits: tuple[Audit, ...], rounds: int, found: list[str]) -> None:
+    """Each audit against its own figures, and its round among the ``rounds`` timed."""
+    for audit in audits:
+        if audit.passed and audit.worst_ratio is not None and audit.worst_ratio >= 1:
+            found.append(
+                f"{here}: audit of round {audit.round} passed with СКО/СКОП "
+                f"{audit.worst_ratio:g}, not below 1"
+            )
+        if not audit.passed and audit.failure is None:
+            found.append(f"{here}: audit of round {audit.round} failed without a failure")
+        if not 1 <= audit.round <= rounds:
+            found.append(f"{here}: audited round {audit.round} of {rounds} rounds")
+        if audit.passed != (audit.verdict in PASSED_VERDICTS):
+            found.append(
+                f"{here}: audit of round {audit.round} passed={audit.passed} "
+                f"with verdict {audit.verdict!r}"
+            )
 
 
 def _check_verification(report: dict, found: list[str]) -> None:
@@ -346,6 +376,100 @@ def _check_run(report: dict, found: list[str]) -> None:
             found.append(f"run: {name} has a result but is not among the finished tests")
     if set(run["finished"]) & set(run["unfinished"]):
         found.append("run: a test is both finished and not finished")
+
+
+def first_disagreement(report: dict, tables: str | Path | None = None) -> str | None:
+    """None when every figure of ``report`` agrees; else, in one line, its first
+    disagreement and how many more there are (for a command that refuses the report)."""
+    problems = check_report(report, tables)
+    if not problems:
+        return None
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{problems[0]}{more}"
+
+
+def checked_report(path: str | Path, tables: str | Path | None = None) -> dict:
+    """The report at ``path`` when every figure agrees; ReportError naming the file and
+    its first disagreement otherwise (``evaluate`` and ``compare`` refuse it)."""
+    report = read_report(path)
+    why = first_disagreement(report, tables)
+    if why is not None:
+        raise ReportError(f"{path}: does not check (python -m pytest_gostcnn check): {why}")
+    return report
+
+
+def _check_partial(report: dict, networks: dict[str, Network], found: list[str]) -> None:
+    """The test a checkpoint kept at a boundary (``run.partial``): not a result, so nothing
+    is judged of it, but ``--gost-resume`` goes on from it, so it must be what a run of
+    these options leaves there: a test of the run that has no result, stopped at one of its
+    boundaries before its end, each cell with that many round times, audits that a draw of
+    the audited rounds can have made up to there (a failed one last), and each cell's first
+    image the one its (seed, cell) gives."""
+    stored = report["run"].get("partial")
+    if stored is None:
+        return
+    options, run = report["options"], report["run"]
+    test = PartialTest.from_dict(stored)
+    where = f"run.partial {stored['test']}"
+    if test.latin not in options["networks"] or test.mode not in options["modes"]:
+        found.append(f"{where}: not a test of the selected networks and modes")
+        return
+    for key in ("dtype", "batch"):
+        if stored[key] != options[key]:
+            found.append(f"{where}: {key} {stored[key]!r}, the run's is {options[key]!r}")
+    expected = plan(options["profile"], options["batch"], options["images"])
+    boundary = boundary_rounds(test.mode, training_data(test.dtype)[0])
+    _compare(
+        found,
+        where,
+        stored,
+        {
+            "test": test.name,
+            "letter": CYRILLIC[test.latin],
+            "rounds": expected.rounds,
+            "boundary_rounds": boundary,
+        },
+    )
+    if not 0 < test.done < test.rounds or test.done % boundary:
+        found.append(
+            f"{where}: timed round {test.done} of {test.rounds} is not a boundary (every "
+            f"{boundary} rounds) before the test's end"
+        )
+    if test.name in run["finished"] or any(
+        (b["network"], b["mode"]) == test.key for b in report["benchmarks"]
+    ):
+        found.append(f"{where}: the test has a result or finished, yet is kept part-way")
+    stopped_in = run["stopped_in"] or {}  # its rounds done stop at a failed audit
+    failing = any(not a.passed for cell in test.cells for a in cell.audits)
+    later = stopped_in.get("test") == test.name and stopped_in["timed_rounds_done"] < test.done
+    if later and not failing:
+        found.append(
+            f"{where}: kept after timed round {test.done}, yet the run stopped in it after "
+            f"{stopped_in['timed_rounds_done']}"
+        )
+    if [c.cell for c in test.cells] != list(range(options["cells"])):
+        found.append(f"{where}: cells {[c.cell for c in test.cells]}, not one per cell")
+    network = networks.get(test.latin)
+    for cell, written in zip(test.cells, stored["cells"], strict=True):
+        here = f"{where}, cell {cell.cell}"
+        if len(cell.round_seconds) != test.done:
+            found.append(f"{here}: {len(cell.round_seconds)} round times for {test.done} rounds")
+        _compare(found, here, written, {"seconds": sum(cell.round_seconds)})
+        _check_contention(here, cell.cell, cell.contention, written, report, found)
+        _check_audits(here, cell.audits, test.done, found)
+        rounds = [a.round for a in cell.audits]
+        failed = [n for n, a in enumerate(cell.audits) if not a.passed]
+        if rounds != sorted(set(rounds)) or (failed and failed[0] != len(rounds) - 1):
+            found.append(f"{here}: audited rounds {rounds}: not in order, once each, failed last")
+        elif not failed:
+            try:  # the rounds still to run are drawn given these: a draw must allow them
+                audited_after(test.rounds, test.done, rounds, random.Random(0))
+            except ValueError as exc:
+                found.append(f"{here}: {exc}")
+        if network is not None:
+            images = ImageSet(network.input_shape, options["seed"], cell.cell)
+            first = image_checksum(images.image(WARMUP_ROUNDS * test.batch))
+            _compare(found, here, written, {"first_image_crc32": first})
 
 
 # For the command line. -------------------------------------------------------------------

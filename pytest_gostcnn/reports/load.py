@@ -149,23 +149,28 @@ def blas_setup(libraries: list[dict]) -> str:
     )
 
 
-def differences(mine: dict, theirs: dict) -> list[str]:
-    """Each entry of two configurations that differs, in words: "seed: 0 here, 3 there"."""
+def differences(mine: dict, theirs: dict, here: str = "here", there: str = "there") -> list[str]:
+    """Each entry of two configurations that differs, in words: "seed: 0 here, 3 there"
+    (``here`` and ``there`` name the two: "in a.json"). An entry the other does not state
+    (an older report's) is not compared."""
     found = []
     for key in mine:
-        if key not in theirs:  # an older report does not state it
+        if key not in theirs:
             continue
-        here, there = mine[key], theirs[key]
-        if here == there:
+        mine_value, their_value = mine[key], theirs[key]
+        if mine_value == their_value:
             continue
-        if isinstance(here, dict) and isinstance(there, dict):  # only the entries that differ
-            # (a table in one only is a difference of the networks, listed under its name)
-            keys = [k for k in here if k in there and here[k] != there[k]]
+        if isinstance(mine_value, dict) and isinstance(their_value, dict):
+            # Only the entries that differ (a table in one only is a difference of the
+            # networks, listed under its name).
+            keys = [k for k in mine_value if k in their_value and mine_value[k] != their_value[k]]
             if not keys:
                 continue
-            here = {k: here.get(k) for k in keys}
-            there = {k: there.get(k) for k in keys}
-        found.append(f"{CONFIGURATION[key]}: {_show(here)} here, {_show(there)} there")
+            mine_value = {k: mine_value[k] for k in keys}
+            their_value = {k: their_value[k] for k in keys}
+        found.append(
+            f"{CONFIGURATION[key]}: {_show(mine_value)} {here}, {_show(their_value)} {there}"
+        )
     return found
 
 

@@ -48,15 +48,12 @@ def merge_reports(reports: list[tuple[str, dict]]) -> Merged:
     (first_path, first), *others = reports
     mine = configuration(first, selection=False)
     for path, report in others:
-        changed = differences(mine, configuration(report, selection=False))
-        changed += _peaks_differ(first, report)
+        here, there = f"in {first_path}", f"in {path}"
+        changed = differences(mine, configuration(report, selection=False), here, there)
+        changed += _peaks_differ(first, report, here, there)
         if changed:
             raise MergeError(
-                f"{path} is not of the configuration of {first_path}: "
-                + "; ".join(
-                    c.replace(" here,", f" in {first_path},").replace(" there", f" in {path}")
-                    for c in changed
-                )
+                f"{path} is not of the configuration of {first_path}: " + "; ".join(changed)
             )
     tests: dict[tuple[str, str], tuple[str, dict]] = {}
     checksums: dict[str, tuple[str, str]] = {}
@@ -98,10 +95,10 @@ def _times(entry: dict) -> list:
     return [cell["round_seconds"] for cell in entry["cells"]]
 
 
-def _peaks_differ(first: dict, report: dict) -> list[str]:
+def _peaks_differ(first: dict, report: dict, here: str, there: str) -> list[str]:
     mine = [cell["peak"] for cell in first["cells"]]
     theirs = [cell["peak"] for cell in report["cells"]]
-    return [] if mine == theirs else [f"cell peaks (MAC/s): {mine} here, {theirs} there"]
+    return [] if mine == theirs else [f"cell peaks (MAC/s): {mine} {here}, {theirs} {there}"]
 
 
 def _merged_report(

@@ -95,6 +95,8 @@ def write_picture(report_path: Path, path: Path, svg: str) -> None:
         raise PictureError(f"-o {path}: folder {path.parent} does not exist")
     if path.exists() and path.resolve() == report_path.resolve():
         raise PictureError(f"-o {path}: is the report itself; name another file")
+    if path.suffix.lower() != ".svg":
+        raise PictureError(f"-o {path}: plot writes SVG only; name a .svg file")
     try:
         write_atomically(path, svg, ".gost-plot.")
     except OSError as exc:
@@ -139,15 +141,22 @@ def draw(report: dict) -> str:
 
 
 def _facts(report: dict) -> str:
-    """The run in one line: the backend, its device, the data type, batch and profile."""
+    """The run in one line: the backend, its device, the data type, batch and profile (or
+    the image count of ``--gost-images``)."""
     backend = _object(_object(report.get("system")).get("backend"))
     options = _object(report.get("options"))
     name = backend.get("name", options.get("backend", "unknown"))
     backend_text = " ".join(str(part) for part in (name, backend.get("version")) if part)
     device = backend.get("device") or "an unknown device"
+    images = options.get("images")
+    count = (
+        f"profile {options.get('profile', 'unknown')}"
+        if images is None
+        else f"images {images} per test"
+    )
     return (
         f"backend {backend_text} on {device}; dtype {options.get('dtype', 'unknown')}; "
-        f"batch {options.get('batch', 'unknown')}; profile {options.get('profile', 'unknown')}"
+        f"batch {options.get('batch', 'unknown')}; {count}"
     )
 
 

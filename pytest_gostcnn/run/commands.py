@@ -1,6 +1,7 @@
 """The command line's commands (``python -m pytest_gostcnn``) that are more than a call:
-``tables`` (Table 1), ``reference`` (a float64 iteration per network) and ``evaluate``
-(reports merged and evaluated as the plugin does). Each prints and returns its exit status.
+``tables`` (Table 1), ``reference`` (a float64 iteration per network), ``evaluate``
+(reports merged and evaluated as the plugin does) and ``compare`` (each test's ОРП against
+a baseline's). Each prints and returns its exit status.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from pytest_gostcnn.model.network import Network, TableError, load_networks
 from pytest_gostcnn.performance.rounds import plan
 from pytest_gostcnn.reference.iteration import training_iteration
 from pytest_gostcnn.reports import merge
-from pytest_gostcnn.reports.load import ReportError, read_report
+from pytest_gostcnn.reports.check import checked_report
+from pytest_gostcnn.reports.compare import FELL, configuration_differences
+from pytest_gostcnn.reports.compare import compare as comparison_of
+from pytest_gostcnn.reports.load import ReportError, timings
 
 from . import summary
 from .options import BY_NAME, select_networks
@@ -54,8 +58,9 @@ def reference(
     return 0
 
 
-def evaluate(paths: list[str], output: str | None) -> int:
-    """Merge the reports, print the evaluation as the plugin does, write it with ``-o``."""
+def evaluate(paths: list[str], output: str | None, tables: str | None = None) -> int:
+    """Check each report as ``check`` does, merge them, print the evaluation as the plugin
+    does, write it with ``-o``; ``tables``: the directory of a ``--gost-tables=DIR`` run."""
     try:
         if output is not None:
             output = BY_NAME["report"].parse("-o", output)  # a file can be written there
@@ -63,7 +68,8 @@ def evaluate(paths: list[str], output: str | None) -> int:
         if twice:
             print(f"given more than once, read once: {', '.join(twice)}")
         paths = list(dict.fromkeys(paths))
-        reports = [(path, read_report(path)) for path in paths]
+        # A report that does not check would carry its figures into the merge unseen.
+        reports = [(path, checked_report(path, tables)) for path in paths]
         merged = merge.merge_reports(reports)
     except (ReportError, ValueError) as exc:  # MergeError is a ValueError
         print(f"error: {exc}", file=sys.stderr)
@@ -85,6 +91,33 @@ def evaluate(paths: list[str], output: str | None) -> int:
     if output is not None:
         write_report(output, report)
         print(f"merged report written to {output}")
+    return 0
+
+
+def compare(baseline: str, now: str, allowed: float | None, tables: str | None = None) -> int:
+    """Each test's ОРП in the report ``now`` against the report ``baseline``: the table, and
+    ``FELL`` (6) when one fell more than ``allowed`` percent beyond the spread; 2 when a
+    report does not check or the two are of different configurations."""
+    try:
+        then, later = checked_report(baseline, tables), checked_report(now, tables)
+    except ReportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    changed = configuration_differences(then, later, f"in {now}", f"in {baseline}")
+    if changed:
+        print(
+            f"error: {now} is not of the configuration of the baseline {baseline}, so their ОРП "
+            "cannot be compared: " + "; ".join(changed),
+            file=sys.stderr,
+        )
+        return 2
+    comparison = comparison_of(baseline, timings(then).values(), timings(later).values(), allowed)
+    for line in summary.comparison_lines(comparison):
+        print(line)
+    fell = comparison.reason()
+    if fell is not None:
+        print(f"exit status {FELL}: {fell}")
+        return FELL
     return 0
 
 

@@ -94,7 +94,28 @@ def _seconds(flag: str, text: str) -> float:
     return value
 
 
+def _percent(flag: str, text: str) -> float:
+    """A share in percent, 0 to 100, with or without its ``%``."""
+    try:
+        value = float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise ValueError(f"{flag}={text}: not a number of percent") from None
+    if not (math.isfinite(value) and 0 <= value <= 100):
+        raise ValueError(f"{flag}={text}: must be a number of percent from 0 to 100")
+    return value
+
+
 def _text(flag: str, text: str) -> str:
+    return text
+
+
+def _networks(flag: str, text: str) -> str:
+    """A list of networks; an empty one (an unset CI variable, say) is not "all six"."""
+    if not text.replace(",", "").strip():
+        raise ValueError(
+            f"{flag}={text}: names no network; give some (M G V S R Sh, or М Г В С Р Ш) "
+            "or leave the option out for all of them"
+        )
     return text
 
 
@@ -197,9 +218,10 @@ class Option:
         text = self.default if text is None else text
         return None if text is None else self.parse(flag or self.flag, text)
 
-    def add_argument(self, parser: argparse.ArgumentParser) -> None:
-        """This option as ``--NAME`` of an argparse command, checked by the same parser."""
-        flag = "--" + self.name.replace("_", "-")
+    def add_argument(self, parser: argparse.ArgumentParser, flag: str | None = None) -> None:
+        """This option as ``--NAME`` (or ``flag``) of an argparse command, checked by the
+        same parser."""
+        flag = flag or "--" + self.name.replace("_", "-")
 
         def check(text: str) -> Any:
             try:
@@ -245,7 +267,7 @@ OPTIONS: tuple[Option, ...] = (
         "networks",
         "LIST",
         "comma-separated networks by letter (M G V S R Sh, or М Г В С Р Ш) or name (default all)",
-        _text,
+        _networks,
         command=True,
     ),
     Option(
@@ -324,6 +346,24 @@ OPTIONS: tuple[Option, ...] = (
         rerun="never",
     ),
     Option(
+        "compare",
+        "BASELINE",
+        "print each test's ОРП against a baseline --gost-report's, with the change and both "
+        "runs' spread; the baseline must pass check and be of this configuration (every "
+        "difference is listed), the backend's version aside",
+        _readable_file,
+        rerun="never",
+    ),
+    Option(
+        "compare_fail",
+        "PERCENT",
+        "exit 6 when a test's ОРП falls more than PERCENT below the baseline's "
+        "(--gost-compare), beyond the larger of the two runs' spread (the mean round's excess "
+        "over the median)",
+        _percent,
+        rerun="never",
+    ),
+    Option(
         "local_cell",
         "K",
         "run one process as the K-th computing cell of a node, on the device that cell "
@@ -371,6 +411,8 @@ RERUN_ORDER = (
     "peak",
     "report",
     "resume",
+    "compare",
+    "compare_fail",
     "allow_unavailable",
 )
 
@@ -400,6 +442,8 @@ class Options:
     report: str | None
     local_cell: int | None
     resume: str | None = None
+    compare: str | None = None
+    compare_fail: float | None = None
     stall_timeout: float | None = None
     allow_unavailable: bool = False
     given: frozenset[str] = frozenset()
@@ -447,8 +491,8 @@ def select_networks(
     tables_option: str = "--gost-tables",
 ) -> dict[str, Network]:
     """The networks ``spec`` names (letters, Latin or Cyrillic, or a name's start), in the
-    standard's order; all of them when ``spec`` is None or empty."""
-    if not spec:
+    standard's order; all of them when ``spec`` is None."""
+    if spec is None:
         return networks
     chosen: dict[str, Network] = {}
     for token in (t.strip() for t in spec.split(",")):

@@ -5,9 +5,11 @@ resolved to and the run's results; nothing here imports pytest.
 
 from __future__ import annotations
 
+import shlex
 from enum import IntEnum
 
 from pytest_gostcnn.performance.designations import benchmark_name
+from pytest_gostcnn.reports.compare import FELL, Comparison
 
 from .options import Options
 from .resolution import Resolved
@@ -43,14 +45,18 @@ def exit_status(
 ) -> tuple[int, str | None]:
     """This cell's exit status, and why when the plugin decides it: 0 only when every
     selected item of the suite ran and passed; not 0 when nothing was verified."""
+    if results.report_failure is not None:
+        return ExitCode.INTERNAL_ERROR, (
+            f"the run stopped at once: {results.report_failure}; " + _kept(options, results)
+        )
     if stopped is not None and results.suite_items:
         others, tests = not_run(options, results)
         return (exitstatus or ExitCode.INTERRUPTED), (
             f"the run stopped ({stopped}) with {_count(len(tests), 'performance test')} "
             f"and {_count(others, 'other item')} of the suite not run; "
             + (
-                f"the report keeps the finished tests, --gost-resume={options.report} "
-                "continues the run"
+                "the report keeps the finished tests, "
+                f"{_resume_arguments(options.report)} continues the run"
                 if options.report
                 else "nothing was kept (no --gost-report)"
             )
@@ -109,6 +115,7 @@ def run_state(
             "timed_rounds_done": rounds.done,
             "rounds": rounds.plan.rounds,
         }
+    partial = results.partial
     return {
         "complete": ended and stopped is None and not others and not tests,
         "stopped": stopped,
@@ -117,6 +124,8 @@ def run_state(
         "unfinished": tests,
         "other_items_not_run": others,
         "resumed_from": results.resumed_from,
+        # The test kept at its last boundary, until it runs to its end (docs/report.md).
+        "partial": partial.as_dict() if partial and partial.name not in finished else None,
     }
 
 
@@ -138,8 +147,38 @@ def not_run(options: Options, results: Results) -> tuple[int, list[str]]:
     return others, tests
 
 
+def _kept(options: Options, results: Results) -> str:
+    """What the report on disk holds after a checkpoint could not be written."""
+    kept, path = results.report_kept, options.report
+    if kept is None:
+        return f"this run wrote nothing to {path}"
+    if not kept:
+        return f"{path} keeps no finished performance test, only this run's section 8 so far"
+    return (
+        f"{path} keeps the {_count(len(kept), 'performance test')} finished before "
+        f"({', '.join(kept)}); {_resume_arguments(path)} continues from them"
+    )
+
+
+def _resume_arguments(report: str) -> str:
+    """The options that continue a run stopped with ``report``: it is read, then rewritten."""
+    return shlex.join([f"--gost-resume={report}", f"--gost-report={report}"])
+
+
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def gated(status: int, reason: str | None, comparison: Comparison | None) -> tuple[int, str | None]:
+    """The system's exit status with ``--gost-compare-fail``'s gate: a run that would exit 0
+    exits ``FELL`` (6) when a test's ОРП fell below the baseline's, saying which; a run
+    that fails already keeps its status and says that too."""
+    fell = comparison.reason() if comparison is not None else None
+    if fell is None:
+        return status, reason
+    if status == ExitCode.OK:
+        return FELL, fell
+    return status, f"{reason}; and {fell}" if reason else fell
 
 
 def system_exit(

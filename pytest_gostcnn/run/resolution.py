@@ -81,6 +81,7 @@ def resolve(options: Options, cells: Cells) -> Resolved:
     local_cell = _local_cell(options.local_cell, cells)
     backend = None
     if unavailable is None:
+        _check_identity(cls, name)
         try:
             backend = cls(options.dtype, cell=local_cell)
         except Exception as exc:
@@ -129,6 +130,17 @@ def invocation() -> dict:
         "suite": suite_source(),
         "load_average": load,
     }
+
+
+def _check_identity(cls: type[Backend], name: str) -> None:
+    """A backend names itself and its version: the report and 9.7's particulars carry them."""
+    for attribute in ("name", "version"):
+        value = getattr(cls, attribute, None)
+        if not isinstance(value, str) or not value.strip():
+            raise BackendError(
+                f"backend {name!r}: its class attribute {attribute} is {value!r}; give "
+                f"{cls.__qualname__} a non-empty {attribute} (docs/backends.md)"
+            )
 
 
 def case_steps(options: Options, case: LayerCase) -> tuple[str, ...]:

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from pytest_gostcnn import judgement
 from pytest_gostcnn.conformance.verification import Verification
 from pytest_gostcnn.performance.estimate import RunEstimate
+from pytest_gostcnn.performance.partial import PartialTest
 from pytest_gostcnn.performance.rounds import Rounds
 from pytest_gostcnn.performance.timing import Timing
+from pytest_gostcnn.reports.compare import Comparison
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,7 @@ class Assessment(judgement.Assessment):
 
     exitstatus: int
     exit_reason: str | None  # why the run exits non-zero (or why it exits 0 regardless)
+    comparison: Comparison | None = None  # against --gost-compare's baseline, once it ends
 
 
 @dataclass
@@ -38,15 +41,29 @@ class Results:
     selected: int | None = None  # of those, the ones left after -k, -m, --deselect, --lf
     suite_nodes: list[str] = field(default_factory=list)  # the selected items' node ids
     benchmark_items: dict[str, tuple[str, str]] = field(default_factory=dict)  # node -> test
+    # What the selected items verify: how many layer steps, which (network, mode) pairs (a
+    # benchmark verifies its network first).
+    layer_steps_selected: int = 0
+    networks_selected: set[tuple[str, str]] = field(default_factory=set)
     stopped: str | None = None  # why the run stopped before its end (cell 0, once it ends)
+    # A checkpoint of --gost-report that could not be written (every cell learns it: the
+    # run stops at once), and the finished tests the file held after its last write.
+    report_failure: str | None = None
+    report_kept: list[str] | None = None
     assessment: Assessment | None = None  # on cell 0, once the session ends
     # --gost-resume: the finished tests of the stopped run, not timed again, and where from.
     resumed: dict[tuple[str, str], Timing] = field(default_factory=dict)
     resumed_from: dict | None = None
+    # --gost-compare: the baseline's path and tests, which the timed tests are compared with.
+    baseline: tuple[str, tuple[Timing, ...]] | None = None
     # The time of the selected benchmark tests, estimated as they run (items.py).
     estimate: RunEstimate | None = None
     # The performance test timing now, for the summary of a run stopped in it.
     timing_now: tuple[str, Rounds] | None = None
+    # The performance test stopped at a boundary, as the last checkpoint inside it kept it
+    # (from --gost-resume until its test runs), and the one --gost-resume continues.
+    partial: PartialTest | None = None
+    resumed_partial: PartialTest | None = None
     # The suite's side of the network-shape layer case being verified, shared by its steps.
     layer_data: dict[str, object] = field(default_factory=dict)
 

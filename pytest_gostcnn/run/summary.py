@@ -13,14 +13,16 @@ from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
-from pytest_gostcnn.performance.designations import MODE_LETTERS
+from pytest_gostcnn.performance.designations import MODE_LETTERS, transliterate
 from pytest_gostcnn.performance.evaluation import Evaluation, describe
+from pytest_gostcnn.performance.partial import PartialTest
 from pytest_gostcnn.performance.rounds import Plan
 from pytest_gostcnn.performance.timing import NOISY_MEAN_ABOVE_MEDIAN, Timing
+from pytest_gostcnn.reports.compare import Change, Comparison
 from pytest_gostcnn.reports.load import blas_setup
 
 from .options import Options
-from .resolution import Resolved, layer_params
+from .resolution import Resolved
 from .results import Assessment, Results
 
 FAILED_SHOWN = 10  # failed layer items named in the summary; the report has them all
@@ -39,7 +41,11 @@ IMAGES_NON_COMPLIANT = (
 
 
 def header_lines(
-    options: Options, resolved: Resolved, run_plan: Plan, resumed: Sequence[Timing]
+    options: Options,
+    resolved: Resolved,
+    run_plan: Plan,
+    resumed: Sequence[Timing],
+    partial: PartialTest | None = None,
 ) -> list[str]:
     """The lines under pytest's header: the backend and its device, the options, the tables
     and networks; an option that has no effect; the tests kept from ``--gost-resume``."""
@@ -78,6 +84,11 @@ def header_lines(
     if options.resume is not None:
         kept = ", ".join(t.name for t in resumed) or "none"
         lines.append(f"gostcnn: resuming {options.resume}: tests not timed again: {kept}")
+    if partial is not None:
+        lines.append(
+            f"gostcnn: resuming {partial.name} after timed round {partial.done} of "
+            f"{partial.rounds} (its last checkpoint): those rounds are the stopped run's"
+        )
     return lines
 
 
@@ -127,6 +138,13 @@ def stopped_lines(state: dict, resumed: str | None) -> list[str]:
             f"{len(tests)} performance test{'s' * (len(tests) != 1)} kept from it, not timed "
             "again: " + (", ".join(tests) or "none (it finished none)")
         )
+        continued = state["resumed_from"].get("continued")
+        if continued:
+            lines.append(
+                f"  {continued['test']} went on from its checkpoint: its first "
+                f"{continued['timed_rounds_kept']} timed rounds (times and audits) are the "
+                "stopped run's"
+            )
     if state["complete"]:
         return lines
     why = state["stopped"] or "not every selected item ran"
@@ -139,11 +157,20 @@ def stopped_lines(state: dict, resumed: str | None) -> list[str]:
     lines.append("  not finished: " + (", ".join(unfinished) or "none"))
     if state["other_items_not_run"]:
         lines.append(f"  other items of the suite not run: {state['other_items_not_run']}")
-    where = state["stopped_in"]
+    where, partial = state["stopped_in"], state.get("partial")
     if where:
         lines.append(
             f"  stopped in {where['test']} after {where['timed_rounds_done']} of "
             f"{where['rounds']} timed rounds: not a result, it is timed again when resumed"
+            if partial is None or partial["test"] != where["test"]
+            else f"  stopped in {where['test']} after {where['timed_rounds_done']} of "
+            f"{where['rounds']} timed rounds: not a result; the report keeps it after timed "
+            f"round {partial['timed_rounds_done']}, where --gost-resume goes on"
+        )
+    elif partial is not None:
+        lines.append(
+            f"  kept part-way: {partial['test']} after timed round "
+            f"{partial['timed_rounds_done']} of {partial['rounds']}, where --gost-resume goes on"
         )
     return lines
 
@@ -362,49 +389,109 @@ def noisy_line(noisy: list[Timing]) -> str:
     )
 
 
+def comparison_lines(comparison: Comparison) -> list[str]:
+    """Each test's ОРП against the baseline's: both, the change, both runs' spread (the mean
+    round's excess over the median, in percent) and whether it fell."""
+    if comparison.allowed is None:
+        rule = "nothing fails without a drop allowed (--gost-compare-fail, compare --fail)"
+    else:
+        rule = (
+            f"a test fails when its ОРП falls more than {comparison.allowed:g} % below the "
+            "baseline's, beyond the larger of the two runs' spread"
+        )
+    lines = [
+        f"ОРП against the baseline {comparison.baseline}: {rule}",
+        f"{'test':<26} {'baseline ОРП %':>14} {'now ОРП %':>10} {'change %':>9} "
+        f"{'spread % then/now':>17}",
+    ]
+    for c in comparison.changes:
+        lines.append(
+            f"{c.test:<26} {_figure(c.baseline, '.3g'):>14} {_figure(c.now, '.3g'):>10} "
+            f"{_figure(c.change, '+.1f'):>9} "
+            f"{_figure(c.baseline_spread, '.1f') + ' / ' + _figure(c.now_spread, '.1f'):>17}"
+            f"  {_verdict(c)}"
+        )
+    return lines
+
+
+def _figure(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _verdict(change: Change) -> str:
+    if change.baseline_spread is None:
+        return "not in the baseline"
+    if change.now_spread is None:
+        return "not timed in this run"
+    if change.change is None:
+        return "no ОРП (no peak)"
+    if change.limit is None:
+        return ""
+    return f"{'FELL' if change.fell else 'ok'} (limit {change.limit:.1f} %)"
+
+
 def _percent(share: float) -> str:
     """A share in percent, to two figures, and never in exponent notation."""
     return f"{100 * share:.2g}" if 100 * share < 10 else f"{100 * share:.0f}"
 
 
-def terms(resolved: Resolved) -> list[str]:
-    """The summary's words, once, for a reader without Russian."""
-    networks = "; ".join(f"{n.letter} {n.name}" for n in resolved.networks.values())
-    modes = ", ".join(f"{letter} {mode}" for mode, letter in MODE_LETTERS.items())
+def terms(resolved: Resolved, modes: Sequence[str]) -> list[str]:
+    """The summary's words, once, for a reader without Russian, and every designation of
+    the run in Latin letters."""
+    networks = "; ".join(f"{n.letter} ({n.latin}) {n.name}" for n in resolved.networks.values())
+    mode_words = ", ".join(
+        f"{MODE_LETTERS[mode]} ({transliterate(MODE_LETTERS[mode])}) {mode}" for mode in modes
+    )
+    named = [
+        f"ТП-{n.letter}-{MODE_LETTERS[mode]}" for n in resolved.networks.values() for mode in modes
+    ] + [f"ОП-{MODE_LETTERS[mode]}" for mode in modes]
     return [
         "terms: СКО = root-mean-square error against the float64 reference; СКОП = the "
         "admissible СКО (a verdict holds while СКО/СКОП < 1); ОРП = relative real "
         "performance, the MAC/s a test reached as a share of the cells' theoretical peak",
         "designations: ТП-<network>-<mode>-<type>-B<batch> = a performance test, "
         "ОП-<mode>-<type>-B<batch>-N<cells> = an evaluation over N computing cells; "
-        f"mode {modes}; networks {networks}",
+        f"mode {mode_words}; networks {networks}",
+        "in Latin letters: " + ", ".join(f"{d} = {transliterate(d)}" for d in named),
     ]
 
 
-def last_line(
-    options: Options, resolved: Resolved, results: Results, assessment: Assessment
-) -> str:
-    """One line, like HPL's last: section 8 PASSED or FAILED with what it covered, and each
-    evaluation's first result, COMPLIANT or NOT COMPLIANT with its first reason."""
+def _counted(noun: str, selected: int, ran: Sequence) -> str:
+    """How many of the selected verifications of one kind failed, passed, did not run."""
+    failed = sum(v.failed for v in ran)
+    total = max(selected, len(ran))
+    if not total:
+        return f"{noun}s not run"
+    of = f"{total} selected {noun}{'s' * (total != 1)}"
+    if not ran:
+        return f"{of} not run"
+    text = f"{failed} of {of} failed" if failed else f"{len(ran)} of {of} passed"
+    return text + (f", {total - len(ran)} not run" if len(ran) < total else "")
+
+
+def last_line(results: Results, assessment: Assessment) -> str:
+    """One line, like HPL's last: section 8 PASSED, FAILED, INCOMPLETE or NOT RUN with how
+    many of the selected layer steps and networks ran and passed, and each evaluation's
+    first result, COMPLIANT or NOT COMPLIANT with its first reason."""
     failed_elsewhere = any(
         item.startswith(("test_layer", "test_network"))
         for report in results.cell_reports
         for item, _ in report["failures"]
     )
     verified = results.layers + list(results.networks.values())
+    networks = list(results.networks.values())
+    selected = results.layer_steps_selected + len(results.networks_selected)
     if any(v.failed for v in verified) or failed_elsewhere:
         verdict = "FAILED"
-    elif verified:
-        verdict = "PASSED"
-    else:
+    elif not verified:
         verdict = "NOT RUN"
-    networks = len(resolved.networks) * len(options.modes)
-    networks_passed = sum(not v.failed for v in results.networks.values())
-    layers_passed = sum(not v.failed for v in results.layers)
-    parts = [
-        f"verification {verdict} ({networks_passed}/{networks} networks, "
-        f"{layers_passed}/{len(layer_params(options, resolved.networks))} layer steps)"
+    else:  # PASSED only for all that was selected: a stopped run passed only what ran
+        verdict = "PASSED" if len(verified) >= selected else "INCOMPLETE"
+    counts = [
+        _counted("layer step", results.layer_steps_selected, results.layers),
+        _counted("network", len(results.networks_selected), networks),
     ]
+    parts = [f"verification {verdict}: " + "; ".join(counts)]
     for evaluation in assessment.evaluations:
         result = f"{evaluation.first:.3g} %" if evaluation.first is not None else "incomplete"
         word = "COMPLIANT" if evaluation.compliant else f"NOT COMPLIANT ({evaluation.summary})"

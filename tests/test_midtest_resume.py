@@ -1,0 +1,394 @@
+"""A long performance test checkpointed at its boundaries and resumed from the last one
+(docs/benchmarking.md, "Checkpoints inside a test"; docs/report.md).
+
+The draw of the audited rounds after a boundary, the checkpoints' clock and the rounds of a
+resumed test are checked in this process; one chain of runs in fresh interpreters, on the
+tiny tables with a clock that advances a fixed step per reading, is killed mid-test, resumed,
+interrupted mid-test, resumed again, and ends equal to an uninterrupted run.
+"""
+
+import collections
+import copy
+import importlib.util
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from gost_helpers import FIXED_CLOCK, directory, suite
+
+from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.performance import partial, rounds
+from pytest_gostcnn.performance import rounds as rounds_module
+from pytest_gostcnn.performance.contention import Contention
+from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
+from pytest_gostcnn.performance.rounds import (
+    AUDIT_WINDOW,
+    Plan,
+    Rounds,
+    audited_after,
+    audited_rounds,
+)
+from pytest_gostcnn.reports.check import check_report
+
+# The draw after a boundary. ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rounds", "done", "every"),
+    [(40, 16, 10_000), (14, 4, 10_000), (14, 8, 10_000), (25, 16, 10_000), (3, 1, 10_000),
+     (60, 32, 10)],
+)  # fmt: skip
+def test_the_rounds_audited_after_a_boundary_are_drawn_as_an_uninterrupted_test_draws_them(
+    rounds, done, every, monkeypatch
+):
+    """Each round is audited as often, and every draw keeps the windows and the count
+    between them, whether the test ran through or was stopped after ``done`` and drawn
+    again from there (``every``: one more audit per that many rounds)."""
+    monkeypatch.setattr(rounds_module, "AUDIT_EVERY", every)
+    draws = 3000
+    through, resumed = collections.Counter(), collections.Counter()
+    for seed in range(draws):
+        through.update(audited_rounds(rounds, random.Random(seed)))
+        first = audited_rounds(rounds, random.Random(draws + seed))
+        past = [r for r in first if r <= done]
+        whole = (*past, *audited_after(rounds, done, past, random.Random(2 * draws + seed)))
+        assert list(whole) == sorted(set(whole)) and all(r > done for r in whole[len(past) :])
+        assert len(whole) == len(first)
+        if rounds >= 2:
+            assert whole[0] <= AUDIT_WINDOW and whole[-1] > rounds - AUDIT_WINDOW
+        resumed.update(whole)
+    for number in range(1, rounds + 1):
+        assert abs(through[number] - resumed[number]) / draws < 0.04, number
+
+
+def test_a_past_no_draw_makes_is_refused():
+    with pytest.raises(ValueError, match="not a draw"):
+        audited_after(40, 16, [], random.Random(0))  # none among the first ten
+    with pytest.raises(ValueError, match="not a draw"):
+        audited_after(40, 16, [2, 3], random.Random(0))  # two there
+    with pytest.raises(ValueError, match="not all among timed rounds 1 to 16"):
+        audited_after(40, 16, [2, 17], random.Random(0))
+    assert audited_after(40, 32, [2], random.Random(0))[-1] > 30
+
+
+def test_a_checkpoint_waits_its_seconds_and_a_hundred_times_its_last_writing():
+    now = [0.0]
+    clock = CheckpointClock(lambda: now[0])
+    now[0] = partial.CHECKPOINT_SECONDS - 1
+    assert not clock.due()
+    now[0] = partial.CHECKPOINT_SECONDS
+    assert clock.due()
+    clock.wrote(10.0)  # a large report: 10 s to write
+    now[0] += 10 / partial.CHECKPOINT_SHARE - 1
+    assert not clock.due()
+    now[0] += 1
+    assert clock.due()
+
+
+# The rounds of a resumed test, in this process. -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return load_networks(directory(tmp_path_factory.mktemp("tables")) / "tiny")["Sh"]
+
+
+def _drive(rounds, plan, seen):
+    """The rounds left, as ``benchmark.pedantic`` runs them; each timed round's output."""
+    for _ in range(plan.warmup_rounds + plan.rounds - rounds.start):
+        arguments, _ = rounds.setup()
+        rounds.target(*arguments)
+        result = rounds.result.output if rounds.mode == "training" else rounds.result
+        if rounds.number:
+            seen[rounds.number] = np.array(rounds.backend.to_host(result))
+        rounds.teardown(*arguments)
+
+
+@pytest.mark.parametrize("mode", ["training", "inference"])
+def test_a_test_resumed_at_a_boundary_computes_the_rounds_an_uninterrupted_one_does(tiny, mode):
+    backend, plan = NumpyBackend("float32"), Plan(None, 40, 1, 1, 40)
+    boundaries, through = [], {}
+
+    def boundary(rounds):
+        assert rounds.pending is None  # in the teardown, after the round's audit
+        boundaries.append(rounds.number)
+        assert rounds.partial([1.0] * rounds.number, 0, "cpu").round_seconds[-1] == 1.0
+
+    whole = Rounds(backend, tiny, mode, plan, seed=5, boundary=boundary)
+    _drive(whole, plan, through)
+    assert boundaries == [16, 32]  # a boundary every 16 rounds, never the test's last
+    kept = PartialCell(0, "cpu", (1.0,) * 16, whole.first_image)
+    again, resumed = Rounds(backend, tiny, mode, plan, seed=5, resume=kept), {}
+    _drive(again, plan, resumed)
+    assert sorted(resumed) == list(range(17, 41)) and again.done == 40
+    for number, output in resumed.items():
+        np.testing.assert_array_equal(output, through[number], err_msg=f"round {number}")
+    with pytest.raises(ValueError, match="not a boundary"):
+        Rounds(backend, tiny, mode, plan, seed=5, resume=PartialCell(0, "cpu", (1.0,) * 15, ""))
+
+
+def test_a_resumed_test_counts_its_contention_on_from_its_checkpoint(tiny):
+    """The counts cover the same timed rounds as the test's times: the checkpoint's and this
+    run's; a checkpoint without counts leaves them unknown, not a part's."""
+    backend, plan = NumpyBackend("float32"), Plan(None, 40, 1, 1, 40)
+    cores = Rounds(backend, tiny, "inference", plan, seed=5).meter.cores
+    earlier = Contention(1000.0, 500.0, cores, None, None)
+    kept = PartialCell(0, "cpu", (1.0,) * 16, "", contention=earlier)
+    at_boundary = []
+
+    def boundary(rounds):
+        at_boundary.append(rounds.partial([1.0] * (rounds.number - 16), 0, "cpu").contention)
+
+    again = Rounds(backend, tiny, "inference", plan, seed=5, resume=kept, boundary=boundary)
+    _drive(again, plan, {})
+    counted = again.meter.contention()
+    assert 1000.0 < counted.wall_seconds < 1100.0 and 500.0 < counted.cpu_seconds < 600.0
+    assert counted.cores == cores and counted.wait_seconds is None  # not measured before
+    assert [c.wall_seconds > 1000.0 for c in at_boundary] == [True]  # round 32, carried on
+    unknown = PartialCell(0, "cpu", (1.0,) * 16, "")  # a checkpoint before the counts
+    again = Rounds(backend, tiny, "inference", plan, seed=5, resume=unknown, boundary=boundary)
+    _drive(again, plan, {})
+    assert again.meter.contention() is None and at_boundary[-1] is None
+
+
+# Killed, resumed, interrupted, resumed again. -------------------------------------------
+
+STOP = '''"""A checkpoint at every boundary, every round between the audit windows audited,
+and the run stopped after timed round GOST_TEST_STOP_AT of the GOST_TEST_STOP_MODE test:
+ended at once, as a kill ends it, or with GOST_TEST_INTERRUPT interrupted, as Ctrl-C does.
+The threads' waiting goes unmeasured, so that the machine's load decides nothing."""
+import os
+
+from pytest_gostcnn.performance import contention, partial, rounds
+from pytest_gostcnn.performance import rounds as rounds_module
+
+contention.waited_seconds = lambda tasks="": None
+partial.CHECKPOINT_SECONDS = 0.0
+rounds.AUDIT_EVERY = 1
+AT, MODE = int(os.environ.get("GOST_TEST_STOP_AT", "0")), os.environ.get("GOST_TEST_STOP_MODE")
+_teardown = rounds.Rounds.teardown
+
+
+def teardown(self, *arguments):
+    _teardown(self, *arguments)
+    if self.mode == MODE and self.number == AT and self.calls > self.plan.warmup_rounds:
+        if os.environ.get("GOST_TEST_INTERRUPT"):
+            raise KeyboardInterrupt
+        os._exit(137)
+
+
+rounds.Rounds.teardown = teardown
+'''
+RUN = (
+    "--gost-backend=numpy",
+    "--gost-tables=tiny",
+    "--gost-batch=1",
+    "--gost-images=40",
+    "--gost-networks=Sh",
+    FIXED_CLOCK,
+    "-p",
+    "gost_test_stop",
+)
+
+
+@pytest.fixture
+def every_round_between(monkeypatch):
+    """This process checks the reports as the runs drew their audits (``STOP``)."""
+    monkeypatch.setattr(rounds, "AUDIT_EVERY", 1)
+
+
+def _apart(report):
+    """A report less when it was written, how it was started and where it resumed from, its
+    cells' contention counts (times), and its audits apart, by test and round, less their
+    seconds (the drawn rounds of the two windows differ)."""
+    report, audits = copy.deepcopy(report), {}
+    report.pop("created")
+    report.pop("invocation")  # its command line and load differ
+    report["run"]["resumed_from"] = None
+    for test in report["benchmarks"]:
+        for cell in test["cells"]:
+            assert cell.pop("contention")["wall_seconds"] > 0  # counted, times apart
+            for audit in cell.pop("audits"):
+                audit.pop("seconds")
+                audits[(test["mode"], audit["round"])] = audit
+            cell["audit_seconds"] = None
+    return report, audits
+
+
+@pytest.fixture(scope="module")
+def chain(tmp_path_factory):
+    """An uninterrupted run of Ш (Sh) training and inference, 40 rounds each; the same run
+    killed after training's timed round 20, resumed and interrupted after inference's
+    timed round 20, and resumed again."""
+    path = directory(tmp_path_factory.mktemp("chain"))
+    (path / "gost_test_stop.py").write_text(STOP, encoding="utf-8")
+    runs = {"whole": suite(path, *RUN)}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GOST_TEST_STOP_MODE", "training")
+        patch.setenv("GOST_TEST_STOP_AT", "20")
+        runs["killed"] = suite(path, *RUN)
+        (path / "killed.json").write_text(json.dumps(runs["killed"].report), encoding="utf-8")
+        patch.setenv("GOST_TEST_STOP_MODE", "inference")
+        patch.setenv("GOST_TEST_INTERRUPT", "1")
+        runs["stopped"] = suite(path, *RUN, "--gost-resume=killed.json")
+        (path / "stopped.json").write_text(json.dumps(runs["stopped"].report), encoding="utf-8")
+        patch.delenv("GOST_TEST_STOP_MODE")
+        runs["resumed"] = suite(path, *RUN, "--gost-resume=stopped.json")
+    return runs
+
+
+def test_a_test_killed_mid_way_keeps_its_last_boundary(chain, every_round_between):
+    whole, killed = chain["whole"], chain["killed"]
+    assert whole.returncode == 0, whole.stdout[-3000:]
+    assert [len(c["audits"]) for t in whole.report["benchmarks"] for c in t["cells"]] == [22, 22]
+    assert killed.returncode == 137
+    kept = killed.report["run"]["partial"]  # the checkpoint after timed round 16
+    assert kept["test"] == "ТП-Ш-О-float32-B1" and kept["timed_rounds_done"] == 16
+    audited = [a["round"] for a in kept["cells"][0]["audits"]]
+    assert audited[0] <= 10 and audited[1:] == list(range(11, 17))
+    assert killed.report["complete"] is False
+    assert check_report(killed.report, killed.path / "tiny") == []
+    training = whole.report["benchmarks"][0]["cells"][0]
+    assert kept["cells"][0]["round_seconds"] == training["round_seconds"][:16]
+
+
+def test_a_resumed_test_goes_on_and_an_interrupt_keeps_the_next_ones_boundary(
+    chain, every_round_between
+):
+    stopped = chain["stopped"]
+    assert stopped.returncode == 2, stopped.stdout[-3000:]
+    assert "went on from its checkpoint: its first 16 timed rounds" in stopped.stdout
+    run = stopped.report["run"]
+    assert run["stopped"] == "interrupted" and run["finished"] == ["ТП-Ш-О-float32-B1"]
+    assert run["stopped_in"]["timed_rounds_done"] == 20
+    assert run["partial"]["test"] == "ТП-Ш-П-float32-B1"
+    assert run["partial"]["timed_rounds_done"] == 16
+    assert run["partial"]["cells"][0]["contention"]["wall_seconds"] > 0  # counted so far
+    assert "the report keeps it after timed round 16" in stopped.stdout
+    assert check_report(stopped.report, stopped.path / "tiny") == []
+
+
+def test_the_resumed_run_reports_what_an_uninterrupted_one_does(chain, every_round_between):
+    resumed, whole = chain["resumed"], chain["whole"]
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert resumed.report["run"]["resumed_from"]["continued"] == {
+        "test": "ТП-Ш-П-float32-B1",
+        "timed_rounds_kept": 16,
+    }
+    assert resumed.report["run"]["partial"] is None
+    # Every round time, every figure, and every audit of a round both audited (rounds 11 to
+    # 30 and those the two draws of the windows share): the same.
+    report, audits = _apart(resumed.report)
+    whole_report, whole_audits = _apart(whole.report)
+    assert report == whole_report
+    shared = audits.keys() & whole_audits.keys()
+    assert {(m, n) for m in ("training", "inference") for n in range(11, 31)} <= shared
+    assert {k: audits[k] for k in shared} == {k: whole_audits[k] for k in shared}
+    assert check_report(resumed.report, resumed.path / "tiny") == []
+
+
+# What check and resume refuse of a partial test. ---------------------------------------
+
+
+def _edited(report, change):
+    report = copy.deepcopy(report)
+    change(report["run"]["partial"], report)
+    return report
+
+
+EDITS = {
+    "not a boundary": lambda p, r: (
+        p.update(timed_rounds_done=15),
+        p["cells"][0]["round_seconds"].pop(),
+        p["cells"][0]["audits"].pop(),
+        p["cells"][0].update(seconds=sum(p["cells"][0]["round_seconds"])),
+    ),
+    "round times for 16 rounds": lambda p, r: p["cells"][0]["round_seconds"].pop(),
+    "first_image_crc32 is": lambda p, r: p["cells"][0].update(first_image_crc32="00000000"),
+    "seconds is": lambda p, r: p["cells"][0]["round_seconds"].__setitem__(0, 1.0),
+    "audited round 17 of 16": lambda p, r: p["cells"][0]["audits"][-1].update(round=17),
+    "boundary_rounds is": lambda p, r: p.update(boundary_rounds=8),
+    "yet is kept part-way": lambda p, r: r["run"]["finished"].append(p["test"]),
+    "not one per cell": lambda p, r: p["cells"][0].update(cell=1),
+    "contention: cpu_share is": lambda p, r: p["cells"][0]["contention"].update(cpu_share=2.0),
+}
+
+
+@pytest.mark.parametrize("problem", list(EDITS))
+def test_check_names_a_partial_test_edited(chain, problem, every_round_between):
+    edited = _edited(chain["stopped"].report, EDITS[problem])
+    found = check_report(edited, chain["stopped"].path / "tiny")
+    assert any(problem in line for line in found), found
+
+
+def test_check_refuses_audits_no_draw_makes_up_to_the_boundary(chain, every_round_between):
+    """A checkpoint whose audits leave the first ten rounds unaudited (a resumed draw could
+    then never audit there): not a draw of the audited rounds."""
+
+    def unaudited(p, r):
+        p["cells"][0]["audits"] = [a for a in p["cells"][0]["audits"] if a["round"] > 10]
+
+    stopped = chain["stopped"]
+    found = check_report(_edited(stopped.report, unaudited), stopped.path / "tiny")
+    assert any("not a draw of the audited rounds" in line for line in found), found
+
+
+def test_resume_refuses_an_inconsistent_partial_test(chain):
+    path = chain["stopped"].path
+    edited = _edited(chain["stopped"].report, EDITS["not a boundary"])
+    (path / "edited.json").write_text(json.dumps(edited), encoding="utf-8")
+    run = suite(path, *RUN, "--gost-resume=edited.json")
+    assert run.returncode == 4 and "Traceback" not in run.stderr
+    assert "the report does not check" in run.stderr and "not a boundary" in run.stderr
+
+
+# Two computing cells. -------------------------------------------------------------------
+
+MPIRUN = shutil.which("mpirun")
+
+
+@pytest.mark.mpi
+@pytest.mark.skipif(
+    not (MPIRUN and importlib.util.find_spec("mpi4py")), reason="needs mpirun and mpi4py"
+)
+def test_two_cells_killed_mid_test_keep_both_shares_and_resume(tmp_path):
+    path = directory(tmp_path)
+    (path / "gost_test_stop.py").write_text(STOP, encoding="utf-8")
+    env = {
+        **os.environ,
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        "OMPI_MCA_rmaps_base_oversubscribe": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "PYTHONPATH": str(path),
+    }
+    command = [MPIRUN, "-n", "2", sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
+    command += [*RUN, "--gost-mode=training"]
+    stop = {"GOST_TEST_STOP_MODE": "training", "GOST_TEST_STOP_AT": "20"}
+    subprocess.run(
+        [*command, "--gost-report=killed.json"], cwd=path, env={**env, **stop},
+        capture_output=True, timeout=300,
+    )  # fmt: skip
+    killed = json.loads((path / "killed.json").read_text(encoding="utf-8"))
+    kept = killed["run"]["partial"]
+    assert kept["timed_rounds_done"] == 16 and [c["cell"] for c in kept["cells"]] == [0, 1]
+    assert kept["cells"][0]["first_image_crc32"] != kept["cells"][1]["first_image_crc32"]
+    done = subprocess.run(
+        [*command, "--gost-report=resumed.json", "--gost-resume=killed.json"], cwd=path,
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    resumed = json.loads((path / "resumed.json").read_text(encoding="utf-8"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rounds, "AUDIT_EVERY", 1)
+        assert check_report(resumed, path / "tiny") == []
+    for share, cell in zip(kept["cells"], resumed["benchmarks"][0]["cells"], strict=True):
+        assert cell["round_seconds"][:16] == share["round_seconds"]
+        assert len(cell["round_seconds"]) == 40
+        assert [a for a in cell["audits"] if a["round"] <= 16] == share["audits"]
