@@ -70,6 +70,7 @@ needs_mpi = pytest.mark.skipif(
     not (MPIRUN and HAVE_MPI4PY), reason="needs mpirun (Open MPI) and mpi4py: see .ci/run"
 )
 
+
 def mpirun(tmp_path: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Two ranks of pytest with ``args``; the test fails if they have not ended in ``timeout``
     seconds."""

@@ -117,6 +117,11 @@ def _write(folder: Path, name: str, report: dict) -> str:
     return str(folder / name)
 
 
+def _omp(run) -> str:
+    """The run's OMP_NUM_THREADS as a difference shows it (``none``: unset)."""
+    return run.report["invocation"]["environment"].get("OMP_NUM_THREADS") or "none"
+
+
 def _compare(*args: str) -> int:
     return main(["compare", *args])
 
@@ -163,6 +168,20 @@ def test_compare_refuses_another_configuration_listing_each_difference(run, tmp_
     (line,) = capsys.readouterr().err.splitlines()
     assert "not of the configuration of the baseline" in line
     assert "seed: 3 in " in line and "device: another CPU in " in line
+    # a runner of another thread setup or BLAS moves the ОРП: refused; a baseline that does
+    # not state them (a report before them) is not compared on them
+    threaded = copy.deepcopy(run.report)
+    threaded["invocation"]["environment"]["OMP_NUM_THREADS"] = "37"
+    for library in threaded["invocation"]["blas"]:
+        library["threads"] += 1
+    assert _compare(_write(tmp_path, "threaded.json", threaded), base, "--tables", tables) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"thread setup: {{OMP_NUM_THREADS: {_omp(run)}}} in " in line
+    assert "{OMP_NUM_THREADS: 37} in " in line
+    assert ("; BLAS: " in line) == bool(run.report["invocation"]["blas"])
+    older = copy.deepcopy(run.report)
+    del older["invocation"]
+    assert _compare(_write(tmp_path, "older.json", older), base, "--tables", tables) == 0
     # a new version of the backend is what a gate compares
     newer = copy.deepcopy(run.report)
     newer["system"]["backend"]["version"] = "99.0"
@@ -205,6 +224,13 @@ def test_the_plugin_refuses_a_baseline_of_another_configuration_or_a_limit_witho
     with pytest.raises(ValueError, match="another configuration") as refused:
         baseline(options, resolve(options, Cells()))
     assert "seed: 3 in this run, 0 in the baseline" in str(refused.value)
+    threaded = copy.deepcopy(run.report)
+    threaded["invocation"]["environment"]["OMP_NUM_THREADS"] = "37"
+    options = _options(compare=_write(run.path, "threaded.json", threaded))
+    with pytest.raises(ValueError, match="another configuration") as refused:
+        baseline(options, resolve(options, Cells()))
+    said = f"thread setup: {{OMP_NUM_THREADS: {_omp(run)}}} in this run, {{OMP_NUM_THREADS: 37}}"
+    assert said in str(refused.value)
     options = _options(compare_fail="5")
     with pytest.raises(ValueError, match="^--gost-compare-fail=5: give --gost-compare="):
         baseline(options, resolve(options, Cells()))

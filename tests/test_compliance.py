@@ -8,6 +8,7 @@ import pytest
 from pytest_gostcnn.judgement.compliance import Findings, Provenance, assess
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import LATIN
+from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.evaluation import Run
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing
 
@@ -17,9 +18,14 @@ PASSED = Audit(1, True, "correct", "output", 0.1, None)
 FAILED = Audit(7, False, "not correct", "output", 9e3, "output: СКО 1 vs СКОП 1e-4 (9e3x)")
 
 
-def timing(latin: str, mode: str, audits=(PASSED,), cells: int = 1) -> Timing:
+QUIET = Contention(1.0, 2.0, 2, 0.02, 2.0)  # waited 1 % of its ready time
+SHARED = Contention(1.0, 1.0, 2, 1.0, 4.0)  # waited half of it: two busy loops beside it
+
+
+def timing(latin: str, mode: str, audits=(PASSED,), cells: int = 1, load=QUIET) -> Timing:
+    peak = Peak(1e12, "given (--gost-peak)")
     cell = [
-        CellTiming(c, "cpu", 16, (1.0,), Peak(1e12, "given (--gost-peak)"), f"{c:08x}", audits)
+        CellTiming(c, "cpu", 16, (1.0,), peak, f"{c:08x}", audits, contention=load)
         for c in range(cells)
     ]
     return Timing(latin, mode, "float32", 2, 1, 10**9, True, tuple(cell))
@@ -135,6 +141,15 @@ MISSED = [
         "not audited: С (S) inference",
     ),
     (
+        "cell-shared",
+        {
+            "timings": without(FULL.timings, "R", "training")
+            + (timing("R", "training", load=SHARED),)
+        },
+        "cell shared: Р (R) training: its threads waited for one of the cell's 2 cores 50 % of "
+        "their ready time",
+    ),
+    (
         "cell-failed",
         {"cells": 2, "cell_failures": ((1, ("test_network[Sh-inference-B2]",)),)},
         "cell 1: 1 item of the suite failed (first: test_network[Sh-inference-B2])",
@@ -186,3 +201,13 @@ def test_a_run_wide_reason_concerns_every_result():
 
     assert all(compliance.for_test(latin, mode) for latin in SIX for mode in MODES)
     assert all(compliance.for_evaluation(mode) for mode in MODES)
+
+
+def test_a_shared_cell_concerns_its_own_test_only_and_one_not_measured_is_no_reason():
+    shared = without(FULL.timings, "R", "training") + (timing("R", "training", load=SHARED),)
+    compliance = assess(compliant_facts(timings=shared))
+    assert [r.short for r in compliance.for_test("R", "training")] == ["cell shared"]
+    assert compliance.for_test("R", "inference") == ()
+    unmeasured = dataclasses.replace(SHARED, wait_seconds=None)
+    alone = without(FULL.timings, "R", "training") + (timing("R", "training", load=unmeasured),)
+    assert assess(compliant_facts(timings=alone)).compliant

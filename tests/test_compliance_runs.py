@@ -67,13 +67,14 @@ def test_each_test_result_carries_the_comment_of_9_7(compliant):
         assert comment.startswith("comment: data type float32; computing cells: 1 (CPU")
         assert "not used: everything outside this cell" in comment
         assert "; cell peak " in comment and "(estimated: " in comment  # and its source
-    # In the summary: under each test's row, its audit line, its rounds' spread, then the
-    # comment.
+    # In the summary: under each test's row, its audit line, its rounds' spread, what the
+    # cell's cores did in them, then the comment.
     lines = compliant.lines
     row = next(i for i, line in enumerate(lines) if line.startswith("ТП-Ш-П-float32-B1 "))
     assert lines[row + 1].startswith("  audited rounds ")
     assert lines[row + 2].startswith("  rounds: median ")
-    assert lines[row + 3] == "  " + compliant.report["benchmarks"][-1]["comment"]
+    assert lines[row + 3].startswith("  during the timed rounds: ")
+    assert lines[row + 4] == "  " + compliant.report["benchmarks"][-1]["comment"]
 
 
 def test_the_summary_puts_its_russian_terms_in_words_once(compliant):

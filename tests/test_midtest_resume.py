@@ -25,6 +25,7 @@ from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.performance import partial, rounds
 from pytest_gostcnn.performance import rounds as rounds_module
+from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
 from pytest_gostcnn.performance.rounds import (
     AUDIT_WINDOW,
@@ -132,16 +133,42 @@ def test_a_test_resumed_at_a_boundary_computes_the_rounds_an_uninterrupted_one_d
         Rounds(backend, tiny, mode, plan, seed=5, resume=PartialCell(0, "cpu", (1.0,) * 15, ""))
 
 
+def test_a_resumed_test_counts_its_contention_on_from_its_checkpoint(tiny):
+    """The counts cover the same timed rounds as the test's times: the checkpoint's and this
+    run's; a checkpoint without counts leaves them unknown, not a part's."""
+    backend, plan = NumpyBackend("float32"), Plan(None, 40, 1, 1, 40)
+    cores = Rounds(backend, tiny, "inference", plan, seed=5).meter.cores
+    earlier = Contention(1000.0, 500.0, cores, None, None)
+    kept = PartialCell(0, "cpu", (1.0,) * 16, "", contention=earlier)
+    at_boundary = []
+
+    def boundary(rounds):
+        at_boundary.append(rounds.partial([1.0] * (rounds.number - 16), 0, "cpu").contention)
+
+    again = Rounds(backend, tiny, "inference", plan, seed=5, resume=kept, boundary=boundary)
+    _drive(again, plan, {})
+    counted = again.meter.contention()
+    assert 1000.0 < counted.wall_seconds < 1100.0 and 500.0 < counted.cpu_seconds < 600.0
+    assert counted.cores == cores and counted.wait_seconds is None  # not measured before
+    assert [c.wall_seconds > 1000.0 for c in at_boundary] == [True]  # round 32, carried on
+    unknown = PartialCell(0, "cpu", (1.0,) * 16, "")  # a checkpoint before the counts
+    again = Rounds(backend, tiny, "inference", plan, seed=5, resume=unknown, boundary=boundary)
+    _drive(again, plan, {})
+    assert again.meter.contention() is None and at_boundary[-1] is None
+
+
 # Killed, resumed, interrupted, resumed again. -------------------------------------------
 
 STOP = '''"""A checkpoint at every boundary, every round between the audit windows audited,
 and the run stopped after timed round GOST_TEST_STOP_AT of the GOST_TEST_STOP_MODE test:
-ended at once, as a kill ends it, or with GOST_TEST_INTERRUPT interrupted, as Ctrl-C does."""
+ended at once, as a kill ends it, or with GOST_TEST_INTERRUPT interrupted, as Ctrl-C does.
+The threads' waiting goes unmeasured, so that the machine's load decides nothing."""
 import os
 
-from pytest_gostcnn.performance import partial, rounds
+from pytest_gostcnn.performance import contention, partial, rounds
 from pytest_gostcnn.performance import rounds as rounds_module
 
+contention.waited_seconds = lambda tasks="": None
 partial.CHECKPOINT_SECONDS = 0.0
 rounds.AUDIT_EVERY = 1
 AT, MODE = int(os.environ.get("GOST_TEST_STOP_AT", "0")), os.environ.get("GOST_TEST_STOP_MODE")
@@ -177,13 +204,16 @@ def every_round_between(monkeypatch):
 
 
 def _apart(report):
-    """A report less when it was written and where it resumed from, and its audits apart,
-    by test and round, less their seconds (the drawn rounds of the two windows differ)."""
+    """A report less when it was written, how it was started and where it resumed from, its
+    cells' contention counts (times), and its audits apart, by test and round, less their
+    seconds (the drawn rounds of the two windows differ)."""
     report, audits = copy.deepcopy(report), {}
     report.pop("created")
+    report.pop("invocation")  # its command line and load differ
     report["run"]["resumed_from"] = None
     for test in report["benchmarks"]:
         for cell in test["cells"]:
+            assert cell.pop("contention")["wall_seconds"] > 0  # counted, times apart
             for audit in cell.pop("audits"):
                 audit.pop("seconds")
                 audits[(test["mode"], audit["round"])] = audit
@@ -239,6 +269,7 @@ def test_a_resumed_test_goes_on_and_an_interrupt_keeps_the_next_ones_boundary(
     assert run["stopped_in"]["timed_rounds_done"] == 20
     assert run["partial"]["test"] == "ТП-Ш-П-float32-B1"
     assert run["partial"]["timed_rounds_done"] == 16
+    assert run["partial"]["cells"][0]["contention"]["wall_seconds"] > 0  # counted so far
     assert "the report keeps it after timed round 16" in stopped.stdout
     assert check_report(stopped.report, stopped.path / "tiny") == []
 
@@ -285,6 +316,7 @@ EDITS = {
     "boundary_rounds is": lambda p, r: p.update(boundary_rounds=8),
     "yet is kept part-way": lambda p, r: r["run"]["finished"].append(p["test"]),
     "not one per cell": lambda p, r: p["cells"][0].update(cell=1),
+    "contention: cpu_share is": lambda p, r: p["cells"][0]["contention"].update(cpu_share=2.0),
 }
 
 

@@ -6,10 +6,12 @@ inside the threshold and the verdict does not hinge on luck.
 
 import os
 
+import numpy as np
 import pytest
 from gost_helpers import HALF
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.backends.numpy.workspace import Workspace
 from pytest_gostcnn.conformance.layer_cases import layer_cases
 from pytest_gostcnn.conformance.verification import (
     CORRECT,
@@ -18,6 +20,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_layer,
     verify_network,
 )
+from pytest_gostcnn.machine.threads import blas
 from pytest_gostcnn.model.layers import make_layer
 from pytest_gostcnn.model.network import LATIN
 
@@ -70,6 +73,7 @@ def _threaded_backend() -> NumpyBackend:
     """Two worker threads on every pass however small, and im2col one image at a time."""
     backend = NumpyBackend("float32", threads=2)
     backend.workspace.parallel_min = 0
+    backend.workspace.parallel_min_macs = 0  # every GEMM split over the threads too
     backend.workspace.workspace_bytes = 1
     return backend
 
@@ -121,3 +125,21 @@ def test_strided_input_residual_over_phase_maps_passes(layer, make_backend):
     result = verify_layer(make_backend(), layer, "backward", 3, seed=11, subject="backward")
     assert result.verdict in (CORRECT, REFERENCE_GRADE), result.first_failure
     assert result.worst.ratio <= HALF, result.worst.describe()
+
+
+@pytest.mark.parametrize(("m", "k", "n"), [(37, 5, 3), (2, 7, 41), (1, 1, 1)])
+def test_a_gemm_split_over_the_threads_is_the_whole_product(m, k, n):
+    # By rows where the product is taller, by columns where it is wider: the same numbers.
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    workspace = Workspace(threads=3, parallel_min_macs=0)
+    np.testing.assert_allclose(workspace.matmul(a, b), a @ b, rtol=1e-12)
+    out = np.empty((m, n)).T  # a strided result, as a kernel's view of its output is
+    assert workspace.matmul(b.T, a.T, out) is out
+    np.testing.assert_allclose(out, (a @ b).T, rtol=1e-12)
+
+
+def test_the_backend_runs_blas_on_one_thread_so_its_pool_never_oversubscribes_the_cell():
+    NumpyBackend("float32", threads=2)
+    assert [library["threads"] for library in blas()] == [1] * len(blas())
+    assert blas(), "NumPy loaded no BLAS threadpoolctl knows"

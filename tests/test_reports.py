@@ -22,6 +22,7 @@ from pytest_gostcnn.judgement import compliance
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance import rounds
 from pytest_gostcnn.reports.check import check_report
+from pytest_gostcnn.reports.load import configuration, differences
 from pytest_gostcnn.reports.merge import MergeError, merge_reports
 from pytest_gostcnn.reports.schema import _unknown_keywords, report_schema, validate
 
@@ -67,6 +68,22 @@ from pytest_gostcnn.judgement import compliance
 
 compliance.CONDITIONS = (*compliance.CONDITIONS, one_more)
 '''
+# A cell other work shares: every thread has waited 1 s more for a core at each reading, so
+# each timed round waits far more than it runs (loaded after gost_tiny_full, which leaves the
+# waiting unmeasured).
+SHARED_CELL = '''"""Every reading of the threads' waiting finds 1 s more: a shared cell."""
+from pytest_gostcnn.performance import contention
+
+_waited = [0.0]
+
+
+def waited(tasks=""):
+    _waited[0] += 1.0
+    return {1: _waited[0]}
+
+
+contention.waited_seconds = waited
+'''
 FIXED = (*TINY, FIXED_CLOCK, "--gost-mode=inference")
 
 
@@ -76,6 +93,7 @@ def run_dir(path: Path) -> Path:
     (path / "gost_test_stop_8.py").write_text(STOP_IN_SECTION_8, encoding="utf-8")
     (path / "gost_test_copy.py").write_text(COPY, encoding="utf-8")
     (path / "gost_test_condition.py").write_text(ADD_CONDITION, encoding="utf-8")
+    (path / "gost_test_shared.py").write_text(SHARED_CELL, encoding="utf-8")
     return path
 
 
@@ -106,16 +124,17 @@ def singles(tmp_path_factory):
 
 
 def _same_but_audits(report: dict) -> dict:
-    """A report less what differs between runs of the same times: when it was written,
-    the audited rounds (drawn by the operating system), the checks' own seconds and what
+    """A report less what differs between runs of the same times: when it was written and
+    how it was started (its command line, the load), the audited rounds (drawn by the
+    operating system), the checks' own seconds, the cells' real wall and CPU times and what
     says the run was resumed or merged."""
     report = copy.deepcopy(report)
-    for key in ("created", "merged_from"):
+    for key in ("created", "merged_from", "invocation"):
         report.pop(key, None)
     report["run"]["resumed_from"] = None
     for test in report["benchmarks"]:
         for cell in test["cells"]:
-            cell["audits"] = cell["audit_seconds"] = None
+            cell["audits"] = cell["audit_seconds"] = cell["contention"] = None
     return report
 
 
@@ -234,6 +253,10 @@ def _peak_factors(report):
     report["peak"]["units"] *= 2
 
 
+def _waiting(report):
+    report["benchmarks"][3]["cells"][0]["contention"]["wait_seconds"] = 10.0  # shared kept out
+
+
 def _schema(report):
     report["benchmarks"][0]["orp_percent"] = "high"
 
@@ -256,6 +279,7 @@ TAMPERING = {
     "a table's provenance renamed": (_provenance, "kind is"),
     "a peak's factors that do not multiply to it": (_peak_factors, "macs_per_second is"),
     "a figure of the wrong type": (_schema, "schema:"),
+    "a cell's waiting for its cores edited": (_waiting, "contention: wait_share is None"),
 }
 
 
@@ -536,6 +560,14 @@ def test_resume_refuses_a_report_of_another_configuration_listing_every_differen
         path, "--gost-backend=numpy", *FIXED, "--gost-peak=1T", "--gost-resume=earlier.json"
     )
     assert run.returncode == 4 and "cell 0's peak (MAC/s): 1000000000000.0 here" in run.stderr
+    threads = copy.deepcopy(whole.report)
+    threads["invocation"]["environment"]["GOTO_NUM_THREADS"] = "7"
+    threads["invocation"]["blas"][0]["threads"] = 7
+    (path / "threads.json").write_text(json.dumps(threads), encoding="utf-8")
+    run = suite(path, "--gost-backend=numpy", *FIXED, "--gost-resume=threads.json")
+    assert run.returncode == 4 and "another configuration" in run.stderr
+    assert "thread setup: {GOTO_NUM_THREADS: none} here, {GOTO_NUM_THREADS: 7} there" in run.stderr
+    assert "1 thread here" in run.stderr and "7 threads there" in run.stderr  # BLAS
     edited = copy.deepcopy(whole.report)
     edited["benchmarks"][0]["macs_per_image"] *= 1000
     (path / "edited.json").write_text(json.dumps(edited), encoding="utf-8")
@@ -545,3 +577,48 @@ def test_resume_refuses_a_report_of_another_configuration_listing_every_differen
     (path / "not.json").write_text("{}", encoding="utf-8")
     run = suite(path, "--gost-backend=numpy", *FIXED, "--gost-resume=not.json")
     assert run.returncode == 4 and "not a --gost-report" in run.stderr
+
+
+# A shared cell, and what a report says of how its run was started. -----------------------
+
+
+def test_a_run_on_a_shared_cell_says_so_in_the_summary_and_the_report_and_check_agrees(tmp_path):
+    path = run_dir(tmp_path)
+    run = suite(path, "--gost-backend=numpy", *FIXED, "--gost-networks=M", "-p", "gost_test_shared")
+    assert run.report is not None, run.stdout[-3000:]
+    assert "CELL SHARED (М (M) inference 100 %)" in run.stdout
+    assert any(line.endswith("(SHARED)") for line in run.lines)
+    test = run.report["benchmarks"][0]
+    assert test["cells"][0]["contention"]["shared"] is True and test["compliant"] is False
+    assert any(r.startswith("cell shared: М (M) inference") for r in test["noncompliance_reasons"])
+    assert check_report(run.report, path / "tiny") == []
+    unshared = copy.deepcopy(run.report)  # the cell said to be quiet, its reasons kept
+    unshared["benchmarks"][0]["cells"][0]["contention"]["shared"] = False
+    assert any("contention: shared is False" in p for p in check_report(unshared, path / "tiny"))
+
+
+def test_a_report_states_how_its_run_was_started(whole):
+    invocation = whole.report["invocation"]
+    assert "--gost-backend=numpy" in invocation["command"]
+    assert invocation["cell_cores"] == len(os.sched_getaffinity(0))
+    assert invocation["blas"] and all(b["threads"] == 1 for b in invocation["blas"])
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / ".git").exists():
+        head = subprocess.run(
+            ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+        assert invocation["suite"]["commit"] == head
+    header = [line for line in whole.lines if line.startswith("gostcnn: cell ")]
+    assert len(header) == 1 and "; BLAS " in header[0] and " 1 thread" in header[0]
+
+
+def test_a_report_of_format_3_before_the_invocation_and_the_contention_still_checks(whole):
+    older = copy.deepcopy(whole.report)
+    del older["invocation"]
+    for test in older["benchmarks"]:
+        for cell in test["cells"]:
+            del cell["contention"]
+    assert check_report(older, whole.path / "tiny") == []
+    mine, theirs = configuration(whole.report), configuration(older)
+    assert "threads" in mine and "threads" not in theirs
+    assert differences(mine, theirs) == []  # what the older report does not state is not compared

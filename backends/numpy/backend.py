@@ -1,6 +1,6 @@
-"""The NumPy CPU backend: float32, channels last, GEMMs in BLAS, the rest over threads
-(kernels in ``kernels/``, their buffers and threads in ``workspace.py``), verified
-against the float64 reference (``reference/``, section 8).
+"""The NumPy CPU backend: float32, channels last, GEMMs in BLAS, every pass split over
+one thread pool (kernels in ``kernels/``, their buffers and threads in ``workspace.py``),
+verified against the float64 reference (``reference/``, section 8).
 """
 
 from __future__ import annotations
@@ -9,11 +9,12 @@ import numpy as np
 
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.machine.facts import cpu_model
+from pytest_gostcnn.machine.threads import cell_cores, limit_blas
 from pytest_gostcnn.model.layers import Layer
 
 from ..common import kernel, update
 from . import kernels
-from .workspace import Workspace, cell_cores, worker_threads
+from .workspace import Workspace, worker_threads
 
 
 class NumpyBackend(Backend):
@@ -23,13 +24,21 @@ class NumpyBackend(Backend):
     training_dtypes = ("float32",)
 
     def __init__(self, dtype: str = "float32", cell: int = 0, threads: int | None = None) -> None:
-        """``threads``: worker threads for the element-wise passes (default: the cell's cores,
-        capped by ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS``)."""
+        """``threads``: the pool's threads (default: the cell's cores, capped by
+        ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS``).
+
+        BLAS runs one thread from here on, in the whole process (the float64 reference of
+        the verification and the audits too): the pool splits every GEMM itself, and the
+        pool's threads and BLAS's never add up to more than the cell's cores."""
         super().__init__(dtype, cell)
         self.workspace = Workspace(threads or worker_threads())
+        limit_blas(1)
 
     def device(self) -> str:
         return f"CPU: {cpu_model()} ({cell_cores()} cores)"
+
+    def system(self) -> dict:
+        return {"threads": self.workspace.threads}
 
     def to_device(self, host: np.ndarray) -> np.ndarray:
         return np.array(host, dtype=np.float32)

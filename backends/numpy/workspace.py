@@ -1,7 +1,8 @@
 """Scratch memory and worker threads of the NumPy backend (docs/performance.md).
 
-BLAS threads every GEMM itself, but a NumPy ufunc runs on the calling thread (releasing
-the GIL in its loop), so the element-wise passes split their work over a pool. Scratch
+A NumPy call runs on the calling thread (releasing the GIL in its loop), so every pass,
+GEMMs included, splits its work over one pool sized to the cell; BLAS runs one thread
+(``NumpyBackend``): its spinning threads collapse on a shared cell, the pool's sleep. Scratch
 buffers are kept between calls; a result array is handed out again only once nobody holds
 a reference to it (``Workspace.result``).
 """
@@ -16,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from pytest_gostcnn.machine.threads import cell_cores, thread_limit
+
 from ..common import images_per_chunk
 
 # One GEMM's im2col buffer holds at most this many bytes; the batch is processed in chunks
@@ -25,39 +28,20 @@ WORKSPACE_BYTES = 16 * 2**20
 # Below this many array elements a pass runs on the calling thread: handing work to the
 # pool costs tens of microseconds.
 PARALLEL_MIN_ELEMENTS = 1 << 15
+# Below this many multiply-adds a GEMM runs on the calling thread (about 50 us on one core).
+PARALLEL_MIN_MACS = 1 << 20
 
 # Results smaller than this come from NumPy directly (malloc's heap serves them cheaply);
 # the recycled ones together hold at most RESULTS_FRACTION of the machine's memory.
 RESULT_MIN_BYTES = 1 << 20
 RESULTS_FRACTION = 0.25
 
-_THREAD_LIMITS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
-def cell_cores() -> int:
-    """The cores this process may run on: the computing cell (section 9.3).
-
-    That is the CPU affinity set, which is also what OpenBLAS starts its threads on, so BLAS
-    is left at its default.
-    """
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
 
 def worker_threads() -> int:
-    """Threads for the element-wise passes: the cell's cores, capped as BLAS is capped.
-
-    A user limit in ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` caps them as it caps
-    OpenBLAS (the project's own tests run single-threaded that way).
-    """
-    threads = cell_cores()
-    for variable in _THREAD_LIMITS:
-        value = os.environ.get(variable, "")
-        if value.isdigit() and int(value) > 0:
-            threads = min(threads, int(value))
-    return max(threads, 1)
+    """Threads of the pool: the cell's cores, capped by a user's ``OMP_NUM_THREADS`` /
+    ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS`` (the project's own tests run on one)."""
+    limit = thread_limit()
+    return max(1, min(cell_cores(), limit) if limit else cell_cores())
 
 
 def _memory_bytes() -> int:
@@ -75,10 +59,12 @@ class Workspace:
         threads: int,
         workspace_bytes: int = WORKSPACE_BYTES,
         parallel_min: int = PARALLEL_MIN_ELEMENTS,
+        parallel_min_macs: int = PARALLEL_MIN_MACS,
     ) -> None:
         self.threads = threads
         self.workspace_bytes = workspace_bytes
         self.parallel_min = parallel_min
+        self.parallel_min_macs = parallel_min_macs
         self._buffers: dict[tuple[str, np.dtype], np.ndarray] = {}
         self._results: dict[tuple[tuple[int, ...], np.dtype], list[np.ndarray]] = {}
         self._results_bytes = 0
@@ -137,14 +123,39 @@ class Workspace:
         """Whole images whose workspace fits ``workspace_bytes`` (at least one)."""
         return images_per_chunk(batch, bytes_per_image, self.workspace_bytes)
 
-    def parallel(self, task: Callable[[int, int, int], None], count: int, elements: int) -> None:
+    def matmul(self, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``a @ b`` of two matrices, the product's longer side split over the threads."""
+        if out is None:
+            out = np.empty((a.shape[0], b.shape[1]), dtype=np.result_type(a, b))
+        by_rows = a.shape[0] >= b.shape[1]
+
+        def task(part: int, start: int, stop: int) -> None:
+            if by_rows:
+                np.matmul(a[start:stop], b, out=out[start:stop])
+            else:
+                np.matmul(a, b[:, start:stop], out=out[:, start:stop])
+
+        macs = a.shape[0] * a.shape[1] * b.shape[1]
+        count = out.shape[0] if by_rows else out.shape[1]
+        self.parallel(task, count, macs, self.parallel_min_macs)
+        return out
+
+    def parallel(
+        self,
+        task: Callable[[int, int, int], None],
+        count: int,
+        elements: int,
+        minimum: int | None = None,
+    ) -> None:
         """Run ``task(part, start, stop)`` over ``range(count)`` cut into contiguous parts.
 
-        ``elements`` is the size of the whole pass; a small pass runs as one part on the
-        calling thread. ``part`` numbers the parts from 0, for per-thread scratch names.
+        ``elements`` is the size of the whole pass; a pass below ``minimum`` (by default
+        ``parallel_min``) runs as one part on the calling thread. ``part`` numbers the parts
+        from 0, for per-thread scratch names.
         Exceptions propagate to the caller.
         """
-        parts = min(self.threads, count) if elements >= self.parallel_min else 1
+        small = elements < (self.parallel_min if minimum is None else minimum)
+        parts = 1 if small else min(self.threads, count)
         if parts <= 1:
             task(0, 0, count)
             return

@@ -3,7 +3,8 @@
 standard.md §7.7: the full profile's 1,000,000 images per cell (or an image count of at least
 that); every selected network verified correct in that mode in the same session; every layer
 item of the suite run and passed there; СКОП as derived, not overridden; tables of a
-provenance that counts; every audited round passed; no cell failed. Each is one function of
+provenance that counts; every audited round passed; no cell failed; and, the project's
+guard, no cell shared with other processes while timed. Each is one function of
 ``CONDITIONS``; ``assess`` asks them all, in order: no reason means compliant.
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from pytest_gostcnn.conformance.verification import FAILED_VERDICTS
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET, LATIN
+from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.evaluation import Run
 from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, Timing
 
@@ -268,6 +270,29 @@ def results_possible(findings: Findings) -> list[Reason]:
     return reasons
 
 
+def cells_unshared(findings: Findings) -> list[Reason]:
+    """The time of a test is its cell's own: its threads waited for a core at most
+    ``SHARED_LIMIT`` of their ready time in the timed rounds (docs/benchmarking.md, "A shared
+    cell")."""
+    reasons = []
+    for timing in findings.timings:
+        for cell in timing.shared_cells:
+            where = f" on cell {cell.cell}" if len(timing.cells) > 1 else ""
+            reasons.append(
+                Reason(
+                    "cell shared",
+                    f"cell shared: {_name(timing.latin)} {timing.mode}{where}: its threads "
+                    f"waited for one of the cell's {cell.contention.cores} cores "
+                    f"{100 * cell.contention.wait_share:.0f} % of their ready time in the timed "
+                    f"rounds (more than {100 * SHARED_LIMIT:.0f} %): other work held the cores, "
+                    "so the time is not the cell's own",
+                    timing.mode,
+                    timing.latin,
+                )
+            )
+    return reasons
+
+
 def cells_passed(findings: Findings) -> list[Reason]:
     reasons = []
     for cell, items in findings.cell_failures:
@@ -311,6 +336,7 @@ CONDITIONS: tuple[Callable[[Findings], list[Reason]], ...] = (
     tables_count,
     rounds_audited,
     results_possible,
+    cells_unshared,
     cells_passed,
     evaluations_complete,
 )

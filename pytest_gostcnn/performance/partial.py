@@ -6,7 +6,8 @@ next round loads the drawn weights again, so nothing but the round's number is n
 go on), in inference every ``INFERENCE_BOUNDARY_ROUNDS`` rounds (each round is a fresh
 batch on weights that never change, so any round would do; a fixed period keeps the
 decision off most rounds). A boundary's state is the timed rounds' seconds so far, the
-audits done so far and the first image's checksum, per cell; everything else (the images,
+audits done so far, the first image's checksum and the cell's contention counts so far
+(``contention.py``), per cell; everything else (the images,
 the residuals, the weights) is made again from (seed, cell, round).
 """
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 
 from pytest_gostcnn.model.network import CYRILLIC
 
+from .contention import Contention
 from .designations import benchmark_name
 from .timing import Audit
 
@@ -47,6 +49,9 @@ class PartialCell:
     first_image: str  # the first timed image's checksum, as CellTiming has it
     audits: tuple[Audit, ...] = ()
     audit_seconds: float = 0.0
+    # What the cell's cores did in those rounds, which the resumed test goes on counting;
+    # None in a checkpoint that predates it.
+    contention: Contention | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -57,6 +62,7 @@ class PartialCell:
             "first_image_crc32": self.first_image,
             "audits": [audit.as_dict() for audit in self.audits],
             "audit_seconds": self.audit_seconds,
+            "contention": self.contention.as_dict() if self.contention else None,
         }
 
     @classmethod
@@ -68,6 +74,7 @@ class PartialCell:
             first_image=data["first_image_crc32"],
             audits=tuple(Audit.from_dict(a) for a in data["audits"]),
             audit_seconds=data["audit_seconds"],
+            contention=Contention.from_dict(data["contention"]) if data.get("contention") else None,
         )
 
 

@@ -26,6 +26,7 @@ from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.network import Network
 
 from .cells import Deadline
+from .contention import ContentionMeter
 from .estimate import RunEstimate, duration
 from .images import ImageSet, ResidualSet
 from .partial import PartialCell, boundary_rounds
@@ -248,6 +249,10 @@ class Rounds:
     segment of their own; timed round n starts a segment when (n - 1) is a multiple of
     ``segment_rounds``, and its setup loads the drawn weights again, audited or not.
 
+    ``meter`` counts what the cell's cores did from the end of each timed round's setup to
+    the start of its teardown (``performance/contention.py``): whether the cell was shared;
+    a resumed test's counts go on from its checkpoint's.
+
     ``resume``: this cell's share of the test stopped at a boundary (``PartialCell``); the
     timed rounds go on from the next, after this run's own warm-up, the audits done kept
     and the rest drawn given them (``audited_after``). ``boundary(rounds)`` is told, in the
@@ -323,6 +328,12 @@ class Rounds:
         self.pending: int | None = None  # the timed round now running, if audited
         self.result: Any = None
         self.estimate = estimate
+        # A resumed test's counts go on from its stopped run's, over the same rounds as its
+        # times (unknown when its checkpoint predates them).
+        self.meter = ContentionMeter(
+            earlier=None if resume is None else resume.contention,
+            counted=resume is None or resume.contention is not None,
+        )
         self.started = time.monotonic()
         self.last_report = self.started
 
@@ -371,6 +382,8 @@ class Rounds:
         if self.barrier is not None:  # every cell's round starts together
             ended = self.calls - 1
             self._meet(self._round_name(ended) if ended else f"preparing {self._round_name(1)}")
+        if number >= 1:
+            self.meter.start()  # the last thing before the timed region
         return arguments, {}
 
     def end(self) -> None:
@@ -457,6 +470,7 @@ class Rounds:
 
     def teardown(self, *arguments) -> None:
         """After a round, untimed: audit it if it was drawn, then let its results go."""
+        self.meter.stop()  # the first thing after the timed region
         pending, result = self.pending, self.result
         self.pending = self.result = None
         if self.error is None and not self.audit_failed:  # the round ran
@@ -485,7 +499,13 @@ class Rounds:
         if len(seconds) != self.number:
             raise ValueError(f"{len(seconds)} round times after timed round {self.number}")
         return PartialCell(
-            cell, device, seconds, self.first_image, tuple(self.audits), self.audit_seconds
+            cell,
+            device,
+            seconds,
+            self.first_image,
+            tuple(self.audits),
+            self.audit_seconds,
+            self.meter.contention(),
         )
 
     def _rebuilt(self, number: int, result: Any) -> AuditedRound:

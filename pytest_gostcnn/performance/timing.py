@@ -16,6 +16,7 @@ from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.network import CYRILLIC, DEFAULT_TABLE_SET, Network
 
+from .contention import Contention
 from .designations import benchmark_name, designate_test
 
 FULL_PROFILE_IMAGES = 1_000_000  # section 9.3: each cell's own set of 1,000,000 images
@@ -122,6 +123,8 @@ class CellTiming:
     first_image: str  # a checksum of the cell's first timed image: cells must differ
     audits: tuple[Audit, ...] = ()
     audit_seconds: float = 0.0  # replaying and checking the audited rounds: not timed
+    # What the cell's cores did during the timed rounds; None in a report that predates it.
+    contention: Contention | None = None
 
     @property
     def seconds(self) -> float:
@@ -145,6 +148,7 @@ class CellTiming:
             "audits": [audit.as_dict() for audit in self.audits],
             "audit_seconds": self.audit_seconds,
             "spread": self.spread.as_dict(),
+            "contention": self.contention.as_dict() if self.contention else None,
         }
 
     @classmethod
@@ -159,6 +163,7 @@ class CellTiming:
             first_image=data["first_image_crc32"],
             audits=tuple(Audit.from_dict(a) for a in data["audits"]),
             audit_seconds=data["audit_seconds"],
+            contention=Contention.from_dict(data["contention"]) if data.get("contention") else None,
         )
 
 
@@ -227,6 +232,11 @@ class Timing:
     def audited(self) -> bool:
         """Every cell audited at least one round, and every audit passed."""
         return all(c.audits for c in self.cells) and not self.failed_audits
+
+    @property
+    def shared_cells(self) -> list[CellTiming]:
+        """Every cell that other processes shared during the timed rounds."""
+        return [c for c in self.cells if c.contention is not None and c.contention.shared]
 
     @property
     def peak_macs_per_second(self) -> float | None:

@@ -22,6 +22,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_network,
     verify_round,
 )
+from pytest_gostcnn.machine.threads import one_blas_thread
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialTest
@@ -78,17 +79,18 @@ def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pyte
     prepare = None
     if layer_case.network_shape:  # large: the case's steps share one draw and reference
         prepare = _shared_data(session, layer_case)
-    result = verify_layer(
-        session.resolved.backend,
-        layer_case.layer,
-        step,
-        options.batch,
-        case_seed(options.seed, test_id),
-        subject=test_id,
-        threshold=options.rmse_threshold,
-        draw_input=layer_case.draw_input,
-        prepare=prepare,
-    )
+    with one_blas_thread():  # the float64 reference, sized to never collapse
+        result = verify_layer(
+            session.resolved.backend,
+            layer_case.layer,
+            step,
+            options.batch,
+            case_seed(options.seed, test_id),
+            subject=test_id,
+            threshold=options.rmse_threshold,
+            draw_input=layer_case.draw_input,
+            prepare=prepare,
+        )
     result.rows = layer_case.rows
     session.results.layers.append(result)
     _record_verdict(node, result)
@@ -131,15 +133,16 @@ def _verified(session: GostSession, latin: str, mode: str) -> Verification:
     """This session's verification of a network in a mode, run now if it has not been."""
     options, verified = session.options, session.results.networks
     if (latin, mode) not in verified:
-        verified[(latin, mode)] = verify_network(
-            session.resolved.backend,
-            session.resolved.networks[latin],
-            mode,
-            options.batch,
-            case_seed(options.seed, network_id(options.batch, latin, mode)),
-            options.rmse_threshold,
-            options.weights,
-        )
+        with one_blas_thread():
+            verified[(latin, mode)] = verify_network(
+                session.resolved.backend,
+                session.resolved.networks[latin],
+                mode,
+                options.batch,
+                case_seed(options.seed, network_id(options.batch, latin, mode)),
+                options.rmse_threshold,
+                options.weights,
+            )
     return verified[(latin, mode)]
 
 
@@ -237,6 +240,7 @@ def run_benchmark_case(
         first_image=rounds.first_image,
         audits=tuple(rounds.audits),
         audit_seconds=rounds.audit_seconds,
+        contention=rounds.meter.contention(),
     )
     timing = Timing(
         latin=latin,
@@ -361,6 +365,13 @@ def audit_round(
 ) -> Audit:
     """Section 8's comparison on one timed round (``verify_round``), as the round's audit;
     a training round's weights replayed from its segment's start (``replay``)."""
+    with one_blas_thread():
+        return _audit_round(backend, network, mode, audited, threshold)
+
+
+def _audit_round(
+    backend, network, mode: str, audited: AuditedRound, threshold: float | None
+) -> Audit:
     weights = audited.weights
     if mode == "training":
         weights = replay(network, backend.dtype, weights, audited.earlier)

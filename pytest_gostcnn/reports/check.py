@@ -2,7 +2,8 @@
 was measured, and each disagreement named.
 
 From the raw round times, the cells' peaks and the tables (found by their checksums) it
-recomputes each test's time, MAC/s and ОРП, the system's time over the cells, and judges
+recomputes each test's time, MAC/s and ОРП, the system's time over the cells, each cell's
+share of its cores taken by other processes (and so whether it was shared), and judges
 the report's findings as the plugin does (the compliance conditions, each test's reasons and
 designation, each evaluation: the dropped result, the first and second results); it checks
 the verdicts against their own СКО and СКОП values, a test kept at a boundary (``run.partial``,
@@ -27,6 +28,7 @@ from pytest_gostcnn.model.network import (
     load_networks,
     table_checksum,
 )
+from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.evaluation import Evaluation
 from pytest_gostcnn.performance.images import ImageSet
@@ -205,7 +207,29 @@ def _check_tests(
             if not _agrees(peaks.get(cell.cell), peak):
                 found.append(f"{here}: peak {peak!r}, the cell's is {peaks.get(cell.cell)!r}")
             _compare(found, f"{here}, spread", written.get("spread", {}), cell.spread.as_dict())
+            _check_contention(here, cell.cell, cell.contention, written, report, found)
             _check_audits(here, cell.audits, timing.rounds, found)
+
+
+def _check_contention(
+    here: str,
+    cell: int,
+    contention: Contention | None,
+    written: dict,
+    report: dict,
+    found: list[str],
+) -> None:
+    """A cell's contention counts: its shares and whether the cell was shared, recomputed,
+    and cell 0's cores the invocation's (the other cells' are other processes')."""
+    if contention is None:
+        return
+    _compare(found, f"{here}, contention", written["contention"], contention.as_dict())
+    cores = report.get("invocation", {}).get("cell_cores")
+    if cell == 0 and cores is not None and contention.cores != cores:
+        found.append(
+            f"{here}: contention counted {contention.cores} cores, the invocation's cell "
+            f"has {cores}"
+        )
 
 
 def _check_audits(here: str, audits: tuple[Audit, ...], rounds: int, found: list[str]) -> None:
@@ -431,6 +455,7 @@ def _check_partial(report: dict, networks: dict[str, Network], found: list[str])
         if len(cell.round_seconds) != test.done:
             found.append(f"{here}: {len(cell.round_seconds)} round times for {test.done} rounds")
         _compare(found, here, written, {"seconds": sum(cell.round_seconds)})
+        _check_contention(here, cell.cell, cell.contention, written, report, found)
         _check_audits(here, cell.audits, test.done, found)
         rounds = [a.round for a in cell.audits]
         failed = [n for n, a in enumerate(cell.audits) if not a.passed]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pytest_gostcnn.judgement import Findings, Provenance
 from pytest_gostcnn.machine.peak import Peak
+from pytest_gostcnn.machine.threads import THREAD_VARIABLES
 from pytest_gostcnn.performance.evaluation import Run
 from pytest_gostcnn.performance.rounds import plan
 from pytest_gostcnn.performance.timing import Timing
@@ -89,6 +90,8 @@ CONFIGURATION = {
     "rmse_threshold": "СКОП override",
     "networks": "networks",
     "modes": "modes",
+    "threads": "thread setup",
+    "blas": "BLAS",
 }
 SELECTION = ("networks", "modes", "table_checksums")  # what merged runs may split
 
@@ -117,17 +120,44 @@ def configuration(report: dict, selection: bool = True) -> dict:
         "networks": options["networks"],
         "modes": options["modes"],
     }
+    invocation = report.get("invocation")
+    if invocation:  # a report of format 3 before it states neither: nothing to compare
+        values["threads"] = thread_setup(invocation)
+        values["blas"] = blas_setup(invocation["blas"])
     if not selection:
         values = {key: value for key, value in values.items() if key not in SELECTION}
     return values
 
 
+def thread_setup(invocation: dict) -> dict:
+    """What decides the threads a run ran: each thread variable (None: unset), the cores."""
+    environment = invocation["environment"]
+    return {
+        **{name: environment.get(name) for name in THREAD_VARIABLES},
+        "cell cores": invocation["cell_cores"],
+    }
+
+
+def blas_setup(libraries: list[dict]) -> str:
+    """Each BLAS library in words: ``openblas 0.3.31 (pthreads, SkylakeX), 1 thread``."""
+    if not libraries:
+        return "none loaded"
+    return "; ".join(
+        f"{b['internal_api']} {b['version']} ({b['threading_layer']}, {b['architecture']}), "
+        f"{b['threads']} thread{'s' * (b['threads'] != 1)}"
+        for b in libraries
+    )
+
+
 def differences(mine: dict, theirs: dict, here: str = "here", there: str = "there") -> list[str]:
     """Each entry of two configurations that differs, in words: "seed: 0 here, 3 there"
-    (``here`` and ``there`` name the two: "in a.json")."""
+    (``here`` and ``there`` name the two: "in a.json"). An entry the other does not state
+    (an older report's) is not compared."""
     found = []
     for key in mine:
-        mine_value, their_value = mine[key], theirs.get(key)
+        if key not in theirs:
+            continue
+        mine_value, their_value = mine[key], theirs[key]
         if mine_value == their_value:
             continue
         if isinstance(mine_value, dict) and isinstance(their_value, dict):

@@ -75,6 +75,7 @@ def configuration_fields(options: Options, resolved: Resolved) -> dict:
             "allow_unavailable": options.allow_unavailable,
         },
         "peak": resolved.peak.as_dict() if resolved.peak else None,
+        "invocation": resolved.invocation,
     }
 
 
@@ -99,6 +100,7 @@ def build_report(
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "system": head["system"],
         "options": head["options"],
+        "invocation": head["invocation"],
         "complete": run["complete"],
         "run": run,
         "exit_status": int(assessment.exitstatus) if ended else None,

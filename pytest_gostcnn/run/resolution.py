@@ -10,12 +10,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import sys
 from dataclasses import dataclass, field
 
 from pytest_gostcnn.backend import Backend, BackendError, load_backend_class
 from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases, network_cases
 from pytest_gostcnn.conformance.verification import layer_steps
 from pytest_gostcnn.judgement import Provenance
+from pytest_gostcnn.machine import threads
+from pytest_gostcnn.machine.facts import suite_source
 from pytest_gostcnn.machine.peak import MIN_PEAK, Peak
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
 from pytest_gostcnn.model.network import (
@@ -47,6 +51,7 @@ class Resolved:
     peak: Peak | None = None
     tables_held: int = 0  # how many networks the tables hold, selected or not
     provenances: dict[str, Provenance] = field(default_factory=dict)  # by Latin id
+    invocation: dict = field(default_factory=dict)  # how the run was started (``invocation``)
 
     @property
     def version(self) -> str | None:
@@ -85,6 +90,7 @@ def resolve(options: Options, cells: Cells) -> Resolved:
             ) from exc
     peak = options.peak
     device, system = None, {}
+    threads.limit_blas(threads.cell_cores())  # more threads than cores only collapse
     if backend is not None:
         device, system, estimate = _describe(backend, name, ask_peak=peak is None)
         peak = peak or estimate
@@ -104,7 +110,26 @@ def resolve(options: Options, cells: Cells) -> Resolved:
             latin: Provenance(network.provenance, shipped=table_set(options.tables) != USER_TABLES)
             for latin, network in networks.items()
         },
+        invocation=invocation(),
     )
+
+
+def invocation() -> dict:
+    """What a report states to reproduce its run: the command line, the environment that
+    changes speed or placement, BLAS and its threads (asked after the backend started: it
+    may set them), the cell's cores, the suite's version and commit, the load at the start."""
+    try:
+        load: list[float] | None = list(os.getloadavg())
+    except (OSError, AttributeError):
+        load = None
+    return {
+        "command": list(sys.argv),
+        "environment": threads.environment(),
+        "blas": threads.blas(),
+        "cell_cores": threads.cell_cores(),
+        "suite": suite_source(),
+        "load_average": load,
+    }
 
 
 def _check_identity(cls: type[Backend], name: str) -> None:

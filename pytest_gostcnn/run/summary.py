@@ -12,12 +12,14 @@ from collections.abc import Callable, Sequence
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET
+from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.designations import MODE_LETTERS, transliterate
 from pytest_gostcnn.performance.evaluation import Evaluation, describe
 from pytest_gostcnn.performance.partial import PartialTest
 from pytest_gostcnn.performance.rounds import Plan
 from pytest_gostcnn.performance.timing import NOISY_MEAN_ABOVE_MEDIAN, Timing
 from pytest_gostcnn.reports.compare import Change, Comparison
+from pytest_gostcnn.reports.load import blas_setup
 
 from .options import Options
 from .resolution import Resolved
@@ -72,6 +74,8 @@ def header_lines(
         f"{count}" + threshold,
         f"gostcnn: tables {resolved.table_set}; networks {networks}",
     ]
+    if resolved.invocation:
+        lines.append(threads_line(resolved))
     if options.stall_timeout is not None and resolved.cells.size == 1:
         lines.append(
             f"gostcnn: --gost-stall-timeout={options.stall_timeout:g} has no effect: one "
@@ -86,6 +90,21 @@ def header_lines(
             f"{partial.rounds} (its last checkpoint): those rounds are the stopped run's"
         )
     return lines
+
+
+def threads_line(resolved: Resolved) -> str:
+    """The cell's cores, the backend's threads, BLAS's, the thread settings and the load."""
+    invocation = resolved.invocation
+    pool = resolved.system.get("threads")
+    settings = ", ".join(f"{k}={v}" for k, v in invocation["environment"].items())
+    load = invocation["load_average"]
+    return (
+        f"gostcnn: cell {invocation['cell_cores']} cores"
+        + (f"; backend threads {pool}" if pool is not None else "")
+        + f"; BLAS {blas_setup(invocation['blas'])}"
+        + (f"; {settings}" if settings else "")
+        + (f"; load average {load[0]:.2g} at the start" if load else "")
+    )
 
 
 def nothing_verified(options: Options, resolved: Resolved, results: Results) -> list[str]:
@@ -246,6 +265,9 @@ def performance_lines(
             "or the time is wrong: those tests failed and count in no evaluation (--gost-peak, "
             "or a backend whose rounds end before its work)"
         )
+    shared = [t for t in timings if t.shared_cells]
+    if shared:
+        lines.append(shared_line(shared))
     noisy = [t for t in timings if t.spread.noisy]
     if noisy:
         lines.append(noisy_line(noisy))
@@ -274,6 +296,8 @@ def performance_lines(
                 )
         lines.append(f"  {audit_line(t)}")
         lines.append(f"  {spread_line(t)}")
+        if any(cell.contention for cell in t.cells):
+            lines.append(f"  {contention_line(t)}")
         lines.append(f"  {t.comment}")
         lines += [f"  not compliant: {reason}" for reason in t.reasons if counted]
     for evaluation in evaluations:
@@ -322,6 +346,32 @@ def spread_line(timing: Timing) -> str:
         f"{spread.slowest_to_median:.3g}x the median, mean (the ОРП's) "
         f"{_percent(abs(spread.mean_above_median))} % {side} the median"
         + (" (NOISY)" if spread.noisy else "")
+    )
+
+
+def contention_line(timing: Timing) -> str:
+    """How long the test's threads waited for a core in its timed rounds, on each cell."""
+    parts = [
+        (f"cell {cell.cell}: " if len(timing.cells) > 1 else "")
+        + ("not measured" if cell.contention is None else cell.contention.describe())
+        + (" (SHARED)" if cell.contention is not None and cell.contention.shared else "")
+        for cell in timing.cells
+    ]
+    return "during the timed rounds: " + "; ".join(parts)
+
+
+def shared_line(shared: list[Timing]) -> str:
+    """The warning for the tests whose cell other processes shared."""
+    tests = ", ".join(
+        f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode} "
+        + "/".join(f"{100 * c.contention.wait_share:.0f} %" for c in t.shared_cells)
+        for t in shared
+    )
+    return (
+        f"CELL SHARED ({tests}): these tests' threads waited for a core more than "
+        f"{100 * SHARED_LIMIT:.0f} % of their ready time in the timed rounds: other work held "
+        "the cell's cores, so their times are not the cell's own and they are NOT COMPLIANT; "
+        "rerun on a quiet machine"
     )
 
 

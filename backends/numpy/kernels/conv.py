@@ -103,7 +103,7 @@ def _im2col_gemm(
 ) -> None:
     """``out`` [B][Xout][Yout][F] = im2col(``source``) @ ``matrix``, chunk by chunk."""
     for c0, n, cols in _im2col_chunks(ws, source, geometry, with_ones):
-        np.matmul(cols, matrix, out=_rows(out[c0 : c0 + n]))
+        ws.matmul(cols, matrix, _rows(out[c0 : c0 + n]))
 
 
 def _with_bias_row(ws: Workspace, matrix: np.ndarray, biases: np.ndarray) -> np.ndarray:
@@ -120,7 +120,7 @@ def conv_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> li
     matrix = filters.reshape(-1, filters.shape[-1])
     if is_pointwise(layer):
         out_rows = _rows(out)
-        np.matmul(_rows(x), matrix, out=out_rows)
+        ws.matmul(_rows(x), matrix, out_rows)
         _add_bias(ws, out_rows, biases)
     else:
         stacked = _with_bias_row(ws, matrix, biases)
@@ -137,7 +137,7 @@ def conv_backward(
     if is_pointwise(layer):
         matrix = filters.reshape(filters.shape[2], filters.shape[3])
         in_residual = ws.result((batch, *layer.in_shapes[0]), out_residual.dtype)
-        np.matmul(_rows(out_residual), matrix.T, out=_rows(in_residual))
+        ws.matmul(_rows(out_residual), matrix.T, _rows(in_residual))
         return [in_residual]
     rx, ry, channels, features = filters.shape
     if geometry.stride == 1 and features <= channels:
@@ -204,12 +204,12 @@ def _col2im_backward(
         residual_rows = _rows(out_residual[c0 : c0 + n])
         if channels_first:
             cols = ws.scratch("cols", (depth, n * positions), out_residual.dtype)
-            np.matmul(matrix, residual_rows.T, out=cols)
+            ws.matmul(matrix, residual_rows.T, cols)
             cols6 = cols.reshape(rx, ry, channels, n, *geometry.out_xy)
             padded = ws.scratch("padded", (s, s, channels, n, *phase_xy), out_residual.dtype)
         else:
             cols = ws.scratch("cols", (n * positions, depth), out_residual.dtype)
-            np.matmul(residual_rows, matrix.T, out=cols)
+            ws.matmul(residual_rows, matrix.T, cols)
             cols6 = cols.reshape(n, *geometry.out_xy, rx, ry, channels)
             padded = None
 
@@ -258,7 +258,7 @@ def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list
     rx, ry, channels, features = layer.weight_shapes["filters"]
     if is_pointwise(layer):
         residual_rows = _rows(out_residual)
-        filters_grad = _transposed_product(_rows(x), residual_rows)
+        filters_grad = _transposed_product(ws, _rows(x), residual_rows)
         filters_grad = filters_grad.reshape(rx, ry, channels, features)
         return {"filters": filters_grad, "biases": _column_sums(ws, residual_rows)}
     depth = rx * ry * channels
@@ -266,7 +266,7 @@ def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list
     total = np.zeros((depth + 1, features), dtype=x.dtype)
     partial = np.empty_like(total)
     for c0, n, cols in _im2col_chunks(ws, x, Geometry.of(layer), with_ones=True):
-        _transposed_product(cols, _rows(out_residual[c0 : c0 + n]), out=partial)
+        _transposed_product(ws, cols, _rows(out_residual[c0 : c0 + n]), out=partial)
         np.add(total, partial, out=total)
     return {
         "filters": total[:depth].reshape(rx, ry, channels, features),
@@ -274,7 +274,9 @@ def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list
     }
 
 
-def _transposed_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+def _transposed_product(
+    ws: Workspace, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
     """``a.T @ b`` for the tall [N][K] and [N][F] of a weight gradient.
 
     OpenBLAS runs this reduction over N up to 4x slower when the product has fewer rows
@@ -282,8 +284,8 @@ def _transposed_product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = N
     ``(b.T @ a).T`` (docs/performance.md, the canonical set).
     """
     if a.shape[1] >= b.shape[1]:
-        return np.matmul(a.T, b, out=out)
-    product = (b.T @ a).T
+        return ws.matmul(a.T, b, out)
+    product = ws.matmul(b.T, a).T
     if out is None:
         return product
     np.copyto(out, product)

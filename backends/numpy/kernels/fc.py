@@ -26,7 +26,7 @@ def fc_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list
     matrix = matrix.reshape(matrix.shape[0], -1)
     out = ws.result((x.shape[0], 1, 1, matrix.shape[0]), x.dtype)
     out_rows = out.reshape(x.shape[0], -1)
-    np.matmul(_map_lxy(ws, x), matrix.T, out=out_rows)
+    ws.matmul(_map_lxy(ws, x), matrix.T, out_rows)
     np.add(out_rows, weights["biases"], out=out_rows)
     return [out]
 
@@ -36,7 +36,7 @@ def fc_backward(
 ) -> list:
     residual, matrix = out_residuals[0], weights["weights"]
     batch = residual.shape[0]
-    rows = residual.reshape(batch, -1) @ matrix.reshape(matrix.shape[0], -1)
+    rows = ws.matmul(residual.reshape(batch, -1), matrix.reshape(matrix.shape[0], -1))
     in_residual = ws.result((batch, *layer.in_shapes[0]), rows.dtype)
     np.copyto(in_residual, from_lxy(rows, layer))
     return [in_residual]
@@ -44,7 +44,7 @@ def fc_backward(
 
 def fc_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list) -> dict:
     residual = out_residuals[0].reshape(out_residuals[0].shape[0], -1)
-    weights_grad = residual.T @ _map_lxy(ws, inputs[0])
+    weights_grad = ws.matmul(residual.T, _map_lxy(ws, inputs[0]))
     return {
         "weights": weights_grad.reshape(layer.weight_shapes["weights"]),
         "biases": residual.sum(axis=0),

@@ -1,0 +1,45 @@
+"""The cell's threads (pytest_gostcnn/machine/threads.py): BLAS never runs more threads
+than asked, the float64 reference runs it on one, and a report names what decides them."""
+
+import numpy as np  # loads the BLAS the functions below see
+
+from pytest_gostcnn.machine import threads
+
+
+def _threads() -> list[int]:
+    return [library["threads"] for library in threads.blas()]
+
+
+def test_numpy_loads_a_blas_that_threadpoolctl_reports():
+    assert np.ones((2, 2)) @ np.ones((2, 2)) is not None
+    assert threads.blas() and all(
+        set(b) == {*threads.BLAS_FIELDS, "threads"} for b in threads.blas()
+    )
+
+
+def test_a_limit_lowers_the_threads_and_never_raises_them():
+    with threads._controller().limit(limits=2, user_api="blas"):
+        before = _threads()
+        threads.limit_blas(before[0] + 3)
+        assert _threads() == before
+        threads.limit_blas(1)
+        assert _threads() == [1] * len(before)
+
+
+def test_the_reference_runs_blas_on_one_thread_and_leaves_it_as_it_was():
+    with threads._controller().limit(limits=2, user_api="blas"):
+        before = _threads()
+        with threads.one_blas_thread():
+            assert _threads() == [1] * len(before)
+        assert _threads() == before
+
+
+def test_the_environment_names_only_the_speed_variables_that_are_set(monkeypatch):
+    for name in threads.SPEED_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    monkeypatch.setenv("UNRELATED", "x")
+    assert threads.environment() == {"OMP_NUM_THREADS": "3", "CUDA_VISIBLE_DEVICES": "1"}
+    assert threads.environment(threads.THREAD_VARIABLES) == {"OMP_NUM_THREADS": "3"}
+    assert threads.thread_limit() == 3
