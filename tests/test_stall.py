@@ -8,6 +8,7 @@ import pytest
 from gost_helpers import SMALL_PLAN
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.performance import rounds as rounds_module
 from pytest_gostcnn.performance.cells import Cells, CellsError, Deadline
 from pytest_gostcnn.performance.rounds import (
     STALL_DEFAULT_SECONDS,
@@ -15,6 +16,7 @@ from pytest_gostcnn.performance.rounds import (
     Rounds,
     stall_deadline,
 )
+from pytest_gostcnn.performance.timing import Audit
 from pytest_gostcnn.run.options import Options
 
 # The deadline.
@@ -71,10 +73,17 @@ def test_a_rerun_on_one_cell_leaves_the_stall_timeout_out():
 # The rounds: where each barrier is and how long it waits.
 
 
-def met(shipped_networks, stall_timeout=None) -> list[tuple[str, str]]:
+def met(shipped_networks, stall_timeout=None, audited=()) -> list[tuple[str, str]]:
     """The barriers one test's rounds meet, as ``benchmark.pedantic`` runs them, then ``end``:
-    each one's deadline and what the cells were doing before it."""
+    each one's deadline and what the cells were doing before it. The ``audited`` rounds'
+    audits take 4 s on a clock that only they move."""
     barriers: list[tuple[str, str]] = []
+    clock = [0.0]
+
+    def audit(audited_round):
+        clock[0] += 4.0
+        return Audit(audited_round.number, True, "correct", None, None, None)
+
     rounds = Rounds(
         NumpyBackend("float32"),
         shipped_networks["Sh"],
@@ -83,12 +92,19 @@ def met(shipped_networks, stall_timeout=None) -> list[tuple[str, str]]:
         seed=3,
         barrier=lambda deadline, where: barriers.append((str(deadline), where)),
         stall_timeout=stall_timeout,
+        audit=audit if audited else None,
     )
-    for _ in range(SMALL_PLAN.warmup_rounds + SMALL_PLAN.rounds):
-        arguments, _ = rounds.setup()
-        rounds.target(*arguments)
-        rounds.teardown(*arguments)
-    rounds.end()
+    rounds.audited = audited
+    real = rounds_module.time.monotonic
+    rounds_module.time.monotonic = lambda: real() + clock[0]
+    try:
+        for _ in range(SMALL_PLAN.warmup_rounds + SMALL_PLAN.rounds):
+            arguments, _ = rounds.setup()
+            rounds.target(*arguments)
+            rounds.teardown(*arguments)
+        rounds.end()
+    finally:
+        rounds_module.time.monotonic = real
     return barriers
 
 
@@ -108,6 +124,18 @@ def test_the_warm_up_round_gives_the_timed_rounds_deadline(shipped_networks):
     # Sh's warm-up round takes milliseconds: the floor.
     assert deadlines[:2] == [default, default]
     assert all(d.startswith("60 s (20 x the warm-up round's ") for d in deadlines[2:])
+
+
+def test_the_barrier_after_an_audited_round_waits_for_the_audit_too(shipped_networks):
+    # Every cell audits the same rounds (one draw for all: plugin/checkpoint.audit_draw), so
+    # the others are auditing too; a replay can outlast the floor many times over.
+    deadlines = [deadline for deadline, _ in met(shipped_networks, audited=(2,))]
+    assert deadlines[2].startswith("60 s (20 x the warm-up round's ")
+    seconds, source = deadlines[3].split(" s (", 1)
+    assert float(seconds) == pytest.approx(60 + 20 * 4, abs=1)
+    assert source.startswith("20 x the warm-up round's ")
+    assert "plus 20 x this cell's 4" in source and source.endswith(" s audit of the round)")
+    assert deadlines[4].startswith("60 s (")
 
 
 def test_the_option_is_every_rounds_deadline(shipped_networks):

@@ -301,6 +301,7 @@ class Rounds:
         self.earlier_seconds = () if resume is None else resume.round_seconds
         self.audits: list[Audit] = [] if resume is None else list(resume.audits)
         self.audit_seconds = 0.0 if resume is None else resume.audit_seconds
+        self.audit_before_barrier: float | None = None  # the audit since the last barrier
         if self.start and (self.start % self.boundary_rounds or self.start >= run_plan.rounds):
             raise ValueError(
                 f"resumed after timed round {self.start} of {run_plan.rounds}: not a boundary "
@@ -393,10 +394,21 @@ class Rounds:
 
     @property
     def deadline(self) -> Deadline:
-        return stall_deadline(self.stall_timeout, self.warmup_seconds)
+        """``stall_deadline``; after an audited round, plus ``STALL_FACTOR`` times this cell's
+        audit of it: every cell audits the same rounds (the plugin gives every cell one
+        draw), and a replay from the segment's start can outlast many rounds."""
+        deadline = stall_deadline(self.stall_timeout, self.warmup_seconds)
+        if self.audit_before_barrier is None or self.stall_timeout is not None:
+            return deadline
+        return Deadline(
+            deadline.seconds + STALL_FACTOR * self.audit_before_barrier,
+            f"{deadline.source}, plus {STALL_FACTOR} x this cell's "
+            f"{self.audit_before_barrier:.3g} s audit of the round",
+        )
 
     def _meet(self, ended: str) -> None:
         self.barrier(self.deadline, ended)
+        self.audit_before_barrier = None
         now = time.monotonic()
         if self.calls == self.plan.warmup_rounds + 1 and self.left_barrier is not None:
             self.warmup_seconds = now - self.left_barrier  # the slowest cell's, as all wait
@@ -481,6 +493,7 @@ class Rounds:
             audit = self.audit(audited)
             seconds = time.monotonic() - started
             self.audit_seconds += seconds
+            self.audit_before_barrier = seconds
             self.audits.append(dataclasses.replace(audit, seconds=seconds))
         if self.boundary is not None and self.at_boundary:
             self.boundary(self)

@@ -10,6 +10,7 @@ them here lets one read them all at once.
 from __future__ import annotations
 
 import dataclasses
+import random
 import time
 from collections.abc import Callable
 
@@ -42,6 +43,13 @@ def failures_on_cells(cells: Cells, failure: str | None) -> list[tuple[int, str]
 def timings_on_cells(cells: Cells, own: CellTiming) -> tuple[CellTiming, ...]:
     """Every cell's timing of one test, by cell; every cell calls it."""
     return tuple(cells.allgather(own))
+
+
+def audit_draw(cells: Cells) -> random.Random:
+    """The draw of a test's audited rounds, the same on every cell: cell 0's seed from the
+    operating system, which no backend sees. Every cell then audits the same rounds, so a
+    cell that audits is not taken for a stalled one by the others (``Rounds.deadline``)."""
+    return random.Random(cells.allgather(random.SystemRandom().getrandbits(128))[0])
 
 
 def barrier(

@@ -202,6 +202,7 @@ def run_benchmark_case(
             audit=lambda audited: audit_round(
                 resolved.backend, network, mode, audited, options.rmse_threshold
             ),
+            draw=checkpoint.audit_draw(cells),
             stall_timeout=options.stall_timeout,
             estimate=session.results.estimate,
             resume=resume,
