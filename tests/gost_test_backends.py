@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.backends.torch import TorchBackend  # imports without PyTorch
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model import executor
 
@@ -507,3 +508,26 @@ class SkipsUpdateUnlessWatched(HonestWhenWatched):
     weights were just loaded or read."""
 
     skips = "update"
+
+
+class TorchNativeMaxPool(TorchBackend):
+    """PyTorch's own max pooling: padding is -inf, not 0 (docs/standard.md §4), and its
+    backward (autograd) sends OUT_D to one of tied maxima, not to every one."""
+
+    def _pool(self, layer, x):
+        import torch.nn.functional as F
+
+        p = layer.params
+        return F.max_pool2d(x, (p["Rx"], p["Ry"]), p["S"], (p["Px"], p["Py"]))
+
+    def forward(self, layer, inputs, weights):
+        if layer.type.name != "maxpool":
+            return super().forward(layer, inputs, weights)
+        return [self._pool(layer, inputs[0].permute(0, 3, 1, 2)).permute(0, 2, 3, 1).contiguous()]
+
+    def backward(self, layer, inputs, outputs, out_residuals, weights):
+        if layer.type.name != "maxpool":
+            return super().backward(layer, inputs, outputs, out_residuals, weights)
+        x = inputs[0].permute(0, 3, 1, 2).detach().requires_grad_()
+        self._pool(layer, x).backward(out_residuals[0].permute(0, 3, 1, 2))
+        return [x.grad.permute(0, 2, 3, 1).contiguous()]

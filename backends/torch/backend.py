@@ -9,6 +9,7 @@ how to install it; the plugin then skips every item.
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -22,6 +23,12 @@ from ..common import update
 from ..numpy.workspace import cell_cores
 
 INSTALL_HINT = "PyTorch is not installed: pip install 'pytest-gostcnn[torch]'"
+
+# OpenMP threads that wait for work sleep instead of spinning (unless the environment says
+# otherwise): on a machine whose cores other jobs share, spinning threads made a training
+# iteration of Ш at B = 2 run 10 to 17 times slower (docs/performance.md). OpenMP reads this
+# when PyTorch loads it, so it must be set before the first ``import torch``.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 try:
     import torch
@@ -152,6 +159,7 @@ class TorchBackend(Backend):
         facts = {"torch": torch.__version__, "torch_device": str(self.torch_device)}
         if self.torch_device.type == "cpu":
             facts["torch_threads"] = torch.get_num_threads()
+            facts["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY")
             facts["onednn"] = (
                 onednn_version(torch.__config__.show())
                 if torch.backends.mkldnn.is_available()

@@ -137,7 +137,9 @@ class TorchKernels:
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
         filters = conv_filters(weights["filters"])
-        grad = self._conv_backward(layer, inputs[0], out_residuals[0], filters, 1, [True, False, False])
+        grad = self._conv_backward(
+            layer, inputs[0], out_residuals[0], filters, 1, [True, False, False]
+        )
         return [to_map(grad[0])]
 
     def conv_gradient(self, layer: Layer, x, out_residual) -> dict:
@@ -158,7 +160,9 @@ class TorchKernels:
     ) -> list:
         x = inputs[0]
         filters = depthwise_filters(weights["filters"])
-        grad = self._conv_backward(layer, x, out_residuals[0], filters, x.shape[3], [True, False, False])
+        grad = self._conv_backward(
+            layer, x, out_residuals[0], filters, x.shape[3], [True, False, False]
+        )
         return [to_map(grad[0])]
 
     def depthwise_gradient(self, layer: Layer, x, out_residual) -> dict:

@@ -261,15 +261,6 @@ OPTIONS: tuple[Option, ...] = (
         rerun="always",
     ),
     Option(
-        "backend_option",
-        "KEY=VALUE",
-        "a setting the backend declares, e.g. device=cuda:1 for torch; repeat it for several "
-        "(an unknown key is refused, naming the backend's keys); the report records them",
-        _key_values,
-        default="",
-        repeat=True,
-    ),
-    Option(
         "dtype",
         "TYPE",
         f"data type: one of {', '.join(PRECISIONS)} that the backend declares; training "
@@ -416,6 +407,15 @@ OPTIONS: tuple[Option, ...] = (
         default="false",
         rerun="never",
         switch=True,
+    ),
+    Option(
+        "backend_option",
+        "KEY=VALUE",
+        "a setting the backend declares, e.g. device=cuda:1 for torch; repeat it for several "
+        "(an unknown key is refused, naming the backend's keys); the report records them",
+        _key_values,
+        default="",
+        repeat=True,
     ),
 )
 BY_NAME = {option.name: option for option in OPTIONS}
