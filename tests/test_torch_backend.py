@@ -29,6 +29,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_layer,
     verify_network,
 )
+from pytest_gostcnn.model.layers import LAYER_TYPES
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.report import configuration_fields
@@ -82,6 +83,7 @@ def test_the_onednn_version_is_read_from_pytorchs_build_description():
 
 @needs_torch
 def test_every_step_of_every_small_layer_case_is_correct_within_half_the_threshold():
+    assert {case.layer.type.name for case in CASES} == set(LAYER_TYPES)
     backend = TorchBackend("float32", options={"device": "cpu"})
     for case in CASES:
         for result in verify_steps(backend, case, batch=3):
