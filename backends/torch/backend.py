@@ -14,12 +14,11 @@ import re
 
 import numpy as np
 
-from pytest_gostcnn.backend import Backend, BackendError
+from pytest_gostcnn.backend import BackendError
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.machine.peak import Peak, gpu_peak
-from pytest_gostcnn.model.layers import Layer
 
-from ..common import update
+from ..common import KernelSetBackend
 from ..numpy.workspace import cell_cores
 
 INSTALL_HINT = "PyTorch is not installed: pip install 'pytest-gostcnn[torch]'"
@@ -79,7 +78,7 @@ def parse_device(text: str):
     return device
 
 
-class TorchBackend(Backend):
+class TorchBackend(KernelSetBackend):
     """The standard's layers on PyTorch's operators, float32, on one device."""
 
     name = "torch"
@@ -191,19 +190,3 @@ class TorchBackend(Backend):
 
     def to_host(self, array) -> np.ndarray:
         return array.detach().cpu().numpy()
-
-    # The layer steps. ---------------------------------------------------------------------
-
-    def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
-        return self.kernels.forward(layer, inputs, weights)
-
-    def backward(
-        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
-    ) -> list:
-        return self.kernels.backward(layer, inputs, outputs, out_residuals, weights)
-
-    def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict:
-        return self.kernels.gradient(layer, inputs, out_residuals)
-
-    def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
-        update(weights, grads, batch)  # W += W_D / B, in place

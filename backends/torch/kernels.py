@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.reference._window import crop, offsets
 
-from ..common import channel_parts, eltwise_in_residuals, is_global, kernel, shuffle
+from ..common import channel_parts, eltwise_in_residuals, is_global, kernel, shuffle, update
 
 convolution_backward = torch.ops.aten.convolution_backward
 avg_pool2d_backward = torch.ops.aten.avg_pool2d_backward
@@ -105,6 +105,9 @@ class TorchKernels:
 
     def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict:
         return kernel(self, layer, "gradient")(layer, inputs[0], out_residuals[0])
+
+    def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
+        update(weights, grads, batch)  # W += W_D / B, in place
 
     # Convolution (section 6.1) and depthwise convolution (section 6.6). -------------------
 
