@@ -78,6 +78,17 @@ def test_the_onednn_version_is_read_from_pytorchs_build_description():
     assert torch_backend.onednn_version("no such library") is None
 
 
+def test_openmp_threads_wait_passively_unless_the_environment_says_otherwise():
+    # Spinning OpenMP threads made PyTorch 5 to 20 times slower on shared cores.
+    code = "import os, pytest_gostcnn.backends.torch; print(os.environ['OMP_WAIT_POLICY'])"
+    for given, expected in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
+        env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+        if given:
+            env["OMP_WAIT_POLICY"] = given
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True)
+        assert done.stdout.decode().strip() == expected, done.stderr.decode()
+
+
 # Section 8 at small shapes. --------------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ INSTALL_HINT = "PyTorch is not installed: pip install 'pytest-gostcnn[torch]'"
 
 # OpenMP threads that wait for work sleep instead of spinning (unless the environment says
 # otherwise): on a machine whose cores other jobs share, spinning threads made a training
-# iteration of Ш at B = 2 run 10 to 17 times slower (docs/performance.md). OpenMP reads this
+# iteration of Ш at B = 2 run 5 to 20 times slower (docs/performance.md). OpenMP reads this
 # when PyTorch loads it, so it must be set before the first ``import torch``.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
@@ -129,13 +129,10 @@ class TorchBackend(KernelSetBackend):
     def device(self) -> str:
         if self._is_cuda():
             props = torch.cuda.get_device_properties(self._cuda_index())
-            return (
-                f"GPU {self._cuda_index()}: {props.name} ({props.multi_processor_count} SMs), "
-                "PyTorch"
-            )
+            return f"GPU {self._cuda_index()}: {props.name} ({props.multi_processor_count} SMs)"
         if self.torch_device.type == "cpu":
-            return f"CPU: {cpu_model()} ({torch.get_num_threads()} threads), PyTorch"
-        return f"{self.torch_device}, PyTorch"
+            return f"CPU: {cpu_model()} ({torch.get_num_threads()} cores)"
+        return f"PyTorch device {self.torch_device}"
 
     def peak(self) -> Peak | None:
         if self.torch_device.type == "cpu":
