@@ -7,7 +7,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from pytest_gostcnn.backend import BackendError
+from pytest_gostcnn.backend import Backend, BackendError
 from pytest_gostcnn.model.layers import Layer
 
 #: The steps a layer type has kernels for (gradient only with weights); update is one
@@ -169,3 +169,24 @@ def update(weights: dict, grads: dict, batch: int, rounded: Callable | None = No
             w += grad / batch
         else:
             w[...] = new
+
+
+class KernelSetBackend(Backend):
+    """A backend whose four layer steps are its kernel set's, ``self.kernels`` (an object
+    with the executor's ``forward``, ``backward``, ``gradient`` and ``update``)."""
+
+    kernels: Any = None
+
+    def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        return self.kernels.forward(layer, inputs, weights)
+
+    def backward(
+        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
+    ) -> list:
+        return self.kernels.backward(layer, inputs, outputs, out_residuals, weights)
+
+    def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict:
+        return self.kernels.gradient(layer, inputs, out_residuals)
+
+    def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
+        self.kernels.update(layer, weights, grads, batch)

@@ -40,6 +40,9 @@ class Backend(abc.ABC):
     #: The data types it computes, for inference and for training (subsets of standard.md §8's).
     inference_dtypes: tuple[str, ...] = ("float32",)
     training_dtypes: tuple[str, ...] = ("float32",)
+    #: The keys ``--gost-backend-option KEY=VALUE`` may give it, each with what it sets.
+    #: A backend that declares any takes them as ``options``, a dict of the given ones.
+    backend_options: dict[str, str] = {}
 
     def __init__(self, dtype: str = "float32", cell: int = 0) -> None:
         """``cell``: this process's index among the cells of its node (its MPI local rank),

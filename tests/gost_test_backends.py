@@ -5,6 +5,7 @@ Not a test file: the tests copy it into a pytester directory as ``mymod.py`` (or
 their own backend, ``--gost-backend=mymod:Class``.
 """
 
+import functools
 import os
 import queue
 import threading
@@ -529,3 +530,43 @@ class SkipsUpdateUnlessWatched(HonestWhenWatched):
     weights were just loaded or read."""
 
     skips = "update"
+
+
+@functools.cache
+def _torch_native_max_pool():
+    # Built on first use: PyTorch must not load when this module is imported, for an
+    # in-process pytester run drops the modules it loaded, and PyTorch cannot load twice.
+    from pytest_gostcnn.backends.torch import TorchBackend
+
+    class TorchNativeMaxPool(TorchBackend):
+        """PyTorch's own max pooling: padding is -inf, not 0 (docs/standard.md §4), and its
+        backward (autograd) sends OUT_D to one of tied maxima, not to every one."""
+
+        def _pool(self, layer, x):
+            import torch.nn.functional as F
+
+            p = layer.params
+            return F.max_pool2d(x, (p["Rx"], p["Ry"]), p["S"], (p["Px"], p["Py"]))
+
+        def forward(self, layer, inputs, weights):
+            if layer.type.name != "maxpool":
+                return super().forward(layer, inputs, weights)
+            return [
+                self._pool(layer, inputs[0].permute(0, 3, 1, 2)).permute(0, 2, 3, 1).contiguous()
+            ]
+
+        def backward(self, layer, inputs, outputs, out_residuals, weights):
+            if layer.type.name != "maxpool":
+                return super().backward(layer, inputs, outputs, out_residuals, weights)
+            x = inputs[0].permute(0, 3, 1, 2).detach().requires_grad_()
+            self._pool(layer, x).backward(out_residuals[0].permute(0, 3, 1, 2))
+            return [x.grad.permute(0, 2, 3, 1).contiguous()]
+
+    return TorchNativeMaxPool
+
+
+def __getattr__(name):
+    """``TorchNativeMaxPool``, the one class here that needs PyTorch, made when asked for."""
+    if name == "TorchNativeMaxPool":
+        return _torch_native_max_pool()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,7 @@
 """The ``--gost-*`` options as data: one parser each, and the rerun command they give."""
 
 import dataclasses
+import re
 
 import pytest
 
@@ -43,6 +44,38 @@ def test_every_option_is_parsed_by_its_own_parser_to_its_default():
 def test_a_bad_option_is_a_value_error_naming_it(name, text, says):
     with pytest.raises(ValueError, match="^" + says.replace("(", r"\(").replace(")", r"\)")):
         Options.parse({name: text})
+
+
+@pytest.mark.parametrize(
+    ("texts", "says"),
+    [
+        (["device"], "--gost-backend-option=device: give KEY=VALUE"),
+        (["=cpu"], "--gost-backend-option==cpu: the key '' is not a name"),
+        (["2x=1"], "--gost-backend-option=2x=1: the key '2x' is not a name"),
+        (["device=cpu", "device=cuda"], "--gost-backend-option=device=cuda: device is given twice"),
+    ],
+)
+def test_a_bad_backend_option_is_a_value_error_naming_it(texts, says):
+    with pytest.raises(ValueError, match="^" + re.escape(says)):
+        Options.parse({"backend_option": texts})
+
+
+def test_backend_options_come_in_order_from_the_command_line_or_the_ini_file():
+    given = Options.parse({"backend_option": ["device=cuda:1", "threads=4", "path=a=b"]})
+    assert given.backend_options == {"device": "cuda:1", "threads": "4", "path": "a=b"}
+    assert Options.parse({"backend_option": "device=cpu  threads=2"}).backend_option == (
+        ("device", "cpu"),
+        ("threads", "2"),
+    )
+    assert Options.parse({}).backend_options == {}
+    # A rerun repeats each, right after the backend; none given, none repeated.
+    assert given.args()[:4] == [
+        "--gost-backend=numpy",
+        "--gost-backend-option=device=cuda:1",
+        "--gost-backend-option=threads=4",
+        "--gost-backend-option=path=a=b",
+    ]
+    assert not any("backend-option" in arg for arg in Options.parse({}).args())
 
 
 def test_the_command_line_shares_the_parser_and_names_its_own_flag():

@@ -555,6 +555,18 @@ def test_backend_with_an_empty_name_or_version_is_a_usage_error_naming_it(
     usage_error(result, f"--gost-backend: backend 'mymod:{name}': {says}")
 
 
+def test_a_backend_option_the_backend_does_not_declare_is_a_usage_error_naming_it(pytester):
+    result = pytester.runpytest(
+        "--gost-backend=numpy", "--gost-backend-option", "device=cpu", "--gost-backend-option=x=1"
+    )
+
+    usage_error(
+        result,
+        "--gost-backend-option=device=cpu: backend 'numpy' has no option 'device'; "
+        "it declares no option",
+    )
+
+
 def test_backend_module_without_the_class_is_a_usage_error_saying_so(pytester, backends):
     result = pytester.runpytest("--gost-backend=mymod:Missing")
 

@@ -12,12 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from pytest_gostcnn.backend import Backend, BackendError
+from pytest_gostcnn.backend import BackendError
 from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.reference._window import crop, offsets
 
 from ..common import (
+    KernelSetBackend,
     channel_parts,
     eltwise_in_residuals,
     from_lxy,
@@ -408,7 +409,7 @@ class XpKernels:
         }
 
 
-class XpBackend(Backend):
+class XpBackend(KernelSetBackend):
     """A backend whose kernels are ``XpKernels`` over the array module ``xp``.
 
     ``CupyBackend`` is this with CuPy, a GPU and cuBLAS; the tests run it with NumPy.
@@ -440,17 +441,3 @@ class XpBackend(Backend):
 
     def to_host(self, array) -> np.ndarray:
         return np.asarray(array)
-
-    def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
-        return self.kernels.forward(layer, inputs, weights)
-
-    def backward(
-        self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
-    ) -> list:
-        return self.kernels.backward(layer, inputs, outputs, out_residuals, weights)
-
-    def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict:
-        return self.kernels.gradient(layer, inputs, out_residuals)
-
-    def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
-        self.kernels.update(layer, weights, grads, batch)

@@ -39,6 +39,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(
                 option.flag, dest=option.dest, action="store_const", const="true", help=option.help
             )
+        elif option.repeat:
+            group.addoption(
+                option.flag,
+                dest=option.dest,
+                action="append",
+                metavar=option.metavar,
+                help=option.help,
+            )
         else:
             group.addoption(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
         # The same setting in the ini file ([tool.pytest.ini_options] gost_backend = "cupy");

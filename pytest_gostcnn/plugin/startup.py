@@ -71,9 +71,12 @@ def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None, Bas
     return options, resolved, resumed, compared
 
 
-def option_texts(config: pytest.Config) -> tuple[dict[str, str | None], dict[str, str]]:
-    """Each option's text, from the command line or else the ini file (None: neither), and
-    for a text from the ini file the setting's name, for an error to name."""
+def option_texts(
+    config: pytest.Config,
+) -> tuple[dict[str, str | list[str] | None], dict[str, str]]:
+    """Each option's text, from the command line or else the ini file (None: neither; a
+    list for a repeatable option given on the command line), and for a text from the ini
+    file the setting's name, for an error to name."""
     texts, flags = {}, {}
     for option in OPTIONS:
         text = config.getoption(option.dest)

@@ -119,6 +119,30 @@ def _networks(flag: str, text: str) -> str:
     return text
 
 
+BACKEND_OPTION_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+
+
+def _key_values(flag: str, texts: str | list[str]) -> tuple[tuple[str, str], ...]:
+    """``KEY=VALUE`` settings, in the order given: a list (the flag given several times) or
+    one text of them separated by white space (the ini setting). A key given twice, or a
+    setting without ``=`` or with a malformed key, is an error naming it."""
+    items = texts.split() if isinstance(texts, str) else list(texts)
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, equals, value = item.partition("=")
+        if not equals:
+            raise ValueError(f"{flag}={item}: give KEY=VALUE")
+        if not BACKEND_OPTION_KEY.fullmatch(key):
+            raise ValueError(
+                f"{flag}={item}: the key {key!r} is not a name (letters, digits, _ . -, "
+                "starting with a letter or _)"
+            )
+        if key in pairs:
+            raise ValueError(f"{flag}={item}: {key} is given twice ({key}={pairs[key]} before)")
+        pairs[key] = value
+    return tuple(pairs.items())
+
+
 def _switch(flag: str, text: str) -> bool:
     """A switch: given on the command line it is "true"; in the ini file true or false."""
     words = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
@@ -192,6 +216,8 @@ class Option:
     "never" leaves it out (the report and the peak do not change what is verified).
     ``command``: the option is also ``--NAME`` of ``python -m pytest_gostcnn``.
     ``switch``: given without a value on the command line (``true`` in the ini file).
+    ``repeat``: given any number of times on the command line (its texts come as a list; in
+    the ini file, one text of them separated by white space), repeated so by a rerun.
     Every option is also the ini-file setting ``gost_NAME``; the command line wins.
     """
 
@@ -203,6 +229,7 @@ class Option:
     rerun: str = "changed"
     command: bool = False
     switch: bool = False
+    repeat: bool = False
 
     @property
     def flag(self) -> str:
@@ -213,7 +240,7 @@ class Option:
         """The option's name in pytest's namespace, and its setting in the ini file."""
         return "gost_" + self.name
 
-    def value(self, text: str | None, flag: str | None = None) -> Any:
+    def value(self, text: str | list[str] | None, flag: str | None = None) -> Any:
         """The parsed value of ``text`` (the default when None); ValueError naming the flag."""
         text = self.default if text is None else text
         return None if text is None else self.parse(flag or self.flag, text)
@@ -391,11 +418,21 @@ OPTIONS: tuple[Option, ...] = (
         rerun="never",
         switch=True,
     ),
+    Option(
+        "backend_option",
+        "KEY=VALUE",
+        "a setting the backend declares, e.g. device=cuda:1 for torch; repeat it for several "
+        "(an unknown key is refused, naming the backend's keys); the report records them",
+        _key_values,
+        default="",
+        repeat=True,
+    ),
 )
 BY_NAME = {option.name: option for option in OPTIONS}
 # A rerun command names what it runs first, then what narrows it.
 RERUN_ORDER = (
     "backend",
+    "backend_option",
     "dtype",
     "batch",
     "seed",
@@ -446,11 +483,12 @@ class Options:
     compare_fail: float | None = None
     stall_timeout: float | None = None
     allow_unavailable: bool = False
+    backend_option: tuple[tuple[str, str], ...] = ()  # KEY=VALUE pairs, in the order given
     given: frozenset[str] = frozenset()
 
     @classmethod
     def parse(
-        cls, texts: Mapping[str, str | None], flags: Mapping[str, str] | None = None
+        cls, texts: Mapping[str, str | list[str] | None], flags: Mapping[str, str] | None = None
     ) -> Options:
         """The options from their texts by name (None: not given); ValueError naming one
         by its flag, or by ``flags[name]`` (the ini setting a text came from)."""
@@ -461,6 +499,11 @@ class Options:
         }
         given = frozenset(name for name in BY_NAME if texts.get(name) is not None)
         return cls(**values, given=given)
+
+    @property
+    def backend_options(self) -> dict[str, str]:
+        """``--gost-backend-option`` as a mapping, key to value."""
+        return dict(self.backend_option)
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -477,6 +520,9 @@ class Options:
             if option.rerun == "changed" and option.default is not None:
                 if value == option.value(None):
                     continue
+            if option.repeat:
+                args.extend(f"{option.flag}={key}={text}" for key, text in value)
+                continue
             args.append(f"{option.flag}={value}")
         return args
 

@@ -49,6 +49,7 @@ def configuration_fields(options: Options, resolved: Resolved) -> dict:
         },
         "options": {
             "backend": options.backend,
+            "backend_options": options.backend_options,
             "dtype": options.dtype,
             "batch": options.batch,
             "modes": list(options.modes),

@@ -74,6 +74,7 @@ def resolve(options: Options, cells: Cells) -> Resolved:
     name = options.backend
     cls = load_backend_class(name)
     _check_dtype(cls, name, options.dtype, options.modes)
+    _check_backend_options(cls, name, options.backend_option)
     try:
         unavailable = cls.unavailable_reason()
     except Exception as exc:  # a device probe that fails means no usable device
@@ -82,8 +83,12 @@ def resolve(options: Options, cells: Cells) -> Resolved:
     backend = None
     if unavailable is None:
         _check_identity(cls, name)
+        # Only a backend that declares options takes them (a given key has been checked).
+        extra = {"options": options.backend_options} if cls.backend_options else {}
         try:
-            backend = cls(options.dtype, cell=local_cell)
+            backend = cls(options.dtype, cell=local_cell, **extra)
+        except BackendError:  # the backend's own words on what it cannot use
+            raise
         except Exception as exc:
             raise BackendError(
                 f"backend {name!r} failed to start: {type(exc).__name__}: {exc}"
@@ -228,6 +233,24 @@ def _check_images(options: Options) -> None:
             f"--gost-images={options.images}: fewer than one batch of --gost-batch="
             f"{options.batch}; give at least {options.batch} images"
         )
+
+
+def _check_backend_options(
+    cls: type[Backend], name: str, given: tuple[tuple[str, str], ...]
+) -> None:
+    """Every ``--gost-backend-option`` key is one the backend declares."""
+    declared = cls.backend_options
+    for key, value in given:
+        if key not in declared:
+            known = (
+                "its keys: " + "; ".join(f"{k} ({what})" for k, what in declared.items())
+                if declared
+                else "it declares no option"
+            )
+            raise ValueError(
+                f"--gost-backend-option={key}={value}: backend {name!r} has no option "
+                f"{key!r}; {known}"
+            )
 
 
 def _check_dtype(cls: type[Backend], name: str, dtype: str, modes: tuple[str, ...]) -> None:

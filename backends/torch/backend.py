@@ -1,0 +1,189 @@
+"""The PyTorch backend: the kernels of ``kernels.py`` on one PyTorch device, chosen by
+``--gost-backend-option device=DEVICE`` (default: the cell's GPU when PyTorch sees one,
+``cuda:<cell>``, else the CPU); here the device, its synchronisation, its peak and the
+library versions for the report.
+
+Without PyTorch the module still imports and ``TorchBackend.unavailable_reason()`` says
+how to install it; the plugin then skips every item.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+
+from pytest_gostcnn.backend import BackendError
+from pytest_gostcnn.machine.facts import cpu_model
+from pytest_gostcnn.machine.peak import Peak, gpu_peak
+
+from ..common import KernelSetBackend
+from ..numpy.workspace import cell_cores
+
+INSTALL_HINT = "PyTorch is not installed: pip install 'pytest-gostcnn[torch]'"
+
+# OpenMP threads that wait for work sleep instead of spinning (unless the environment says
+# otherwise): on a machine whose cores other jobs share, spinning threads made a training
+# iteration of Ш at B = 2 run 5 to 20 times slower (docs/performance.md). OpenMP reads this
+# when PyTorch loads it, so it must be set before the first ``import torch``.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+try:
+    import torch
+except ModuleNotFoundError:
+    torch = None
+    _import_problem = INSTALL_HINT
+except Exception as exc:  # a broken installation: say so instead of failing to import
+    torch = None
+    _import_problem = f"PyTorch failed to import: {type(exc).__name__}: {exc}"
+else:
+    _import_problem = None
+    from .kernels import TorchKernels
+
+
+def onednn_version(config: str) -> str | None:
+    """oneDNN's version in ``torch.__config__.show()`` ("Intel(R) MKL-DNN v3.12.0 (...)")."""
+    found = re.search(r"(?:MKL-DNN|oneDNN) v(\d+(?:\.\d+)+)", config)
+    return found.group(1) if found else None
+
+
+def default_device(cell: int) -> str:
+    """The cell's GPU (``cuda:<cell modulo the visible GPUs>``) when PyTorch sees one, else
+    the CPU."""
+    if torch.cuda.is_available():  # docs/cells.md: each cell its GPU, wrapped over them
+        return f"cuda:{cell % torch.cuda.device_count()}"
+    return "cpu"
+
+
+def parse_device(text: str):
+    """``text`` as a ``torch.device`` PyTorch can compute on here; BackendError naming the
+    option and why not."""
+    where = f"--gost-backend-option device={text}"
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError) as exc:
+        raise BackendError(f"{where}: not a PyTorch device ({exc})") from None
+    if device.type == "cpu":
+        return device
+    module = getattr(torch, device.type, None)
+    is_available = getattr(module, "is_available", None)
+    if is_available is None or not is_available():
+        raise BackendError(f"{where}: PyTorch has no {device.type} device on this machine")
+    count = module.device_count()
+    if device.index is not None and device.index >= count:
+        raise BackendError(
+            f"{where}: PyTorch sees {count} {device.type} device(s), numbered from 0"
+        )
+    return device
+
+
+class TorchBackend(KernelSetBackend):
+    """The standard's layers on PyTorch's operators, float32, on one device."""
+
+    name = "torch"
+    version = getattr(torch, "__version__", "")
+    inference_dtypes = ("float32",)
+    training_dtypes = ("float32",)
+    backend_options = {
+        "device": "the PyTorch device, e.g. cpu, cuda:1 (default: the cell's GPU cuda:<cell> "
+        "when there is one, else cpu)",
+    }
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return _import_problem
+
+    def __init__(
+        self, dtype: str = "float32", cell: int = 0, options: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(dtype, cell)
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(self.backend_options))
+        if unknown:
+            raise BackendError(
+                f"backend 'torch' has no option {unknown[0]!r}; its keys: "
+                f"{', '.join(self.backend_options)}"
+            )
+        if dtype not in self.inference_dtypes:
+            raise BackendError(f"the torch backend computes float32, not {dtype}")
+        self.torch_device = parse_device(options.get("device") or default_device(cell))
+        if self.torch_device.type == "cpu":
+            # The cell's cores (its affinity set), as the NumPy backend's BLAS uses them.
+            torch.set_num_threads(cell_cores())
+        elif self.torch_device.type == "cuda":
+            # float32 means float32: no TF32 in convolutions and GEMMs.
+            torch.backends.cudnn.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = False
+        self.kernels = TorchKernels()
+
+    # The device. ------------------------------------------------------------------------
+
+    def _is_cuda(self) -> bool:
+        return self.torch_device.type == "cuda"
+
+    def _cuda_index(self) -> int:
+        index = self.torch_device.index
+        return torch.cuda.current_device() if index is None else index
+
+    def device(self) -> str:
+        if self._is_cuda():
+            props = torch.cuda.get_device_properties(self._cuda_index())
+            return f"GPU {self._cuda_index()}: {props.name} ({props.multi_processor_count} SMs)"
+        if self.torch_device.type == "cpu":
+            return f"CPU: {cpu_model()} ({torch.get_num_threads()} cores)"
+        return f"PyTorch device {self.torch_device}"
+
+    def peak(self) -> Peak | None:
+        if self.torch_device.type == "cpu":
+            return super().peak()
+        if not self._is_cuda():
+            return None
+        props = torch.cuda.get_device_properties(self._cuda_index())
+        clock_khz = getattr(props, "clock_rate", None)
+        if not clock_khz:
+            return None
+        return gpu_peak(
+            self.dtype,
+            props.name,
+            props.multi_processor_count,
+            clock_khz * 1e3,
+            capability=(props.major, props.minor),
+        )
+
+    def system(self) -> dict:
+        facts = {"torch": torch.__version__, "torch_device": str(self.torch_device)}
+        if self.torch_device.type == "cpu":
+            facts["torch_threads"] = torch.get_num_threads()
+            facts["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY")
+            facts["onednn"] = (
+                onednn_version(torch.__config__.show())
+                if torch.backends.mkldnn.is_available()
+                else None
+            )
+        elif self._is_cuda():
+            props = torch.cuda.get_device_properties(self._cuda_index())
+            cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+            facts.update(
+                gpu=props.name,
+                gpu_index=self._cuda_index(),
+                sm_count=props.multi_processor_count,
+                compute_capability=f"{props.major}.{props.minor}",
+                cuda_runtime=torch.version.cuda,
+                cudnn=str(cudnn) if cudnn is not None else None,
+            )
+        return facts
+
+    def synchronize(self) -> None:
+        if self.torch_device.type == "cpu":
+            return  # PyTorch's CPU operators return when their work is done
+        getattr(torch, self.torch_device.type).synchronize(self.torch_device)
+
+    # Data. --------------------------------------------------------------------------------
+
+    def to_device(self, host: np.ndarray):
+        # A copy: a tensor on the CPU shares its memory with the array it comes from.
+        return torch.from_numpy(np.array(host, dtype=np.float32)).to(self.torch_device)
+
+    def to_host(self, array) -> np.ndarray:
+        return array.detach().cpu().numpy()
