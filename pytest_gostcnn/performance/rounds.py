@@ -23,6 +23,7 @@ import numpy as np
 
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type, quantise
 from pytest_gostcnn.model.network import Network
 
 from .cells import Deadline
@@ -51,6 +52,8 @@ TRAINING_DATA = {"float32": (SEGMENT_ROUNDS, RESIDUAL_SCALE), "float16": (1, 2.0
 def training_data(dtype: str) -> tuple[int, float]:
     """(rounds per segment, output residual scale) of a training test in ``dtype``."""
     return TRAINING_DATA.get(dtype, TRAINING_DATA["float32"])
+
+
 # Audited rounds: one among the first AUDIT_WINDOW timed rounds, another among the last
 # AUDIT_WINDOW, and one more anywhere between per AUDIT_EVERY rounds of a long run.
 AUDIT_WINDOW = 10
@@ -164,6 +167,11 @@ def segment_start(number: int, segment_rounds: int) -> int:
     return number - (number - 1) % segment_rounds
 
 
+# An integer type's calibration: (network, drawn weights, first images) -> (integer weights,
+# scales); the plugin passes conformance.fixed_point's.
+Calibrate = Callable[[Network, dict, np.ndarray], tuple[dict, ScaleTable]]
+
+
 @dataclass
 class AuditedRound:
     """What an audit checks of one timed round, rebuilt on the host after it ended: the data
@@ -179,6 +187,7 @@ class AuditedRound:
     # Training: (image, residual) of each earlier round of the segment, made as read.
     earlier: Iterable[tuple[np.ndarray, np.ndarray]] = ()
     replayed: int = 0  # how many rounds ``earlier`` holds
+    scales: ScaleTable | None = None  # an integer type's calibrated scales
 
 
 class Rounds:
@@ -190,6 +199,9 @@ class Rounds:
     ``barrier(deadline, where)``, with several cells, meets the others before each round
     and after the last (``end``), giving up on a cell that is not there by ``deadline``
     (``stall_deadline``) and naming the round that cell was in (``where``).
+
+    An integer type's test (inference only) needs ``calibrate(network, weights, images)``:
+    the integer weights and the scales, fixed from the drawn weights and the first batch.
 
     Training: the warm-up rounds start from the weights loaded with the test and form a
     segment of their own; timed round n starts a segment when (n - 1) is a multiple of
@@ -210,6 +222,7 @@ class Rounds:
         stall_timeout: float | None = None,
         estimate: RunEstimate | None = None,
         segment_rounds: int | None = None,
+        calibrate: Calibrate | None = None,
     ) -> None:
         default_rounds, self.residual_scale = training_data(backend.dtype)
         segment_rounds = default_rounds if segment_rounds is None else segment_rounds
@@ -218,8 +231,20 @@ class Rounds:
         self.backend, self.network, self.mode, self.plan = backend, network, mode, run_plan
         rng = np.random.default_rng([seed, cell])
         self.host_weights = benchmark_weights(network, rng)
-        self.weights = backend.load_weights(network, self.host_weights)
         self.images = ImageSet(network.input_shape, seed, cell)
+        # An integer type: weights and scales calibrated once on the first batch of images
+        # (docs/benchmarking.md), handed over before the weights and before every round.
+        self.itype = integer_type(backend.dtype)
+        self.scales: ScaleTable | None = None
+        if self.itype is not None:
+            if mode != "inference":
+                raise ValueError(f"{backend.dtype} is timed in inference only")
+            if calibrate is None:
+                raise ValueError(f"a {backend.dtype} benchmark needs its calibration (calibrate)")
+            first_batch = self.images.batch(0, run_plan.batch)
+            self.host_weights, self.scales = calibrate(network, self.host_weights, first_batch)
+            backend.use_scales(self.scales)
+        self.weights = backend.load_weights(network, self.host_weights)
         self.residuals = ResidualSet(seed, cell, self.residual_scale)
         self.segment_rounds = segment_rounds
         self.progress = progress
@@ -346,6 +371,10 @@ class Rounds:
         # starting weights are rebuilt after it ends, on the host.
         if number in self.audited and not self.audit_failed:
             self.pending = number
+        if self.scales is not None:  # the integers of the images, at the input's scale
+            self.backend.use_scales(self.scales)
+            first = self.scales[self.network.layers[0].number].inputs[0]
+            host = quantise(host, first, self.itype)
         if self.mode == "inference":
             arguments: tuple = (self.backend.to_device(host),)
         else:
@@ -393,7 +422,9 @@ class Rounds:
         the drawn weights and, training, the data of its segment's earlier rounds."""
         image = self._image(number)
         if self.mode == "inference":
-            return AuditedRound(number, image, None, self.host_weights, result, None)
+            return AuditedRound(
+                number, image, None, self.host_weights, result, None, scales=self.scales
+            )
         start = segment_start(number, self.segment_rounds)
         earlier = ((self._image(n), self._residual(n)) for n in range(start, number))
         return AuditedRound(
