@@ -14,6 +14,7 @@ from pytest_gostcnn.conformance.verification import verify_layer, verify_network
 from pytest_gostcnn.model.data import draw_weights
 from pytest_gostcnn.model.fixed_point import (
     INTEGER_TYPES,
+    REACH,
     LayerScales,
     output_scales,
     quantise,
@@ -26,10 +27,13 @@ from pytest_gostcnn.model.layers import make_layer
 INT8, INT16 = INTEGER_TYPES["int8"], INTEGER_TYPES["int16"]
 
 
-def test_a_scale_maps_the_largest_magnitude_to_the_largest_integer():
-    values = np.array([0.5, -2.54, 1.0])
-    assert scale_of(values, INT8) == pytest.approx(2.54 / 127)
-    assert quantise(values, scale_of(values, INT8), INT8).tolist() == [25, -127, 50]
+def test_a_scale_maps_the_largest_magnitude_just_inside_the_range():
+    # 2.5498 maps to 127.49: it rounds to 127, and a value 0.01 quantum larger to 128.
+    values = np.array([0.5, -2.5498, 1.0])
+    scale = scale_of(values, INT8)
+    assert scale == pytest.approx(2.5498 / (127 + REACH))
+    assert quantise(values, scale, INT8).tolist() == [25, -127, 50]
+    assert np.rint(2.5498 / scale + 0.011) == 128
     assert scale_of(np.zeros(3), INT16) == 1.0  # any scale holds zeros
 
 
@@ -46,7 +50,7 @@ def test_a_bias_beyond_the_accumulator_is_a_clear_error():
 
 def test_output_scales_follow_each_layer_types_rule():
     shape = [(4, 4, 2)]
-    out = [np.array([[-3.0, 6.35]])]
+    out = [np.array([[-3.0, 6.3745]])]
     conv = make_layer("conv", shape, F=2, Rx=1, Ry=1, S=1, Px=0, Py=0)
     assert output_scales(conv, (0.1,), out, INT8) == (pytest.approx(0.05),)
     assert output_scales(conv, (0.1,), out, INT8, margin=2.0) == (pytest.approx(0.1),)

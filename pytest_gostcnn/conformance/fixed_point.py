@@ -35,6 +35,10 @@ from pytest_gostcnn.model.network import Network
 
 from .error_model import ErrorModelKernels, ValueAndVariance
 
+# Average pooling: how much more the window's propagated errors keep of their variance than
+# independent errors would (measured on the canonical networks at B = 1: up to 1.8x the
+# independent RMS at a 7x7 global pooling in int16; docs/verification.md).
+CORRELATION = 4.0
 # No rounding but the requantisations, which FixedPointKernels adds itself.
 EXACT = Precision(0.0, 0.0, 0.0, lambda a: np.asarray(a, dtype=np.float64), underflow=0.0)
 
@@ -131,8 +135,49 @@ class FixedPointKernels(ErrorModelKernels):
             result.append(Scaled(output.value, var, scale))
         return result
 
+    def _forward_relu(self, layer, module, inputs, weights, values) -> list:
+        # ReLU is 1-Lipschitz, but passing the whole variance wherever a decision is
+        # uncertain (the float types' rule) doubles a fixed-point error at every layer once
+        # it nears the values: int8's errors are a few quanta, not a few ulps. Here the
+        # error is e ~ N(0, var) and the output's error relu(x + e) - relu(x) has the
+        # variance ``relu_variance``: var where x >> sd, 0 where x << -sd, var/2 at 0.
+        x = inputs[0]
+        return [ValueAndVariance(values[0], relu_variance(x.value, x.var), 0.0, 0.0)]
+
+    def _forward_avgpool(self, layer, module, inputs, weights, values) -> list:
+        # The window's errors are not independent: each came through windows that overlap
+        # their neighbours' (a 3x3 window shares 6 of its 9 inputs with the next), so they
+        # average down less than var/R. The rule keeps CORRELATION times var/R.
+        [out] = super()._forward_avgpool(layer, module, inputs, weights, values)
+        return [ValueAndVariance(out.value, CORRELATION * out.var, 0.0, 0.0)]
+
     def backward(self, *args, **kwargs):
         raise ValueError("the fixed-point model covers inference only (docs/standard.md §6)")
+
+
+def _normal_cdf(t: np.ndarray) -> np.ndarray:
+    """Phi(t), by Abramowitz and Stegun 7.1.26 (absolute error below 1.5e-7)."""
+    z = np.abs(t) / np.sqrt(2.0)
+    k = 1.0 / (1.0 + 0.3275911 * z)
+    poly = k * (
+        0.254829592 + k * (-0.284496736 + k * (1.421413741 + k * (-1.453152027 + k * 1.061405429)))
+    )
+    erf = 1.0 - poly * np.exp(-z * z)
+    return 0.5 * (1.0 + np.sign(t) * erf)
+
+
+def relu_variance(x: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """E[(relu(x + e) - relu(x))^2] for e ~ N(0, var): with t = x / sd, Phi and phi the
+    normal distribution and density, var * ((t^2 + 1) Phi(t) + t phi(t)) for x < 0 and
+    var * (Phi(t) - t phi(t) + t^2 Phi(-t)) for x >= 0 (docs/verification.md)."""
+    sd = np.sqrt(var)
+    t = np.divide(x, sd, out=np.zeros_like(x), where=sd > 0)
+    t = np.clip(t, -40.0, 40.0)
+    cdf, density = _normal_cdf(t), np.exp(-0.5 * t * t) / np.sqrt(2 * np.pi)
+    below = (t * t + 1) * cdf + t * density
+    above = cdf - t * density + t * t * (1 - cdf)
+    share = np.where(x < 0, below, above)
+    return np.where(sd > 0, var * np.clip(share, 0.0, 1.0), 0.0)
 
 
 @dataclass(frozen=True)
@@ -161,8 +206,8 @@ CALIBRATION_MARGIN = 2.0
 
 
 def input_scale(itype: IntegerType) -> float:
-    """The scale of section 8's and 9's input U(-127, 128): 128 maps to the largest integer."""
-    return max(abs(bound) for bound in INPUT_RANGE) / itype.largest
+    """The scale of section 9's input U(-127, 128), from its bounds as ``scale_of`` would."""
+    return scale_of(np.array(INPUT_RANGE), itype)
 
 
 def calibrate(

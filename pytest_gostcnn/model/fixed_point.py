@@ -58,16 +58,24 @@ def integer_type(dtype: str) -> IntegerType | None:
     return INTEGER_TYPES.get(dtype)
 
 
-def scale_of(values: np.ndarray, itype: IntegerType) -> float:
-    """The scale that maps the largest magnitude of ``values`` to the largest integer.
+# How far past the largest integer a scale reaches: the largest magnitude of an array maps
+# to 2^(n-1) - 1 + REACH (127.49 in int8), so every value of it rounds to nearest inside
+# the range, the range used to its last half quantum.
+REACH = 0.49
 
-    The margin is none: the reference never saturates, and an implementation whose own
-    error carries a value past the largest integer only comes nearer to the reference when
-    it saturates (clamping to an interval that holds the reference is 1-Lipschitz towards
-    it). An all-zero array takes scale 1.
+
+def scale_of(values: np.ndarray, itype: IntegerType) -> float:
+    """The scale that maps the largest magnitude of ``values`` to the largest integer plus
+    ``REACH``: no value of the array saturates when rounded to nearest.
+
+    There is no other margin: an implementation whose own error carries a value past the
+    range saturates it, and that costs at most its error or half a quantum (clamping onto
+    the range moves a value towards a reference inside it, and a reference beyond it lies
+    within REACH of its end). A value that wraps around instead costs 2^n quanta. An
+    all-zero array takes scale 1.
     """
     largest = float(np.max(np.abs(values))) if np.size(values) else 0.0
-    return largest / itype.largest if largest > 0 else 1.0
+    return largest / (itype.largest + REACH) if largest > 0 else 1.0
 
 
 def quantise(values: np.ndarray, scale: float, itype: IntegerType) -> np.ndarray:
