@@ -15,6 +15,7 @@ import numpy as np
 
 from pytest_gostcnn.machine.peak import Peak, cpu_peak
 from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.fixed_point import ScaleTable
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.model.network import Network
 
@@ -38,6 +39,8 @@ class Backend(abc.ABC):
     name: str = ""
     version: str = ""
     #: The data types it computes, for inference and for training (subsets of standard.md §8's).
+    #: ``int8`` / ``int16`` among ``inference_dtypes``: the backend runs the fixed-point
+    #: model of docs/standard.md §6 (docs/backends.md, "Integer types").
     inference_dtypes: tuple[str, ...] = ("float32",)
     training_dtypes: tuple[str, ...] = ("float32",)
     #: The keys ``--gost-backend-option KEY=VALUE`` may give it, each with what it sets.
@@ -49,6 +52,19 @@ class Backend(abc.ABC):
         by which a backend picks its device, e.g. GPU number ``cell``."""
         self.dtype = dtype
         self.cell = cell
+        #: An integer type's scales, by row number: the last table ``use_scales`` gave.
+        self.scales: ScaleTable = {}
+
+    def use_scales(self, scales: ScaleTable) -> None:
+        """An integer type only: the scales of the arrays the suite hands over next.
+
+        Called before the weights and the input of every integer verification and
+        benchmark, with one ``fixed_point.LayerScales`` per row (its input maps', output
+        maps' and weight arrays' scales); the kernels of a row read ``self.scales[number]``.
+        The default keeps the table; a backend that folds the scales into its weights or
+        kernels overrides it (and calls this one).
+        """
+        self.scales = dict(scales)
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -61,11 +77,14 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def to_device(self, host: np.ndarray):
-        """A device array in this backend's dtype holding ``host`` (a float64 NumPy array)."""
+        """A device array in this backend's dtype holding ``host``: a float64 NumPy array,
+        or in an integer type a NumPy array of its integers (int8/int16 maps and weights,
+        biases in the accumulator type int32/int64: docs/backends.md, "Integer types")."""
 
     @abc.abstractmethod
     def to_host(self, array) -> np.ndarray:
-        """A NumPy array with the values of a device array (in the device's dtype)."""
+        """A NumPy array with the values of a device array (in the device's dtype; in an
+        integer type the map's integers, int8 or int16, at the scale ``use_scales`` gave)."""
 
     def peak(self) -> Peak | None:
         """The estimated theoretical peak of this cell in MAC/s, or None if unknown.

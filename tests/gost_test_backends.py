@@ -6,6 +6,7 @@ their own backend, ``--gost-backend=mymod:Class``.
 """
 
 import functools
+import dataclasses
 import os
 import queue
 import threading
@@ -14,8 +15,10 @@ import time
 import numpy as np
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.backends.numpy.integer import IntegerKernels
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.fixed_point import INTEGER_TYPES
 
 
 class Mine(NumpyBackend):
@@ -570,3 +573,79 @@ def __getattr__(name):
     if name == "TorchNativeMaxPool":
         return _torch_native_max_pool()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+# Integer inference (docs/standard.md §6): the NumPy backend's int8/int16 kernels with one
+# mistake each; tests/test_mutants.py holds that each fails by ten times its СКОП.
+
+
+class _IntegerMutant(NumpyBackend):
+    """The NumPy backend in an integer type, its kernels replaced by ``kernels``."""
+
+    kernels = IntegerKernels
+
+    def __init__(self, dtype="int8", cell=0, threads=None):
+        super().__init__(dtype, cell, threads)
+        self.integer = self.kernels(INTEGER_TYPES[dtype], self.workspace)
+
+
+class _WrapsAround(IntegerKernels):
+    def requantise(self, values, multiplier):
+        q = np.rint(np.multiply(values, multiplier, dtype=np.float64))
+        return q.astype(np.int64).astype(self.itype.storage)  # two's-complement wrap
+
+
+class WrapsAround(_IntegerMutant):
+    """Requantisation without saturation: a value past the range wraps around."""
+
+    kernels = _WrapsAround
+
+
+class _RoundsDown(IntegerKernels):
+    def requantise(self, values, multiplier):
+        q = np.floor(np.multiply(values, multiplier, dtype=np.float64))
+        return np.clip(q, self.itype.smallest, self.itype.largest).astype(self.itype.storage)
+
+
+class RoundsDown(_IntegerMutant):
+    """Requantisation rounds down (floor) instead of to nearest."""
+
+    kernels = _RoundsDown
+
+
+class _Int16Accumulator(IntegerKernels):
+    def accumulate(self, layer, x, weights):
+        sums = super().accumulate(layer, x, weights).astype(np.int64)
+        return (sums + 2**15) % 2**16 - 2**15  # an int16 register, overflowing
+
+
+class Int16Accumulator(_IntegerMutant):
+    """int8 sums of products kept in an int16 accumulator, which overflows."""
+
+    kernels = _Int16Accumulator
+
+
+class _BiasAtOutputScale(IntegerKernels):
+    def weighted(self, layer, x, weights, scales):
+        biases = weights["biases"]
+        sums = self.accumulate(layer, x, {**weights, "biases": np.zeros_like(biases)})
+        multiplier = scales.weights["biases"] / scales.outputs[0]
+        return self.requantise(sums * multiplier + biases, 1.0)
+
+
+class BiasAtOutputScale(_IntegerMutant):
+    """The integer biases (at s_in*s_w) added as if they were at the output's scale."""
+
+    kernels = _BiasAtOutputScale
+
+
+class WrongScaleOnOneRow(NumpyBackend):
+    """The first row with weights requantises to twice its output scale (a stale entry of
+    the scale table): that one map is half its value."""
+
+    def forward(self, layer, inputs, weights):
+        first = min(n for n, s in self.scales.items() if len(s.weights))
+        if self.integer is not None and layer.number == first:
+            scales = self.scales[layer.number]
+            wrong = dataclasses.replace(scales, outputs=(2 * scales.outputs[0],))
+            return self.integer.forward(layer, inputs, weights, wrong)
+        return super().forward(layer, inputs, weights)

@@ -474,3 +474,18 @@ def test_a_run_prints_its_estimate_before_timing_and_each_tests_spread_after(pyt
             "  rounds: median * s, slowest round *x the median, mean (the ОРП's) * % * the median*",
         ]
     )
+
+
+def test_an_int8_run_verifies_times_and_audits_under_its_scales(pytester):
+    # docs/standard.md §6: int8 inference verified under the fixed-point model, then timed
+    # (calibrated scales, audits under them) against a given integer peak.
+    report = pytester.path / "report.json"
+    args = ("--gost-dtype=int8", "--gost-peak=1T", "-k", "network or benchmark")
+    result = run(pytester, *NUMPY_SMALL, *args, f"--gost-report={report}")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    data = read_report(report)
+    (network,) = data["verification"]["networks"]
+    assert network["verdict"] == "correct" and set(network["scales"]) >= {"1"}
+    (benchmark,) = data["benchmarks"]
+    assert benchmark["designation"].startswith("ТП-Ш-П-int8-B1")
+    assert all(audit["passed"] for cell in benchmark["cells"] for audit in cell["audits"])

@@ -9,6 +9,13 @@ import gost_test_backends as backends
 import numpy as np
 import pytest
 from gost_helpers import MARGIN
+from gost_test_backends import (
+    BiasAtOutputScale,
+    Int16Accumulator,
+    RoundsDown,
+    WrapsAround,
+    WrongScaleOnOneRow,
+)
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases
@@ -291,3 +298,65 @@ def test_network_shape_layer_items_catch_what_the_small_cases_miss(
     case, result = _first_failing(mutant, shaped)
     assert case is not None, "no network-shape item caught the mutant"
     assert_fails_by_margin(result)
+
+
+# Integer inference (docs/standard.md §6): the NumPy backend's int8 kernels with one mistake
+# each (tests/gost_test_backends.py); docs/verification.md tabulates their worst ratios.
+
+
+@pytest.mark.parametrize(
+    ("mutant", "dtype"),
+    [
+        (WrongScaleOnOneRow, "int8"),
+        (WrongScaleOnOneRow, "int16"),
+        (Int16Accumulator, "int8"),
+        (BiasAtOutputScale, "int8"),
+        (BiasAtOutputScale, "int16"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v.__name__,
+)
+def test_integer_network_mutant_fails_by_ten_times(shipped_networks, mutant, dtype):
+    result = verify_network(mutant(dtype), shipped_networks["Sh"], "inference", 2, seed=5)
+    assert_fails_by_margin(result)
+
+
+@pytest.mark.parametrize(
+    ("mutant", "type_name", "tag"),
+    [
+        (WrongScaleOnOneRow, "fc", "3x2x4-F5"),
+        (Int16Accumulator, "conv", "k3s1p1"),
+        (Int16Accumulator, "depthwise", "k5s3p2"),
+        (BiasAtOutputScale, "conv", "k3s2p1"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v.__name__,
+)
+def test_integer_layer_mutant_fails_by_ten_times(mutant, type_name, tag):
+    case = _case(type_name, tag)
+    result = verify_layer(
+        mutant("int8"), case.layer, "forward", 2, seed=5, subject=tag, draw_input=case.draw_input
+    )
+    assert_fails_by_margin(result)
+
+
+def test_rounding_down_fails_though_one_rounding_cannot_fail_by_ten_times(shipped_networks):
+    # Floor's error is at most twice round-to-nearest's RMS: one requantisation fails by
+    # about 1x (СКОП is twice the model's RMS); only the biases it leaves, carried through
+    # the layers and averaged, fail a network, by 2-7x (docs/verification.md).
+    layer = _case("conv", "k3s1p1")
+    result = verify_layer(RoundsDown("int8"), layer.layer, "forward", 2, seed=5, subject="c")
+    assert 0.8 < result.worst.ratio < 1.5
+    network = verify_network(RoundsDown("int8"), shipped_networks["Sh"], "inference", 2, seed=5)
+    assert network.verdict == NOT_CORRECT and network.worst.ratio > 3, network.worst.describe()
+    print(f"{network.subject}: worst СКО/СКОП {network.worst.ratio:.2g} (RoundsDown)")
+
+
+def test_wrapping_around_fails_where_a_value_crosses_the_range(shipped_networks):
+    # A wrapped value costs 2^n quanta, but only where the backend's own error carries a
+    # map's largest value past the range: at seed 5 in Ш (and М, В, С), not in a layer item,
+    # whose exact inputs round inside it (docs/verification.md).
+    layer = _case("conv", "k3s1p1")
+    result = verify_layer(WrapsAround("int8"), layer.layer, "forward", 2, seed=5, subject="c")
+    assert result.verdict != NOT_CORRECT
+    network = verify_network(WrapsAround("int8"), shipped_networks["Sh"], "inference", 2, seed=5)
+    assert network.verdict == NOT_CORRECT and network.worst.ratio > 5, network.worst.describe()
+    print(f"{network.subject}: worst СКО/СКОП {network.worst.ratio:.2g} (WrapsAround)")

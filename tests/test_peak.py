@@ -49,6 +49,32 @@ def test_cpufreq_maximum_clock_wins_over_the_current_clock(monkeypatch, tmp_path
     assert peak.clock_hz == 3.5e9
 
 
+@pytest.mark.parametrize(
+    ("dtype", "vendor", "flags", "macs_per_cycle"),
+    [
+        ("int8", "GenuineIntel", "avx2 avx512f avx512bw avx512_vnni", 128.0),
+        ("int8", "AuthenticAMD", "avx2 avx512f avx512bw avx512_vnni", 64.0),
+        ("int8", "GenuineIntel", "avx2 avx_vnni", 64.0),
+        ("int8", "GenuineIntel", "avx2 avx512f avx512bw", 64.0),
+        ("int8", "AuthenticAMD", "avx2 fma", 32.0),
+        ("int16", "GenuineIntel", "avx2 avx512f avx512bw avx512_vnni", 64.0),
+        ("int16", "AuthenticAMD", "avx2 fma", 16.0),
+    ],
+)
+def test_cpu_integer_peak_follows_the_widest_integer_dot_product(
+    monkeypatch, tmp_path, dtype, vendor, flags, macs_per_cycle
+):
+    # docs/benchmarking.md: int8 and int16 are timed against the integer units' peak.
+    monkeypatch.setattr("pytest_gostcnn.machine.peak.CPUFREQ_MAX", str(tmp_path / "absent"))
+    peak = cpu_peak(dtype, cpuinfo=CPUINFO.format(vendor=vendor, flags=flags), cores=2)
+    assert peak.macs_per_cycle_per_unit == macs_per_cycle
+    assert peak.estimated and dtype in peak.source
+
+
+def test_no_cpu_integer_estimate_without_avx2():
+    assert cpu_peak("int8", cpuinfo=CPUINFO.format(vendor="x", flags="avx"), cores=1) is None
+
+
 def test_no_cpu_estimate_for_half_precision():
     assert cpu_peak("float16", cpuinfo=CPUINFO.format(vendor="x", flags="fma"), cores=1) is None
 

@@ -152,12 +152,27 @@ def test_threshold_override_is_a_share_of_the_reference_rms():
     assert check.admissible == pytest.approx(0.1 * math.sqrt(12.5))
 
 
-@pytest.mark.parametrize("dtype", ["int8", "int16"])
-def test_integer_types_are_refused_for_want_of_an_error_model(dtype):
+def test_a_type_no_model_covers_is_refused():
     # docs/standard.md §6: a type no model gives a СКОП is refused, not accepted and failed.
     ref = reference()
-    with pytest.raises(ValueError, match=f"no error model derives СКОП for {dtype}"):
-        check_array("x", ref.value, ref, dtype)
+    with pytest.raises(ValueError, match="no error model derives СКОП for int4"):
+        check_array("x", ref.value, ref, "int4")
+
+
+def test_an_integer_array_is_compared_at_its_scale():
+    # docs/backends.md, "Integer types": the host array holds integers, compared as q * s.
+    ref = ValueAndVariance(np.array([3.0, -4.0]), np.full(2, 0.25), 0.0)
+    exact = check_array("x", np.array([6, -8], np.int8), ref, "int8", scale=0.5)
+    assert exact.rmse == 0 and exact.passed
+    off = check_array("x", np.array([7, -8], np.int8), ref, "int8", scale=0.5)
+    assert off.rmse == pytest.approx(math.sqrt(0.125))
+
+
+@pytest.mark.parametrize(("dtype", "wrong"), [("int8", np.int16), ("int16", np.float32)])
+def test_an_integer_array_of_another_dtype_fails(dtype, wrong):
+    ref = ValueAndVariance(np.array([3.0, -4.0]), np.full(2, 0.25), 0.0)
+    check = check_array("x", np.array([6, -8], wrong), ref, dtype, scale=0.5)
+    assert not check.passed and f"expected {dtype}" in check.problem
 
 
 # The error model behind СКОП --------------------------------------------------------------

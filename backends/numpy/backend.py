@@ -1,6 +1,7 @@
 """The NumPy CPU backend: float32, channels last, GEMMs in BLAS, every pass split over
 one thread pool (kernels in ``kernels/``, their buffers and threads in ``workspace.py``),
-verified against the float64 reference (``reference/``, section 8).
+verified against the float64 reference (``reference/``, section 8). Inference also in int8
+and int16, under the fixed-point model (``integer.py``).
 """
 
 from __future__ import annotations
@@ -10,17 +11,19 @@ import numpy as np
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.machine.threads import cell_cores, limit_blas
+from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.model.layers import Layer
 
 from ..common import kernel, update
 from . import kernels
+from .integer import IntegerKernels
 from .workspace import Workspace, worker_threads
 
 
 class NumpyBackend(Backend):
     name = "numpy"
     version = np.__version__
-    inference_dtypes = ("float32",)
+    inference_dtypes = ("float32", "int8", "int16")
     training_dtypes = ("float32",)
 
     def __init__(self, dtype: str = "float32", cell: int = 0, threads: int | None = None) -> None:
@@ -33,6 +36,8 @@ class NumpyBackend(Backend):
         super().__init__(dtype, cell)
         self.workspace = Workspace(threads or worker_threads())
         limit_blas(1)
+        itype = integer_type(dtype)
+        self.integer = None if itype is None else IntegerKernels(itype, self.workspace)
 
     def device(self) -> str:
         return f"CPU: {cpu_model()} ({cell_cores()} cores)"
@@ -41,12 +46,21 @@ class NumpyBackend(Backend):
         return {"threads": self.workspace.threads}
 
     def to_device(self, host: np.ndarray) -> np.ndarray:
-        return np.array(host, dtype=np.float32)
+        if self.integer is None:
+            return np.array(host, dtype=np.float32)
+        host = np.asarray(host)
+        if not np.issubdtype(host.dtype, np.integer):
+            raise TypeError(
+                f"to_device in {self.dtype}: expected the integers of an array, got {host.dtype}"
+            )
+        return np.array(host)
 
     def to_host(self, array: np.ndarray) -> np.ndarray:
         return np.asarray(array)
 
     def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
+        if self.integer is not None:
+            return self.integer.forward(layer, inputs, weights, self.scales[layer.number])
         return kernel(kernels, layer, "forward")(self.workspace, layer, inputs, weights)
 
     def backward(

@@ -12,8 +12,10 @@ import numpy as np
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
+from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type
 from pytest_gostcnn.model.network import Network
 
+from . import fixed_point
 from .error_model import ValueAndVariance
 from .harness import SuiteError, comparer, guarded, model_of, suite_side
 from .network import compare_training
@@ -47,6 +49,7 @@ def verify_round(
     result: Any,
     updated: executor.Weights | None,
     threshold: float | None = None,
+    scales: ScaleTable | None = None,
 ) -> Verification:
     """Audit one timed round (standard.md §7.7) by section 8's rule on that round's data.
 
@@ -56,9 +59,13 @@ def verify_round(
     keeps them in, ``conformance/replay.py``), ``image`` and ``out_residual`` the host
     arrays it was given; ``result`` is what the backend returned (the output map, or a
     TrainingResult) and ``updated`` its weights after a training round. The float64
-    reference runs one iteration from the same values.
+    reference runs one iteration from the same values. An integer type's round (inference)
+    has integer ``weights`` and its calibrated ``scales``.
     """
     subject = f"{network.latin}-{mode} round"
+    itype = integer_type(backend.dtype)
+    if itype is not None:
+        return _verify_integer_round(backend, network, weights, image, result, scales, threshold)
     model, representable = model_of(backend.dtype)
     held = representable if mode == "inference" else (lambda array: array)
 
@@ -91,3 +98,32 @@ def verify_round(
             compare_training(compare, network, result, updated, reference, ref_weights)
 
     return guarded(subject, run)
+
+
+def _verify_integer_round(
+    backend: Backend,
+    network: Network,
+    weights: executor.Weights,
+    image: np.ndarray,
+    result: Any,
+    scales: ScaleTable | None,
+    threshold: float | None,
+) -> Verification:
+    """An integer type's timed round: the reference under the calibrated scales, on the
+    round's image quantised as the backend was given it (``fixed_point.fixed_reference``)."""
+    itype = integer_type(backend.dtype)
+    if scales is None:
+        raise ValueError(f"a {backend.dtype} round's audit needs its calibrated scales")
+
+    def prepare():
+        try:
+            return fixed_point.fixed_reference(network, weights, image, scales, itype)[1]
+        except fixed_point.OutOfRange as exc:
+            raise SuiteError(str(exc)) from exc
+
+    def run(verification: Verification) -> None:
+        reference = suite_side(image.shape[0], prepare)
+        scale = scales[network.layers[-1].number].outputs[0]
+        comparer(verification, backend, threshold)("output", result, reference, scale=scale)
+
+    return guarded(f"{network.latin}-inference round", run)

@@ -14,12 +14,19 @@ import numpy as np
 
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
+from pytest_gostcnn.model.fixed_point import integer_type
 
 from .error_model import ErrorModelKernels, ValueAndVariance, admissible_rmse
 from .verdicts import ArrayCheck, Verification
 
 # The host dtype a backend's arrays must come back in, where NumPy has the type.
-HOST_DTYPES = {"float32": np.float32, "tf32": np.float32, "float16": np.float16}
+HOST_DTYPES = {
+    "float32": np.float32,
+    "tf32": np.float32,
+    "float16": np.float16,
+    "int8": np.int8,
+    "int16": np.int16,
+}
 # An array with fewer non-zero elements than this share says little about correctness.
 MIN_NONZERO_SHARE = 0.01
 
@@ -47,14 +54,16 @@ def check_array(
     dtype: str,
     threshold: float | None = None,
     host_dtype: str | None = None,
+    scale: float | None = None,
 ) -> ArrayCheck:
     """Compare one array a backend returned (on the host) with the reference.
 
     ``threshold`` overrides СКОП as a share of the reference array's RMS; ``host_dtype`` is
     the type the array is kept in when it is not ``dtype`` (a float16 gradient, kept in
-    float32: ``model.dtypes.MASTER_DTYPES``).
+    float32: ``model.dtypes.MASTER_DTYPES``). An integer type's array holds integers at
+    ``scale`` (docs/backends.md, "Integer types"): it is compared as ``got * scale``.
     """
-    if dtype not in PRECISIONS:
+    if dtype not in PRECISIONS and integer_type(dtype) is None:
         raise ValueError(_NO_MODEL.format(dtype=dtype))
     if threshold is None:
         admissible = admissible_rmse(reference)
@@ -69,6 +78,8 @@ def check_array(
     problem = untrustworthy(reference.value)
     if problem is not None:
         return ArrayCheck(name, None, admissible, problem, reference_problem=True)
+    if scale is not None:
+        got = got.astype(np.float64) * scale
     return ArrayCheck(name, rmse(got, reference.value), admissible)
 
 
@@ -86,8 +97,9 @@ def _shape_dtype_problem(got: object, shape: tuple[int, ...], dtype: str) -> str
 
 
 _NO_MODEL = (
-    "no error model derives СКОП for {dtype}: the suite verifies the floating-point types of "
-    "model.dtypes.PRECISIONS and refuses the integer ones (standard.md §6)"
+    "no error model derives СКОП for {dtype}: the floating-point error model covers the types "
+    "of model.dtypes.PRECISIONS, and the fixed-point model (conformance.fixed_point) the "
+    "integer types' inference (standard.md §6)"
 )
 
 
@@ -96,7 +108,8 @@ def model_of(dtype: str) -> tuple[ErrorModelKernels, Callable[[np.ndarray], np.n
 
     standard.md §6 gives both implementations the same values: the draws are rounded to the data
     type first, so the implementation receives them exactly and the reference computes
-    on the very same numbers. Integer types have no model: ValueError.
+    on the very same numbers. Integer types have the fixed-point model instead
+    (``conformance.fixed_point``): ValueError.
     """
     precision = PRECISIONS.get(dtype)
     if precision is None:
@@ -108,12 +121,20 @@ def comparer(
     result: Verification, backend: Backend, threshold: float | None
 ) -> Callable[..., None]:
     """A function that checks one array the backend returned and records the check;
-    ``master=True`` for a gradient or an updated weight (kept in ``master_dtype``)."""
+    ``master=True`` for a gradient or an updated weight (kept in ``master_dtype``);
+    ``scale``: an integer type's array, integers at that scale."""
 
-    def compare(name: str, got: object, reference: ValueAndVariance, master: bool = False) -> None:
+    def compare(
+        name: str,
+        got: object,
+        reference: ValueAndVariance,
+        master: bool = False,
+        scale: float | None = None,
+    ) -> None:
         host_dtype = master_dtype(backend.dtype) if master else None
+        host = backend.to_host(got)
         result.checks.append(
-            check_array(name, backend.to_host(got), reference, backend.dtype, threshold, host_dtype)
+            check_array(name, host, reference, backend.dtype, threshold, host_dtype, scale)
         )
 
     return compare

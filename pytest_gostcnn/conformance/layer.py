@@ -12,8 +12,10 @@ import numpy as np
 
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model.data import INPUT_RANGE, WEIGHT_RANGE
+from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type
 from pytest_gostcnn.model.layers import Layer
 
+from . import fixed_point
 from .harness import ContractError, comparer, guarded, model_of, suite_side
 from .verdicts import Verification
 
@@ -35,6 +37,8 @@ class LayerData:
     weights: dict[str, np.ndarray]
     residuals: list[np.ndarray]
     reference: dict[str, Any]
+    # An integer type's data: the scales of every array (fixed_point, inference only).
+    scales: ScaleTable | None = None
 
 
 def prepare_layer(
@@ -49,8 +53,16 @@ def prepare_layer(
 
     Input maps come from ``draw_input`` (default U(-127, 128)), output residuals from
     U(-127, 128), weights from U(-1, 1), as section 8 draws them; every step's reference
-    needs the ones before it (backward needs forward's OUT).
+    needs the ones before it (backward needs forward's OUT). An integer type's data are
+    quantised and verify forward only (``fixed_point.prepare_layer``).
     """
+    itype = integer_type(dtype)
+    if itype is not None:
+        if last != "forward":
+            raise ValueError(f"{dtype} verifies inference only: a layer's forward, not {last}")
+        data = fixed_point.prepare_layer(layer, batch, seed, itype, draw_input)
+        reference = {"forward": data.reference}
+        return LayerData(last, data.inputs, data.weights, [], reference, data.scales)
     model, representable = model_of(dtype)
     rng = np.random.default_rng(seed)
     draw = draw_input or (lambda g, shape: g.uniform(*INPUT_RANGE, size=shape))
@@ -119,6 +131,8 @@ class _LayerRun:
     def __init__(self, backend: Backend, layer: Layer, data: LayerData, batch: int) -> None:
         self.backend, self.layer, self.data, self.batch = backend, layer, data, batch
         self.arguments = _Arguments(backend)
+        if data.scales is not None:
+            backend.use_scales(data.scales)
         self.inputs = [backend.to_device(a) for a in data.inputs]
         self.weights = {k: backend.to_device(a) for k, a in data.weights.items()}
         for i, (device, host) in enumerate(zip(self.inputs, data.inputs, strict=True)):
@@ -199,7 +213,11 @@ def verify_layer(
             getattr(kernels, current)()
             kernels.arguments.check(f"{layer.type.name} {current}")
         compare = comparer(result, backend, threshold)
-        for name, got, want in kernels.judged(step):
-            compare(name, got, want, master=step in ("gradient", "update"))
+        scales = data.scales[layer.number].outputs if data.scales is not None else None
+        for i, (name, got, want) in enumerate(kernels.judged(step)):
+            scale = None if scales is None else scales[i]
+            compare(name, got, want, master=step in ("gradient", "update"), scale=scale)
+        if data.scales is not None:
+            result.scales = fixed_point.scale_record(data.scales)
 
     return guarded(subject, run)

@@ -11,8 +11,10 @@ import numpy as np
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
+from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.model.network import Network
 
+from . import fixed_point
 from .error_model import ValueAndVariance
 from .harness import comparer, guarded, model_of, suite_side
 from .verdicts import Verification
@@ -30,6 +32,9 @@ def verify_network(
     """Section 8 for one network: ``mode`` is "inference" or "training"; ``weights`` is the
     reading of 8.2's weight draw (standard.md §6), "scaled" or "full-range"."""
     subject = f"{network.latin}-{mode}-B{batch}"
+    itype = integer_type(backend.dtype)
+    if itype is not None:
+        return _verify_integer(backend, network, mode, batch, seed, threshold, weights, subject)
     model, representable = model_of(backend.dtype)
 
     def prepare() -> tuple:
@@ -66,6 +71,43 @@ def verify_network(
         )
         backend.synchronize()
         compare_training(compare, network, got, loaded, reference, ref_weights)
+
+    return guarded(subject, run)
+
+
+def _verify_integer(
+    backend: Backend,
+    network: Network,
+    mode: str,
+    batch: int,
+    seed: int,
+    threshold: float | None,
+    weights: str,
+    subject: str,
+) -> Verification:
+    """Integer inference under the fixed-point model: the backend gets the scale table
+    (``Backend.use_scales``), then the integer weights and image, and returns the output's
+    integers, compared at the output's scale."""
+    if mode != "inference":
+        raise ValueError(
+            f"{backend.dtype} verifies inference only: the standard admits integer types for "
+            "inference alone (standard.md §8)"
+        )
+    itype = integer_type(backend.dtype)
+
+    def prepare() -> fixed_point.IntegerNetworkData:
+        rng = np.random.default_rng(seed)
+        return fixed_point.prepare_network(network, batch, rng, weights, itype)
+
+    def run(result: Verification) -> None:
+        data = suite_side(batch, prepare)
+        result.scales = fixed_point.scale_record(data.scales)
+        backend.use_scales(data.scales)
+        loaded = backend.load_weights(network, data.weights)
+        output = backend.infer(network, loaded, backend.to_device(data.image))
+        backend.synchronize()
+        scale = data.scales[network.layers[-1].number].outputs[0]
+        comparer(result, backend, threshold)("output", output, data.reference, scale=scale)
 
     return guarded(subject, run)
 

@@ -71,6 +71,8 @@ class Verification:
     error: str | None = None
     suite_failed: bool = False  # the error is the suite's own (SuiteError), not the backend's
     rows: tuple[str, ...] = ()  # a layer at a network's shape: the rows it stands for
+    # An integer type's verification: every row's scales (fixed_point.scale_record).
+    scales: dict[str, dict] | None = None
 
     @property
     def verdict(self) -> str:
@@ -100,6 +102,7 @@ class Verification:
             "verdict": self.verdict,
             "error": self.error,
             **({"rows": list(self.rows)} if self.rows else {}),
+            **({"scales": self.scales} if self.scales is not None else {}),
             "checks": [check.as_dict() for check in self.checks],
         }
 

@@ -85,11 +85,33 @@ _CPU_FP32_MACS = (
     ("", "avx", 8.0, "AVX multiply + add, 8 fp32 lanes"),
     ("", "sse2", 4.0, "SSE multiply + add, 4 fp32 lanes"),
 )
+# Integer multiply-accumulates per cycle per core (docs/standard.md §6, integer inference),
+# by the widest integer dot product the flags announce: VNNI's VPDPBUSD / VPDPWSSD does a
+# MAC per lane; without VNNI a MAC takes two instructions (VPMADDUBSW or VPMADDWD, then
+# VPMADDWD or VPADDD). Two pipes, as for FP32; AMD's AVX-512 on two 256-bit pipes.
+_CPU_INT_MACS = {
+    "int8": (
+        ("GenuineIntel", "avx512_vnni", 128.0, "2 AVX-512 VNNI pipes x 64 int8 MACs"),
+        ("", "avx512_vnni", 64.0, "AVX-512 VNNI on two 256-bit pipes x 32 int8 MACs"),
+        ("", "avx_vnni", 64.0, "2 AVX-VNNI pipes x 32 int8 MACs"),
+        ("GenuineIntel", "avx512bw", 64.0, "2 AVX-512 pipes x 64 int8 lanes / 2 instructions"),
+        ("", "avx2", 32.0, "2 AVX2 pipes x 32 int8 lanes / 2 instructions"),
+    ),
+    "int16": (
+        ("GenuineIntel", "avx512_vnni", 64.0, "2 AVX-512 VNNI pipes x 32 int16 MACs"),
+        ("", "avx512_vnni", 32.0, "AVX-512 VNNI on two 256-bit pipes x 16 int16 MACs"),
+        ("", "avx_vnni", 32.0, "2 AVX-VNNI pipes x 16 int16 MACs"),
+        ("GenuineIntel", "avx512bw", 32.0, "2 AVX-512 pipes x 32 int16 lanes / 2 instructions"),
+        ("", "avx2", 16.0, "2 AVX2 pipes x 16 int16 lanes / 2 instructions"),
+    ),
+}
+_CPU_MACS = {"float32": _CPU_FP32_MACS, "tf32": _CPU_FP32_MACS, **_CPU_INT_MACS}
 
 
 def cpu_peak(dtype: str, cpuinfo: str | None = None, cores: int | None = None) -> Peak | None:
-    """Estimate a CPU cell's peak in ``dtype`` (float32 only) from /proc/cpuinfo."""
-    if dtype not in ("float32", "tf32"):
+    """Estimate a CPU cell's peak in ``dtype`` (float32, or the integer units' for int8
+    and int16) from /proc/cpuinfo."""
+    if dtype not in _CPU_MACS:
         return None
     if cpuinfo is None:
         try:
@@ -104,7 +126,7 @@ def cpu_peak(dtype: str, cpuinfo: str | None = None, cores: int | None = None) -
     if clock is None:
         return None
     cores = cores or physical_cores(cpuinfo, os.sched_getaffinity(0))
-    for vendor_match, flag, macs, why in _CPU_FP32_MACS:
+    for vendor_match, flag, macs, why in _CPU_MACS[dtype]:
         if flag in flags and vendor.startswith(vendor_match):
             return Peak(
                 macs_per_second=cores * clock * macs,

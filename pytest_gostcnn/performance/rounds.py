@@ -23,6 +23,7 @@ import numpy as np
 
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type, quantise
 from pytest_gostcnn.model.network import Network
 
 from .cells import Deadline
@@ -218,6 +219,11 @@ def segment_start(number: int, segment_rounds: int) -> int:
     return number - (number - 1) % segment_rounds
 
 
+# An integer type's calibration: (network, drawn weights, first images) -> (integer weights,
+# scales); the plugin passes conformance.fixed_point's.
+Calibrate = Callable[[Network, dict, np.ndarray], tuple[dict, ScaleTable]]
+
+
 @dataclass
 class AuditedRound:
     """What an audit checks of one timed round, rebuilt on the host after it ended: the data
@@ -233,6 +239,7 @@ class AuditedRound:
     # Training: (image, residual) of each earlier round of the segment, made as read.
     earlier: Iterable[tuple[np.ndarray, np.ndarray]] = ()
     replayed: int = 0  # how many rounds ``earlier`` holds
+    scales: ScaleTable | None = None  # an integer type's calibrated scales
 
 
 class Rounds:
@@ -244,6 +251,9 @@ class Rounds:
     ``barrier(deadline, where)``, with several cells, meets the others before each round
     and after the last (``end``), giving up on a cell that is not there by ``deadline``
     (``stall_deadline``) and naming the round that cell was in (``where``).
+
+    An integer type's test (inference only) needs ``calibrate(network, weights, images)``:
+    the integer weights and the scales, fixed from the drawn weights and the first batch.
 
     Training: the warm-up rounds start from the weights loaded with the test and form a
     segment of their own; timed round n starts a segment when (n - 1) is a multiple of
@@ -276,6 +286,7 @@ class Rounds:
         segment_rounds: int | None = None,
         resume: PartialCell | None = None,
         boundary: Callable[[Rounds], None] | None = None,
+        calibrate: Calibrate | None = None,
     ) -> None:
         default_rounds, self.residual_scale = training_data(backend.dtype)
         segment_rounds = default_rounds if segment_rounds is None else segment_rounds
@@ -284,8 +295,20 @@ class Rounds:
         self.backend, self.network, self.mode, self.plan = backend, network, mode, run_plan
         rng = np.random.default_rng([seed, cell])
         self.host_weights = benchmark_weights(network, rng)
-        self.weights = backend.load_weights(network, self.host_weights)
         self.images = ImageSet(network.input_shape, seed, cell)
+        # An integer type: weights and scales calibrated once on the first batch of images
+        # (docs/benchmarking.md), handed over before the weights and before every round.
+        self.itype = integer_type(backend.dtype)
+        self.scales: ScaleTable | None = None
+        if self.itype is not None:
+            if mode != "inference":
+                raise ValueError(f"{backend.dtype} is timed in inference only")
+            if calibrate is None:
+                raise ValueError(f"a {backend.dtype} benchmark needs its calibration (calibrate)")
+            first_batch = self.images.batch(0, run_plan.batch)
+            self.host_weights, self.scales = calibrate(network, self.host_weights, first_batch)
+            backend.use_scales(self.scales)
+        self.weights = backend.load_weights(network, self.host_weights)
         self.residuals = ResidualSet(seed, cell, self.residual_scale)
         self.segment_rounds = segment_rounds
         self.progress = progress
@@ -453,6 +476,10 @@ class Rounds:
         # starting weights are rebuilt after it ends, on the host.
         if number in self.audited and not self.audit_failed:
             self.pending = number
+        if self.scales is not None:  # the integers of the images, at the input's scale
+            self.backend.use_scales(self.scales)
+            first = self.scales[self.network.layers[0].number].inputs[0]
+            host = quantise(host, first, self.itype)
         if self.mode == "inference":
             arguments: tuple = (self.backend.to_device(host),)
         else:
@@ -526,7 +553,9 @@ class Rounds:
         the drawn weights and, training, the data of its segment's earlier rounds."""
         image = self._image(number)
         if self.mode == "inference":
-            return AuditedRound(number, image, None, self.host_weights, result, None)
+            return AuditedRound(
+                number, image, None, self.host_weights, result, None, scales=self.scales
+            )
         start = segment_start(number, self.segment_rounds)
         earlier = ((self._image(n), self._residual(n)) for n in range(start, number))
         return AuditedRound(

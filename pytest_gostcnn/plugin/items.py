@@ -12,6 +12,7 @@ import zlib
 import numpy as np
 import pytest
 
+from pytest_gostcnn.conformance.fixed_point import calibration
 from pytest_gostcnn.conformance.layer_cases import LayerCase
 from pytest_gostcnn.conformance.replay import replay
 from pytest_gostcnn.conformance.verification import (
@@ -23,6 +24,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_round,
 )
 from pytest_gostcnn.machine.threads import one_blas_thread
+from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialTest
@@ -207,6 +209,7 @@ def run_benchmark_case(
             estimate=session.results.estimate,
             resume=resume,
             boundary=_boundary(session, latin, mode, benchmark, device),
+            calibrate=calibration(options.dtype) if integer_type(options.dtype) else None,
         )
     except Exception as exc:  # the backend's failure fails the item on every cell
         error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
@@ -386,6 +389,7 @@ def _audit_round(
         audited.result,
         audited.updated,
         threshold,
+        scales=audited.scales,
     )
     worst = result.worst
     return Audit(

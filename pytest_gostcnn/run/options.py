@@ -21,7 +21,7 @@ from typing import Any
 
 from pytest_gostcnn.machine.peak import Peak, parse_peak
 from pytest_gostcnn.model.data import WEIGHT_READINGS
-from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, PRECISIONS, TRAINING_DTYPES
+from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
 from pytest_gostcnn.model.network import CYRILLIC, LATIN, Network, network_key
 from pytest_gostcnn.performance.rounds import (
     PROFILES,
@@ -64,12 +64,6 @@ def _dtype(flag: str, text: str) -> str:
         raise ValueError(
             f"{flag}={text}: not a data type of the standard "
             f"(section 11: {', '.join(INFERENCE_DTYPES)})"
-        )
-    if text not in PRECISIONS:
-        raise ValueError(
-            f"{flag}={text}: the standard admits {text} for inference, but this suite has no "
-            "fixed-point model to derive its СКОП from, so it refuses the type rather than "
-            "fail every item (docs/standard.md §6)"
         )
     return text
 
@@ -273,9 +267,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "dtype",
         "TYPE",
-        f"data type: one of {', '.join(PRECISIONS)} that the backend declares; training "
-        f"only {', '.join(TRAINING_DTYPES)} (default float32); the standard's int8 and int16 "
-        "are refused: no fixed-point model derives their СКОП",
+        f"data type: one of {', '.join(INFERENCE_DTYPES)} that the backend declares; training "
+        f"only {', '.join(TRAINING_DTYPES)} (default float32); int8 and int16 verify inference "
+        "under the fixed-point model of docs/standard.md §6",
         _dtype,
         default="float32",
         rerun="always",
