@@ -5,8 +5,8 @@ Not a test file: the tests copy it into a pytester directory as ``mymod.py`` (or
 their own backend, ``--gost-backend=mymod:Class``.
 """
 
-import functools
 import dataclasses
+import functools
 import os
 import queue
 import threading
@@ -573,6 +573,7 @@ def __getattr__(name):
     if name == "TorchNativeMaxPool":
         return _torch_native_max_pool()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # Integer inference (docs/standard.md §6): the NumPy backend's int8/int16 kernels with one
 # mistake each; tests/test_mutants.py holds that each fails by ten times its СКОП.

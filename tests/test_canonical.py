@@ -153,9 +153,7 @@ def test_full_range_weights_carry_R_past_float32(canonical):
 
 
 def _verified(network, mode: str, batch: int, weights: str = "scaled") -> None:
-    result = verify_network(
-        NumpyBackend("float32"), network, mode, batch, seed=11, weights=weights
-    )
+    result = verify_network(NumpyBackend("float32"), network, mode, batch, seed=11, weights=weights)
     assert result.verdict in (CORRECT, REFERENCE_GRADE), result.first_failure
     assert result.worst.ratio <= HALF, result.worst.describe()
 
