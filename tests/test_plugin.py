@@ -48,6 +48,7 @@ GOST_OPTIONS = {
     "--gost-resume",
     "--gost-compare",
     "--gost-compare-fail",
+    "--gost-backend-option",
     "--gost-stall-timeout",
     "--gost-rmse-threshold",
     "--gost-profile",

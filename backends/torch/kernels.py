@@ -217,9 +217,15 @@ class TorchKernels:
         if is_global(layer):
             share = residual / (window[0] * window[1])
             return [share.expand(residual.shape[0], *layer.in_shapes[0]).contiguous()]
-        padded = pad_map(inputs[0], layer)  # only its shape is read
+        # The padded input's shape, all PyTorch reads of it: backward is not given IN here
+        # (Layer.given_to_backward, docs/backends.md).
+        width, height, channels = layer.in_shapes[0]
+        px, py = layer.params["Px"], layer.params["Py"]
+        padded = _shape_only(
+            residual, (residual.shape[0], channels, width + 2 * px, height + 2 * py)
+        )
         grad = avg_pool2d_backward(
-            nchw(residual), nchw(padded), window, stride, [0, 0], False, True, None
+            nchw(residual), padded, window, stride, [0, 0], False, True, None
         )
         return [crop(grad.permute(0, 2, 3, 1), layer).contiguous()]
 
