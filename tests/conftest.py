@@ -22,7 +22,7 @@ def shipped_networks() -> dict[str, Network]:
 
 @pytest.fixture(scope="session", autouse=True)
 def runs_of_the_suite_see_no_xdist_worker():
-    """Under ``pytest -n 2`` (CI, docs/contributing.md) each worker's environment names it
+    """Under ``pytest -n 2`` (pytest-xdist, docs/contributing.md) each worker's environment names it
     (PYTEST_XDIST_WORKER): the suite's runs inside a test, in-process or in a subprocess,
     would read it and pytest-benchmark would disable their timing. They run as a user's do."""
     with pytest.MonkeyPatch.context() as patch:
