@@ -20,13 +20,8 @@ from pytest_gostcnn.conformance.verification import (
     verify_network,
     verify_round,
 )
-from pytest_gostcnn.performance.rounds import (
-    AUDIT_EVERY,
-    AUDIT_WINDOW,
-    Rounds,
-    audited_rounds,
-    plan,
-)
+from pytest_gostcnn.performance.audit_draw import AUDIT_EVERY, AUDIT_WINDOW, audited_rounds
+from pytest_gostcnn.performance.rounds import Rounds, plan
 
 
 class NumpyXp(XpBackend):

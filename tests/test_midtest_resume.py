@@ -23,17 +23,11 @@ from gost_helpers import FIXED_CLOCK, directory, suite
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.model.network import load_networks
-from pytest_gostcnn.performance import partial, rounds
-from pytest_gostcnn.performance import rounds as rounds_module
+from pytest_gostcnn.performance import audit_draw, partial
+from pytest_gostcnn.performance.audit_draw import AUDIT_WINDOW, audited_after, audited_rounds
 from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
-from pytest_gostcnn.performance.rounds import (
-    AUDIT_WINDOW,
-    Plan,
-    Rounds,
-    audited_after,
-    audited_rounds,
-)
+from pytest_gostcnn.performance.rounds import Plan, Rounds
 from pytest_gostcnn.reports.check import check_report
 
 # The draw after a boundary. ------------------------------------------------------------
@@ -50,7 +44,7 @@ def test_the_rounds_audited_after_a_boundary_are_drawn_as_an_uninterrupted_test_
     """Each round is audited as often, and every draw keeps the windows and the count
     between them, whether the test ran through or was stopped after ``done`` and drawn
     again from there (``every``: one more audit per that many rounds)."""
-    monkeypatch.setattr(rounds_module, "AUDIT_EVERY", every)
+    monkeypatch.setattr(audit_draw, "AUDIT_EVERY", every)
     draws = 3000
     through, resumed = collections.Counter(), collections.Counter()
     for seed in range(draws):
@@ -165,12 +159,12 @@ ended at once, as a kill ends it, or with GOST_TEST_INTERRUPT interrupted, as Ct
 The threads' waiting goes unmeasured, so that the machine's load decides nothing."""
 import os
 
-from pytest_gostcnn.performance import contention, partial, rounds
+from pytest_gostcnn.performance import audit_draw, contention, partial, rounds
 from pytest_gostcnn.performance import rounds as rounds_module
 
 contention.waited_seconds = lambda tasks="": None
 partial.CHECKPOINT_SECONDS = 0.0
-rounds.AUDIT_EVERY = 1
+audit_draw.AUDIT_EVERY = 1
 AT, MODE = int(os.environ.get("GOST_TEST_STOP_AT", "0")), os.environ.get("GOST_TEST_STOP_MODE")
 _teardown = rounds.Rounds.teardown
 
@@ -200,7 +194,7 @@ RUN = (
 @pytest.fixture
 def every_round_between(monkeypatch):
     """This process checks the reports as the runs drew their audits (``STOP``)."""
-    monkeypatch.setattr(rounds, "AUDIT_EVERY", 1)
+    monkeypatch.setattr(audit_draw, "AUDIT_EVERY", 1)
 
 
 def _apart(report):
@@ -386,7 +380,7 @@ def test_two_cells_killed_mid_test_keep_both_shares_and_resume(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     resumed = json.loads((path / "resumed.json").read_text(encoding="utf-8"))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(rounds, "AUDIT_EVERY", 1)
+        patch.setattr(audit_draw, "AUDIT_EVERY", 1)
         assert check_report(resumed, path / "tiny") == []
     for share, cell in zip(kept["cells"], resumed["benchmarks"][0]["cells"], strict=True):
         assert cell["round_seconds"][:16] == share["round_seconds"]

@@ -28,6 +28,7 @@ from pytest_gostcnn.model.network import (
     load_networks,
     table_checksum,
 )
+from pytest_gostcnn.performance.audit_draw import audited_after
 from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.evaluation import Evaluation
@@ -35,7 +36,6 @@ from pytest_gostcnn.performance.images import ImageSet
 from pytest_gostcnn.performance.partial import PartialTest, boundary_rounds
 from pytest_gostcnn.performance.rounds import (
     WARMUP_ROUNDS,
-    audited_after,
     image_checksum,
     plan,
     training_data,
