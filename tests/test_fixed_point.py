@@ -8,9 +8,15 @@ from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.backends.numpy.integer import gemm_dtype
 from pytest_gostcnn.conformance import fixed_point
 from pytest_gostcnn.conformance.audit import verify_round
-from pytest_gostcnn.conformance.layer_cases import layer_cases
+from pytest_gostcnn.conformance.layer_cases import layer_cases, saturating_cases
 from pytest_gostcnn.conformance.verdicts import NOT_VERIFIED, PASSED_VERDICTS, REFERENCE_GRADE
-from pytest_gostcnn.conformance.verification import verify_layer, verify_network
+from pytest_gostcnn.conformance.verification import (
+    MEAN_ERROR,
+    MEAN_ERROR_SIGMAS,
+    mean_error_check,
+    verify_layer,
+    verify_network,
+)
 from pytest_gostcnn.model.data import draw_weights
 from pytest_gostcnn.model.fixed_point import (
     INTEGER_TYPES,
@@ -129,6 +135,45 @@ def test_numpy_backend_verifies_every_small_layer_case(dtype):
         if case.layer.type.name in ("relu", "maxpool", "split", "shuffle"):
             assert result.verdict == REFERENCE_GRADE  # on the grid: exact
         assert set(result.as_dict()["scales"]) == {str(case.layer.number)}
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16"])
+@pytest.mark.parametrize("case", saturating_cases(), ids=lambda c: c.tag)
+def test_numpy_backend_saturates_where_a_scale_leaves_values_past_the_range(case, dtype):
+    data = fixed_point.prepare_layer(case.layer, 2, 5, INTEGER_TYPES[dtype], saturating=True)
+    [out] = data.reference
+    itype = INTEGER_TYPES[dtype]
+    clamped = (out.value == itype.largest * out.scale) | (out.value == itype.smallest * out.scale)
+    assert 0.05 < np.mean(clamped) < 0.15  # about SATURATED_SHARE of the values
+    assert np.all(out.var[clamped] == 0) and np.all(out.var[~clamped] > 0)
+    result = verify_layer(
+        NumpyBackend(dtype), case.layer, "forward", 2, 5, case.tag, saturating=True
+    )
+    assert result.verdict in PASSED_VERDICTS, result.first_failure
+    assert [c.statistic for c in result.checks] == ["СКО", MEAN_ERROR]
+
+
+def test_a_saturating_item_is_an_integer_types_only():
+    case = saturating_cases()[0]
+    result = verify_layer(
+        NumpyBackend("float32"), case.layer, "forward", 2, 5, case.tag, saturating=True
+    )
+    assert result.verdict == NOT_VERIFIED and "integer type's" in result.error
+
+
+def test_the_mean_error_bound_follows_the_model_and_catches_a_lean_of_half_a_quantum():
+    n, scale = 1200, 0.5
+    rng = np.random.default_rng(5)
+    exact = rng.uniform(-60, 60, n)
+    reference = fixed_point.Scaled(exact, np.full(n, scale * scale / 12), scale)
+    bound = MEAN_ERROR_SIGMAS * np.sqrt(n * scale * scale / 12) / n
+    nearest = mean_error_check("OUT", np.rint(exact / scale), reference, scale)
+    assert nearest.admissible == pytest.approx(bound) and nearest.passed
+    floor = mean_error_check("OUT", np.floor(exact / scale), reference, scale)
+    assert not floor.passed and floor.ratio == pytest.approx(np.sqrt(3 * n) / 5, rel=0.1)
+    assert "mean error" in floor.describe() and floor.as_dict()["statistic"] == MEAN_ERROR
+    exact_only = fixed_point.Scaled(exact, np.zeros(n), scale)  # nothing rounds: СКОП 0 rules
+    assert mean_error_check("OUT", np.rint(exact / scale), exact_only, scale) is None
 
 
 @pytest.mark.parametrize("dtype", ["int8", "int16"])

@@ -24,7 +24,7 @@ import pytest
 from gost_helpers import BACKENDS, REPOSITORY, SMALL, read_report
 from gost_test_recorder import Recorded, as_user, read, recording
 
-from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases
+from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases, saturating_cases
 from pytest_gostcnn.model.network import default_tables_dir, load_networks
 
 # Here rather than in the root conftest.py: with an editable install the shipped suite lies
@@ -226,6 +226,19 @@ def test_inference_mode_verifies_forward_steps_only(pytester):
     layer_ids = run.ids("test_layer")
     assert len(layer_ids) == len(layer_cases()) + len(SH_CASES)
     assert {i.split("-")[1] for i in layer_ids} == {"forward"}
+
+
+def test_an_integer_type_adds_the_saturating_layer_items(pytester):
+    # docs/standard.md §6: the clamp is verified on items whose scales leave values past the
+    # range; a floating-point run has no such items.
+    integer = as_user(
+        pytester, "--gost-backend=numpy", *SMALL, "--gost-dtype=int8", "--collect-only", "-q"
+    )
+    saturating = [i for i in integer.ids("test_layer") if "saturating" in i]
+    assert len(saturating) == len(saturating_cases()) == 5
+    assert len(integer.ids("test_layer")) == len(layer_cases()) + len(SH_CASES) + 5
+    floating = as_user(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
+    assert not [i for i in floating.ids("test_layer") if "saturating" in i]
 
 
 # Options: each bad value ends the run with one usage error that names it.

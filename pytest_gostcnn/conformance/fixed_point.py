@@ -19,6 +19,8 @@ from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.data import INPUT_RANGE, WEIGHT_RANGE, draw_input, draw_weights
 from pytest_gostcnn.model.dtypes import Precision
 from pytest_gostcnn.model.fixed_point import (
+    REACH,
+    REQUANTISING,
     IntegerType,
     LayerScales,
     ScaleTable,
@@ -66,6 +68,21 @@ def quantised(values: np.ndarray, itype: IntegerType) -> tuple[np.ndarray, Scale
     return q, on_grid(q, scale)
 
 
+# A saturating layer item (``prepare_layer(saturating=True)``): its output's scale reaches
+# only this far into the reference's magnitudes, so about this share of them lie past the
+# range and the model's clamp decides them (docs/verification.md, "Integer types").
+SATURATED_SHARE = 0.1
+
+
+def saturating_scale(values: np.ndarray, itype: IntegerType) -> float:
+    """A scale that leaves about ``SATURATED_SHARE`` of ``values`` past the range."""
+    magnitudes = np.abs(np.asarray(values, dtype=np.float64)).ravel()
+    if not magnitudes.size:
+        return 1.0
+    reach = float(np.quantile(magnitudes, 1.0 - SATURATED_SHARE))
+    return reach / (itype.largest + REACH) if reach > 0 else scale_of(values, itype)
+
+
 class OutOfRange(ValueError):
     """A reference value beyond a fixed (calibrated) scale's range: no verdict on the data."""
 
@@ -76,14 +93,21 @@ class FixedPointKernels(ErrorModelKernels):
     at s_in * s_w as it reaches the layer (``table``, ``biases``)."""
 
     def __init__(
-        self, itype: IntegerType, fixed: ScaleTable | None = None, margin: float = 1.0
+        self,
+        itype: IntegerType,
+        fixed: ScaleTable | None = None,
+        margin: float = 1.0,
+        saturating: bool = False,
     ) -> None:
         """``fixed``: the scales were fixed before (a benchmark's calibration): the model
         follows them, its weights' biases already integers, and a value of the reference
         beyond a map's range is no verdict (``OutOfRange``). ``margin``: the calibration's
-        room above each computed map's range (``output_scales``)."""
+        room above each computed map's range (``output_scales``). ``saturating``: a layer
+        that requantises gets an output scale too small for its values
+        (``saturating_scale``), and the reference clamps them as the model's q does."""
         super().__init__(EXACT)
         self.itype, self.fixed, self.margin = itype, fixed, margin
+        self.saturating = saturating
         self.table: ScaleTable = {}
         self.biases: dict[int, np.ndarray] = {}
 
@@ -101,9 +125,20 @@ class FixedPointKernels(ErrorModelKernels):
         outputs = super().forward(layer, inputs, weights)
         values = [o.value for o in outputs]
         out_scales = output_scales(layer, in_scales, values, self.itype, self.margin)
+        if self.saturating and layer.type.name in REQUANTISING:
+            out_scales = tuple(saturating_scale(v, self.itype) for v in values)
         scales = LayerScales(in_scales, out_scales, scales_w)
         self.table[layer.number] = scales
-        return self._requantised(layer, scales, outputs)
+        result = self._requantised(layer, scales, outputs)
+        return [self._clamped(r) for r in result] if self.saturating else result
+
+    def _clamped(self, output: Scaled) -> Scaled:
+        """The model's value of an output past its range: the range's end, exactly (an
+        implementation's clamp lands on it, so no rounding error is left there)."""
+        low, high = self.itype.smallest * output.scale, self.itype.largest * output.scale
+        value = np.clip(output.value, low, high)
+        var = np.where((value == low) | (value == high), 0.0, output.var)
+        return Scaled(value, var, output.scale)
 
     def _forward_fixed(self, layer: Layer, inputs: list, weights: dict) -> list:
         scales = self.fixed[layer.number]
@@ -280,9 +315,11 @@ def prepare_layer(
     seed: int,
     itype: IntegerType,
     draw: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] | None = None,
+    saturating: bool = False,
 ) -> IntegerLayerData:
     """Section 8's draws for one layer (inputs U(-127, 128) or ``draw``, weights U(-1, 1)),
-    each quantised at its own scale, and the reference forward on them."""
+    each quantised at its own scale, and the reference forward on them. ``saturating``: the
+    output's scale leaves about ``SATURATED_SHARE`` of its values past the range."""
     rng = np.random.default_rng(seed)
     draw = draw or (lambda g, shape: g.uniform(*INPUT_RANGE, size=shape))
     pairs = [quantised(draw(rng, (batch, *s)), itype) for s in layer.in_shapes]
@@ -293,7 +330,7 @@ def prepare_layer(
             ref_weights[name] = ValueAndVariance(values, np.zeros_like(values), 0.0)
         else:
             host_weights[name], ref_weights[name] = quantised(values, itype)
-    model = FixedPointKernels(itype)
+    model = FixedPointKernels(itype, saturating=saturating)
     reference = model.forward(layer, [p[1] for p in pairs], ref_weights)
     if layer.has_weights:
         host_weights["biases"] = model.biases[layer.number]

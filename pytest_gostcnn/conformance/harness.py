@@ -17,7 +17,7 @@ from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
 from pytest_gostcnn.model.fixed_point import integer_type
 
 from .error_model import ErrorModelKernels, ValueAndVariance, admissible_rmse
-from .verdicts import ArrayCheck, Verification
+from .verdicts import MEAN_ERROR, ArrayCheck, Verification
 
 # The host dtype a backend's arrays must come back in, where NumPy has the type.
 HOST_DTYPES = {
@@ -29,6 +29,9 @@ HOST_DTYPES = {
 }
 # An array with fewer non-zero elements than this share says little about correctness.
 MIN_NONZERO_SHARE = 0.01
+# How many of its own standard deviations an integer layer item's mean error may reach
+# (``mean_error_check``): about 6e-7 of correct items exceed it by chance.
+MEAN_ERROR_SIGMAS = 5.0
 
 
 def rmse(got: np.ndarray, reference: np.ndarray) -> float:
@@ -83,6 +86,29 @@ def check_array(
     return ArrayCheck(name, rmse(got, reference.value), admissible)
 
 
+def mean_error_check(
+    name: str, got: np.ndarray, reference: ValueAndVariance, scale: float
+) -> ArrayCheck | None:
+    """The mean error of an integer layer item's array against its bound, or None where
+    no value of it rounds (СКОП 0 demands it exact already).
+
+    The item's inputs are exact on their grids, so each output's error is its own
+    requantisation's: independent, at most s/2, and 0 on average when it rounds to nearest
+    as the model says. Their mean then has the standard deviation sqrt(sum of var) / N, and
+    may reach ``MEAN_ERROR_SIGMAS`` of it. A rounding that leans one way (floor: -s/2 at
+    every value) exceeds it by sqrt(3N) / MEAN_ERROR_SIGMAS, which СКО cannot show: floor's
+    RMS error is only twice the model's (standard.md §6, "Integer inference").
+    """
+    total = float(np.sum(reference.var))
+    if total == 0:
+        return None
+    difference = got.astype(np.float64) * scale - reference.value
+    admissible = MEAN_ERROR_SIGMAS * math.sqrt(total) / reference.value.size
+    return ArrayCheck(
+        f"{name} mean", abs(float(np.mean(difference))), admissible, statistic=MEAN_ERROR
+    )
+
+
 def _shape_dtype_problem(got: object, shape: tuple[int, ...], dtype: str) -> str | None:
     if not isinstance(got, np.ndarray):
         return f"to_host returned {type(got).__name__}, not a NumPy array"
@@ -122,7 +148,8 @@ def comparer(
 ) -> Callable[..., None]:
     """A function that checks one array the backend returned and records the check;
     ``master=True`` for a gradient or an updated weight (kept in ``master_dtype``);
-    ``scale``: an integer type's array, integers at that scale."""
+    ``scale``: an integer type's array, integers at that scale; ``mean``: its mean error
+    is checked too (``mean_error_check``: a layer item's, whose errors are independent)."""
 
     def compare(
         name: str,
@@ -130,12 +157,16 @@ def comparer(
         reference: ValueAndVariance,
         master: bool = False,
         scale: float | None = None,
+        mean: bool = False,
     ) -> None:
         host_dtype = master_dtype(backend.dtype) if master else None
         host = backend.to_host(got)
-        result.checks.append(
-            check_array(name, host, reference, backend.dtype, threshold, host_dtype, scale)
-        )
+        check = check_array(name, host, reference, backend.dtype, threshold, host_dtype, scale)
+        result.checks.append(check)
+        if mean and scale is not None and check.problem is None:
+            systematic = mean_error_check(name, host, reference, scale)
+            if systematic is not None:
+                result.checks.append(systematic)
 
     return compare
 

@@ -48,19 +48,23 @@ def prepare_layer(
     seed: int,
     dtype: str,
     draw_input: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] | None = None,
+    saturating: bool = False,
 ) -> LayerData:
     """Draw one layer's data and compute its reference through step ``last``.
 
     Input maps come from ``draw_input`` (default U(-127, 128)), output residuals from
     U(-127, 128), weights from U(-1, 1), as section 8 draws them; every step's reference
     needs the ones before it (backward needs forward's OUT). An integer type's data are
-    quantised and verify forward only (``fixed_point.prepare_layer``).
+    quantised and verify forward only (``fixed_point.prepare_layer``); ``saturating``, an
+    integer type's only, gives the output a scale too small for its values.
     """
     itype = integer_type(dtype)
+    if saturating and itype is None:
+        raise ValueError(f"a saturating layer item is an integer type's, not {dtype}'s")
     if itype is not None:
         if last != "forward":
             raise ValueError(f"{dtype} verifies inference only: a layer's forward, not {last}")
-        data = fixed_point.prepare_layer(layer, batch, seed, itype, draw_input)
+        data = fixed_point.prepare_layer(layer, batch, seed, itype, draw_input, saturating)
         reference = {"forward": data.reference}
         return LayerData(last, data.inputs, data.weights, [], reference, data.scales)
     model, representable = model_of(dtype)
@@ -192,17 +196,20 @@ def verify_layer(
     threshold: float | None = None,
     draw_input: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] | None = None,
     prepare: Callable[[], LayerData] | None = None,
+    saturating: bool = False,
 ) -> Verification:
     """One step of one layer, after the steps before it (backward needs forward's OUT).
 
     The data and reference come from ``prepare`` when given (the suite shares one
     ``prepare_layer`` among a layer's steps), else from ``prepare_layer`` with ``seed``.
     After every kernel the arrays it read are checked unchanged: a kernel that writes into
-    its inputs fails the item, naming the kernel and the argument.
+    its inputs fails the item, naming the kernel and the argument. An integer type's arrays
+    are checked by СКО and by their mean error (``harness.mean_error_check``);
+    ``saturating`` is ``prepare_layer``'s.
     """
 
     def own() -> LayerData:
-        return prepare_layer(layer, step, batch, seed, backend.dtype, draw_input)
+        return prepare_layer(layer, step, batch, seed, backend.dtype, draw_input, saturating)
 
     def run(result: Verification) -> None:
         data = suite_side(batch, prepare or own)
@@ -216,7 +223,7 @@ def verify_layer(
         scales = data.scales[layer.number].outputs if data.scales is not None else None
         for i, (name, got, want) in enumerate(kernels.judged(step)):
             scale = None if scales is None else scales[i]
-            compare(name, got, want, master=step in ("gradient", "update"), scale=scale)
+            compare(name, got, want, master=step in ("gradient", "update"), scale=scale, mean=True)
         if data.scales is not None:
             result.scales = fixed_point.scale_record(data.scales)
 

@@ -22,13 +22,15 @@ class LayerCase:
     """One layer to verify; ``tag`` names its shape in test ids (ASCII).
 
     ``rows`` names the network rows a network-shape case stands for, e.g. ("R1",); it is
-    empty for the small edge cases.
+    empty for the small edge cases. A ``saturating`` case is an integer type's only: its
+    output's scale leaves a share of the values past the range (``fixed_point``).
     """
 
     tag: str
     layer: Layer
     draw: str = "uniform"
     rows: tuple[str, ...] = ()
+    saturating: bool = False
 
     @property
     def network_shape(self) -> bool:
@@ -106,6 +108,26 @@ def layer_cases() -> list[LayerCase]:
     cases.append(LayerCase("1x1x6-F4", make_layer("fc", [(1, 1, 6)], F=4)))
     for groups in (2, 3, 4):
         cases.append(LayerCase(f"G{groups}", make_layer("shuffle", [(4, 3, 12)], G=groups)))
+    return cases
+
+
+def saturating_cases() -> list[LayerCase]:
+    """An integer type's clamp (standard.md §6, "Integer inference"): one case of each
+    layer type that requantises, its output's scale too small for about a tenth of its
+    values. Section 8's own scales leave no reference value past a range, so without
+    these nothing would show a backend that wraps around instead of saturating."""
+    shapes = {
+        "conv": ([MAP], {"F": 6, **_window(3, 1, 1)}),
+        "depthwise": ([MAP], _window(3, 1, 1)),
+        "avgpool": ([MAP], _window(3, 2, 1)),
+        "eltwise": ([(5, 4, 3), (5, 4, 3)], {}),
+        "fc": ([(3, 2, 4)], {"F": 5}),
+    }
+    cases = []
+    for type_name, (in_shapes, params) in shapes.items():
+        layer = make_layer(type_name, in_shapes, **params)
+        tag = _window_tag(params) if "Rx" in params else _shape_tag(layer)
+        cases.append(LayerCase(f"{tag}-saturating", layer, saturating=True))
     return cases
 
 

@@ -19,16 +19,23 @@ FAILED_VERDICTS = frozenset({NOT_CORRECT, NOT_VERIFIED})
 #: Verified correct: reference-grade or correct.
 PASSED_VERDICTS = frozenset({REFERENCE_GRADE, CORRECT})
 
+#: What an ``ArrayCheck`` compares: СКО, or (an integer layer item's second check) the
+#: magnitude of the mean error (standard.md §6, "Integer inference").
+RMSE = "СКО"
+MEAN_ERROR = "mean error"
+
 
 @dataclass
 class ArrayCheck:
-    """One compared array: its СКО against its СКОП, or the reason it could not be compared."""
+    """One compared array: its СКО against its СКОП, or the reason it could not be compared.
+    A ``MEAN_ERROR`` check holds |mean error| in ``rmse`` and its bound in ``admissible``."""
 
     name: str
     rmse: float | None
     admissible: float
     problem: str | None = None
     reference_problem: bool = False  # the problem is the reference array's (untrustworthy)
+    statistic: str = RMSE
 
     @property
     def passed(self) -> bool:
@@ -54,12 +61,17 @@ class ArrayCheck:
             "admissible_rmse": self.admissible,
             "ratio": None if math.isinf(self.ratio) else self.ratio,
             "problem": self.problem,
+            **({"statistic": self.statistic} if self.statistic != RMSE else {}),
         }
 
     def describe(self) -> str:
         if self.problem is not None:
             return f"{self.name}: {self.problem}"
-        return f"{self.name}: СКО {self.rmse:.3e} vs СКОП {self.admissible:.3e} ({self.ratio:.3g}x)"
+        bound = "СКОП" if self.statistic == RMSE else "admissible"
+        return (
+            f"{self.name}: {self.statistic} {self.rmse:.3e} vs {bound} {self.admissible:.3e} "
+            f"({self.ratio:.3g}x)"
+        )
 
 
 @dataclass

@@ -9,10 +9,12 @@ every verification shares (``harness.py``), a network (``network.py``), a layer 
 from .audit import verify_round
 from .harness import (
     HOST_DTYPES,
+    MEAN_ERROR_SIGMAS,
     MIN_NONZERO_SHARE,
     ContractError,
     SuiteError,
     check_array,
+    mean_error_check,
     rmse,
     untrustworthy,
 )
@@ -21,6 +23,7 @@ from .network import verify_network
 from .verdicts import (
     CORRECT,
     FAILED_VERDICTS,
+    MEAN_ERROR,
     NOT_CORRECT,
     NOT_VERIFIED,
     PASSED_VERDICTS,
@@ -34,6 +37,8 @@ __all__ = [
     "CORRECT",
     "FAILED_VERDICTS",
     "HOST_DTYPES",
+    "MEAN_ERROR",
+    "MEAN_ERROR_SIGMAS",
     "MIN_NONZERO_SHARE",
     "NOT_CORRECT",
     "NOT_VERIFIED",
@@ -46,6 +51,7 @@ __all__ = [
     "SuiteError",
     "Verification",
     "check_array",
+    "mean_error_check",
     "layer_steps",
     "prepare_layer",
     "rmse",

@@ -92,6 +92,7 @@ def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pyte
             threshold=options.rmse_threshold,
             draw_input=layer_case.draw_input,
             prepare=prepare,
+            saturating=layer_case.saturating,
         )
     result.rows = layer_case.rows
     session.results.layers.append(result)

@@ -15,13 +15,19 @@ import sys
 from dataclasses import dataclass, field
 
 from pytest_gostcnn.backend import Backend, BackendError, load_backend_class
-from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases, network_cases
+from pytest_gostcnn.conformance.layer_cases import (
+    LayerCase,
+    layer_cases,
+    network_cases,
+    saturating_cases,
+)
 from pytest_gostcnn.conformance.verification import layer_steps
 from pytest_gostcnn.judgement import Provenance
 from pytest_gostcnn.machine import threads
 from pytest_gostcnn.machine.facts import suite_source
 from pytest_gostcnn.machine.peak import MIN_PEAK, Peak
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
+from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.model.network import (
     USER_TABLES,
     Network,
@@ -160,8 +166,10 @@ def layer_item_id(case: LayerCase, step: str, dtype: str) -> str:
 
 def layer_params(options: Options, networks: dict[str, Network]) -> list[tuple[LayerCase, str]]:
     """The suite's layer items: the steps of every small layer case and of every distinct
-    layer of the selected networks at its own shape."""
-    cases = layer_cases() + network_cases(networks)
+    layer of the selected networks at its own shape; the saturating cases in an integer
+    type only."""
+    saturating = saturating_cases() if integer_type(options.dtype) is not None else []
+    cases = layer_cases() + saturating + network_cases(networks)
     return [(case, step) for case in cases for step in case_steps(options, case)]
 
 
