@@ -214,7 +214,7 @@ def test_a_failure_on_another_cell_alone_sets_the_systems_exit_status(tmp_path):
 # the deadline, here a few seconds, after starting (mpirun, pytest, verifying М on both cells
 # of a shared machine), which STARTUP bounds with room to spare.
 STALL = (
-    "--gost-networks=M",
+    "--gost-networks=Sh",
     "--gost-mode=inference",
     "--gost-stall-timeout=3",
     "-k",
@@ -230,7 +230,7 @@ def test_a_cell_that_stalls_while_timed_ends_the_job_naming_it_the_test_and_the_
     assert run.returncode != 0
     # Cell 0 names it; cell 1 never answers again (its inference sleeps) until it is killed.
     assert (
-        "gostcnn: cell 1 of 2 stalled in М (M) inference, timed round 2 of 8: not at the "
+        "gostcnn: cell 1 of 2 stalled in Ш (Sh) inference, timed round 2 of 8: not at the "
         "barrier after it within 3 s (--gost-stall-timeout); ending the job"
     ) in run.stdout
     # Cell 1 sleeps for good: only the abort ends the job before mpirun()'s timeout. (Open MPI's
@@ -263,7 +263,7 @@ def test_a_stall_of_cell_0_is_named_by_the_others_after_twice_the_deadline(tmp_p
     run = mpirun(tmp_path, "--gost-backend=mymod:StallsOnCell0", *STALL, timeout=6 + STARTUP)
     assert run.returncode != 0
     assert (
-        "gostcnn: cell 0 of 2 stalled in М (M) inference, timed round 2 of 8: cell 1 waited "
+        "gostcnn: cell 0 of 2 stalled in Ш (Sh) inference, timed round 2 of 8: cell 1 waited "
         "for it at the barrier after it for twice the deadline of 3 s (--gost-stall-timeout); "
         "ending the job"
     ) in run.stderr
