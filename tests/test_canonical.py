@@ -3,8 +3,8 @@
 Its tables are written by ``tools/canonical_tables.py``; their MAC counts are held against
 the published ones in docs/tables.md (tests/test_readme.py). Verifying the NumPy backend on the
 full-size networks is slow on a small machine, so the default run verifies each network
-but В once at B = 1 (``ONCE``); ``GOST_CANONICAL=all`` runs every network in both modes at B = 1 and 2 under
-both weight readings where they hold (docs/tables.md, "The canonical set").
+but В once at B = 1 (``ONCE``); ``GOST_CANONICAL=all`` runs every network in both modes at
+B = 1 and 2 under both weight readings where they hold (docs/tables.md, "The canonical set").
 """
 
 import importlib.util
