@@ -29,6 +29,7 @@ from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
 from pytest_gostcnn.performance.rounds import Plan, Rounds
 from pytest_gostcnn.reports.check import check_report
+from pytest_gostcnn.reports.merge import MergeError, merge_reports
 
 # The draw after a boundary. ------------------------------------------------------------
 
@@ -340,6 +341,22 @@ def test_resume_refuses_an_inconsistent_partial_test(chain):
     run = suite(path, *RUN, "--gost-resume=edited.json")
     assert run.returncode == 4 and "Traceback" not in run.stderr
     assert "the report does not check" in run.stderr and "not a boundary" in run.stderr
+
+
+def test_a_merge_keeps_the_test_a_job_stopped_in_part_way_and_refuses_two(
+    chain, every_round_between
+):
+    killed, stopped = chain["killed"].report, chain["stopped"].report
+    # The killed job kept training part-way; the stopped one finished training and kept
+    # inference part-way: the merged run is the stopped one's, inference to go on from.
+    merged = merge_reports([("killed.json", killed), ("stopped.json", stopped)]).report
+    assert merged["run"]["unfinished"] == ["ТП-Ш-П-float32-B1"]
+    assert merged["run"]["partial"] == stopped["run"]["partial"]
+    assert check_report(merged, chain["stopped"].path / "tiny") == []
+    other = copy.deepcopy(stopped)
+    other["run"]["partial"]["cells"][0]["round_seconds"][0] *= 2
+    with pytest.raises(MergeError, match="stopped part-way .* merge all but one"):
+        merge_reports([("stopped.json", stopped), ("other.json", other)])
 
 
 # Two computing cells. -------------------------------------------------------------------

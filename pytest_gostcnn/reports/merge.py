@@ -144,6 +144,7 @@ def _merged_report(
     )
     others = sum(r["run"]["other_items_not_run"] for _, r in reports)
     complete = not unfinished and not others
+    partial = _partial(reports, unfinished)
     # A job that stopped is whole once the others finished what it did not: its stop, and
     # the exit status it stopped with, are then no longer the merged run's.
     stopped = (
@@ -189,6 +190,7 @@ def _merged_report(
             "unfinished": unfinished,
             "other_items_not_run": others,
             "resumed_from": None,
+            "partial": partial,
         },
         "verification": {
             "layers": [layers[i] for i in layer_ids if i in layers],
@@ -197,6 +199,28 @@ def _merged_report(
         "benchmarks": [tests[key][1] for key in sorted(tests, key=order.__getitem__)],
         "evaluations": list(evaluations.values()),
     }
+
+
+def _partial(reports: list[tuple[str, dict]], unfinished: list[str]) -> dict | None:
+    """The test a job stopped in part-way (``run.partial``), where no other job finished it:
+    the merged run keeps it, so ``--gost-resume`` of the merged report goes on from it.
+    MergeError where two jobs kept different ones: a run can go on from one only."""
+    kept = [
+        (path, p)
+        for path, r in reports
+        if (p := r["run"].get("partial")) is not None and p["test"] in unfinished
+    ]
+    distinct = [(path, p) for i, (path, p) in enumerate(kept) if p not in [q for _, q in kept[:i]]]
+    if len(distinct) > 1:
+        named = ", ".join(
+            f"{path} ({p['test']}, {p['timed_rounds_done']} rounds)" for path, p in distinct
+        )
+        raise MergeError(
+            f"{named} each stopped part-way in a test no other report finished: a merged run "
+            "can go on from one of them only; merge all but one, or resume each job from its "
+            "own report"
+        )
+    return distinct[0][1] if distinct else None
 
 
 def _unique(names) -> list[str]:
