@@ -3,6 +3,7 @@
 
 import numpy as np
 import pytest
+from gost_test_backends import RoundsDown, WrapsAround
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.backends.numpy.integer import gemm_dtype
@@ -151,6 +152,22 @@ def test_numpy_backend_saturates_where_a_scale_leaves_values_past_the_range(case
     )
     assert result.verdict in PASSED_VERDICTS, result.first_failure
     assert [c.statistic for c in result.checks] == ["СКО", MEAN_ERROR]
+
+
+def test_a_failure_says_what_the_integer_checks_mean():
+    # The failed check that misses by most leads, with what it means: the mean error of a
+    # floor (its СКО fails by about 1x only), the wrap of a saturating item.
+    case = next(c for c in layer_cases() if c.tag == "k3s1p1" and c.layer.type.name == "conv")
+    floor = verify_layer(RoundsDown("int8"), case.layer, "forward", 2, 5, case.tag)
+    assert floor.first_failure.startswith("OUT mean: mean error")
+    assert floor.first_failure.endswith(
+        "the values lie below the reference on average: the model rounds to nearest"
+    )
+    saturating = saturating_cases()[0]
+    wrap = verify_layer(
+        WrapsAround("int8"), saturating.layer, "forward", 2, 5, "s", saturating=True
+    )
+    assert wrap.first_failure.startswith("OUT: СКО") and "must saturate" in wrap.first_failure
 
 
 def test_a_saturating_item_is_an_integer_types_only():

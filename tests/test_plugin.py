@@ -258,6 +258,11 @@ BAD_OPTIONS = [
         ["--gost-dtype=int8"],
         ["--gost-dtype=int8", "allows only float32, float16 for training", "--gost-mode=inference"],
     ),
+    (["--gost-dtype=INT8"], ["--gost-dtype=INT8", "not a data type", "did you mean int8?"]),
+    (
+        ["--gost-dtype=int8", "--gost-mode=inference", "--gost-rmse-threshold=0"],
+        ["--gost-rmse-threshold=0", "in int8 every layer that requantises rounds"],
+    ),
     (["--gost-mode=sideways"], ["--gost-mode=sideways", "training, inference, both"]),
     (["--gost-networks=Q"], ["--gost-networks", "unknown network 'Q'"]),
     (["--gost-rmse-threshold=-1"], ["--gost-rmse-threshold=-1", ">= 0"]),

@@ -103,10 +103,13 @@ def mean_error_check(
     if total == 0:
         return None
     difference = got.astype(np.float64) * scale - reference.value
+    mean = float(np.mean(difference))
     admissible = MEAN_ERROR_SIGMAS * math.sqrt(total) / reference.value.size
-    return ArrayCheck(
-        f"{name} mean", abs(float(np.mean(difference))), admissible, statistic=MEAN_ERROR
-    )
+    note = None
+    if abs(mean) >= admissible:
+        side = "below" if mean < 0 else "above"
+        note = f"the values lie {side} the reference on average: the model rounds to nearest"
+    return ArrayCheck(f"{name} mean", abs(mean), admissible, statistic=MEAN_ERROR, note=note)
 
 
 def _shape_dtype_problem(got: object, shape: tuple[int, ...], dtype: str) -> str | None:

@@ -61,9 +61,10 @@ def _choice(choices: tuple[str, ...]) -> Callable[[str, str], str]:
 
 def _dtype(flag: str, text: str) -> str:
     if text not in INFERENCE_DTYPES:
+        hint = f"; did you mean {text.lower()}?" if text.lower() in INFERENCE_DTYPES else ""
         raise ValueError(
             f"{flag}={text}: not a data type of the standard "
-            f"(section 11: {', '.join(INFERENCE_DTYPES)})"
+            f"(section 11: {', '.join(INFERENCE_DTYPES)}){hint}"
         )
     return text
 

@@ -77,6 +77,7 @@ def resolve(options: Options, cells: Cells) -> Resolved:
         raise TableError(f"--gost-tables: {exc}") from None
     networks = select_networks(all_networks, options.networks)
     _check_images(options)
+    _check_threshold(options)
     name = options.backend
     cls = load_backend_class(name)
     _check_dtype(cls, name, options.dtype, options.modes)
@@ -261,6 +262,16 @@ def _check_backend_options(
             )
 
 
+def _check_threshold(options: Options) -> None:
+    """An integer type cannot be held to СКОП 0: every layer that requantises rounds."""
+    if options.rmse_threshold == 0 and integer_type(options.dtype) is not None:
+        raise ValueError(
+            f"--gost-rmse-threshold=0: in {options.dtype} every layer that requantises rounds "
+            "(the fixed-point model, docs/standard.md §6), so no such item can be "
+            "reference-grade; give a share above 0, or leave СКОП to the model"
+        )
+
+
 def _check_dtype(cls: type[Backend], name: str, dtype: str, modes: tuple[str, ...]) -> None:
     for mode, declared, allowed in (
         ("inference", cls.inference_dtypes, INFERENCE_DTYPES),
@@ -269,9 +280,10 @@ def _check_dtype(cls: type[Backend], name: str, dtype: str, modes: tuple[str, ..
         if mode not in modes:
             continue
         if dtype not in allowed:
+            explicit = modes == ("training",)
             raise ValueError(
                 f"--gost-dtype={dtype}: the standard allows only {', '.join(allowed)} for "
-                f"{mode}; add --gost-mode=inference"
+                f"{mode}; {'use' if explicit else 'add'} --gost-mode=inference"
             )
         if dtype not in declared:
             raise ValueError(

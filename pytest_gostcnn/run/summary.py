@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.dtypes import master_dtype
+from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.designations import MODE_LETTERS, transliterate
@@ -201,11 +202,21 @@ def verification_lines(
         shown = ", ".join(failed[:FAILED_SHOWN])
         if len(failed) > FAILED_SHOWN:
             shown += f" and {len(failed) - FAILED_SHOWN} more"
+        saturating = sum(1 for r in results.layers if "-saturating-" in r.subject)
+        small = len(results.layers) - shaped
         lines.append(
-            f"layers: {len(results.layers)} layer steps verified "
-            f"({len(results.layers) - shaped} small edge cases, {shaped} at the networks' "
-            f"own shapes), {len(failed)} failed" + (": " + shown if failed else "")
+            f"layers: {_count(len(results.layers), 'layer step')} verified "
+            f"({_count(small, 'small edge case')}"
+            + (f", {saturating} of them saturating" if saturating else "")
+            + f", {shaped} at the networks' own shapes), {len(failed)} failed"
+            + (": " + shown if failed else "")
         )
+        if integer_type(options.dtype) is not None:
+            lines.append(
+                f"  {options.dtype}: a layer step that requantises is held to СКО and to its "
+                "mean error (round to nearest); the saturating ones get scales that leave a "
+                "tenth of their values past the range (saturate, not wrap): standard.md §6"
+            )
     if resolved.cells.size > 1:
         lines.append(f"computing cells: {resolved.cells.size} (one MPI rank each)")
         lines += [f"  cell {r['cell']}: {r['host']}: {r['device']}" for r in results.cell_reports]
@@ -454,6 +465,11 @@ def terms(resolved: Resolved, modes: Sequence[str]) -> list[str]:
         f"mode {mode_words}; networks {networks}",
         "in Latin letters: " + ", ".join(f"{d} = {transliterate(d)}" for d in named),
     ]
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 layer step``, ``2 layer steps``."""
+    return f"{number} {noun}{'s' * (number != 1)}"
 
 
 def _counted(noun: str, selected: int, ran: Sequence) -> str:
