@@ -10,6 +10,7 @@ from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.designations import transliterate
 from pytest_gostcnn.plugin import rendering
+from pytest_gostcnn.run import summary
 from pytest_gostcnn.run.resolution import Resolved
 from pytest_gostcnn.run.results import Results
 from pytest_gostcnn.run.summary import last_line, terms
@@ -113,3 +114,13 @@ def test_a_progress_line_stands_alone_and_the_results_line_starts_again(written,
     again = again or written
     assert reporter.text == f"suite/conformance.py ...\ngostcnn: run estimate: about 1 s\n{again}"
     assert reporter.currentfspath == written  # its next result continues that line
+
+
+def test_a_tests_time_keeps_its_figures_and_never_turns_exponential():
+    # 2.004 s printed as "2" hid its digits; 12345 s as "1.23e+04" hid its size.
+    assert [summary._seconds(s) for s in (2.004, 0.01372, 57.3, 12345.6)] == [
+        "2.00",
+        "0.0137",
+        "57.30",
+        "12346",
+    ]

@@ -294,7 +294,8 @@ def performance_lines(
         orp = "-" if t.orp is None else f"{t.orp:.3g}"
         lines.append(
             f"{t.designation:<40} {t.images:>8} "
-            f"{t.seconds:>9.3g} {t.images / t.seconds:>9.3g} {si(t.macs_per_second):>9}  {orp:>6}"
+            f"{_seconds(t.seconds):>9} {t.images / t.seconds:>9.3g} {si(t.macs_per_second):>9}  "
+            f"{orp:>6}"
         )
         if len(t.cells) > 1:  # each cell too, so that a straggler shows
             for cell in t.cells:
@@ -465,6 +466,15 @@ def terms(resolved: Resolved, modes: Sequence[str]) -> list[str]:
         f"mode {mode_words}; networks {networks}",
         "in Latin letters: " + ", ".join(f"{d} = {transliterate(d)}" for d in named),
     ]
+
+
+def _seconds(seconds: float) -> str:
+    """A test's time in the table: 2.00 (not 2 for 2.004), 0.0137, 12345 (no exponent)."""
+    if seconds >= 100:
+        return f"{seconds:.0f}"
+    if seconds >= 1:
+        return f"{seconds:.2f}"
+    return f"{seconds:.3g}"
 
 
 def _count(number: int, noun: str) -> str:
