@@ -70,7 +70,7 @@ def test_layers_that_only_select_values_are_reference_grade(type_name):
 
 
 def _threaded_backend() -> NumpyBackend:
-    """Two worker threads on every pass however small, and im2col one image at a time."""
+    """Two worker threads on every pass however small, and im2col one output row at a time."""
     backend = NumpyBackend("float32", threads=2)
     backend.workspace.parallel_min = 0
     backend.workspace.parallel_min_macs = 0  # every GEMM split over the threads too

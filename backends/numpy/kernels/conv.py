@@ -3,7 +3,7 @@ col2im's scatter, whichever moves less memory."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -28,49 +28,89 @@ def _windows_view(source: np.ndarray, geometry: Geometry) -> np.ndarray:
     )
 
 
-def _pad_into(padded: np.ndarray, images: np.ndarray, pad: tuple[int, int]) -> None:
-    """``padded`` = ``images`` with a zero border of ``pad`` (negative pad: cropped)."""
+def _pad_rows(
+    padded: np.ndarray, images: np.ndarray, pad: tuple[int, int], r0: int, r1: int
+) -> None:
+    """Rows ``r0 .. r1-1`` of ``padded`` = those of ``images`` with a zero border of ``pad``
+    (negative pad: cropped)."""
     px, py = pad
     x, y = images.shape[1:3]
-    src = images[:, max(-px, 0) : x - max(-px, 0), max(-py, 0) : y - max(-py, 0)]
-    px, py = max(px, 0), max(py, 0)
-    if px:
-        padded[:, :px] = 0
-        padded[:, -px:] = 0
-    if py:
-        padded[:, px : padded.shape[1] - px, :py] = 0
-        padded[:, px : padded.shape[1] - px, -py:] = 0
-    padded[:, px : px + src.shape[1], py : py + src.shape[2]] = src
+    lo, hi = max(r0 - px, 0), min(r1 - px, x)  # the source rows that land in [r0, r1)
+    if hi <= lo:
+        padded[:, r0:r1] = 0
+        return
+    padded[:, r0 : lo + px] = 0
+    padded[:, hi + px : r1] = 0
+    rows = padded[:, lo + px : hi + px]
+    crop, border = max(-py, 0), max(py, 0)
+    if border:
+        rows[:, :, :border] = 0
+        rows[:, :, -border:] = 0
+    rows[:, :, border : rows.shape[2] - border] = images[:, lo:hi, crop : y - crop]
+
+
+def _image_rows(start: int, stop: int, rows: int) -> Iterator[tuple[int, int, int]]:
+    """``(image, r0, r1)``: the rows ``start .. stop-1`` of images of ``rows`` rows each,
+    numbered image after image, cut at the images' edges."""
+    while start < stop:
+        image, r0 = divmod(start, rows)
+        r1 = min(rows, r0 + stop - start)
+        yield image, r0, r1
+        start += r1 - r0
 
 
 def _im2col_chunks(
     ws: Workspace, source: np.ndarray, geometry: Geometry, with_ones: bool
-) -> Iterator[tuple[int, int, np.ndarray]]:
-    """Yield ``(c0, n, cols)``: im2col of images ``c0 .. c0+n-1`` of ``source``.
+) -> Iterator[tuple[int, int, slice, np.ndarray]]:
+    """Yield ``(c0, n, rows, cols)``: im2col of output rows ``rows`` of images
+    ``c0 .. c0+n-1`` of ``source``.
 
-    ``cols`` is [n*Xout*Yout][Rx*Ry*L (+1)], its columns in (rx, ry, l) order, FILTERS' own,
-    plus a last column of ones when ``with_ones``. It lives in the workspace: use it before
-    the next chunk. Chunks are as many whole images as fit the workspace.
+    ``cols`` is [n*len(rows)*Yout][Rx*Ry*L (+1)], its columns in (rx, ry, l) order,
+    FILTERS' own, plus a last column of ones when ``with_ones``. It lives in the workspace:
+    use it before the next chunk. Chunks are as many whole images as fit the workspace, or
+    where one image alone does not, as many of its output rows as fit: a cols larger than
+    the caches slows the GEMM that reads it (docs/performance.md). The copies are split over
+    the threads by output rows, so a chunk of one image uses every thread too.
     """
     batch, _, _, channels = source.shape
     (x_out, y_out), (rx, ry) = geometry.out_xy, geometry.window
-    positions = x_out * y_out
     depth = rx * ry * channels
     width = depth + with_ones
     padding = geometry.pad != (0, 0)
     padded_xy = (source.shape[1] + 2 * geometry.pad[0], source.shape[2] + 2 * geometry.pad[1])
-    padded_size = padded_xy[0] * padded_xy[1] * channels if padding else 0
-    chunk = ws.images_per_chunk((positions * width + padded_size) * source.itemsize, batch)
-    for c0 in range(0, batch, chunk):
-        n = min(chunk, batch - c0)
-        cols = ws.scratch("cols", (n * positions, width), source.dtype)
-        padded = ws.scratch("padded", (n, *padded_xy, channels), source.dtype) if padding else None
+    row_bytes = y_out * width * source.itemsize
+    padded_bytes = padded_xy[0] * padded_xy[1] * channels * source.itemsize if padding else 0
+    image_bytes = x_out * row_bytes + padded_bytes
+    chunk = ws.images_per_chunk(image_bytes, batch)
+    if image_bytes > ws.workspace_bytes:
+        rows_per_chunk = max(1, ws.workspace_bytes // row_bytes)
+        chunks = [
+            (b, 1, slice(r, min(r + rows_per_chunk, x_out)))
+            for b in range(batch)
+            for r in range(0, x_out, rows_per_chunk)
+        ]
+    else:
+        chunks = [(c0, min(chunk, batch - c0), slice(0, x_out)) for c0 in range(0, batch, chunk)]
+    for c0, n, rows in chunks:
+        out_rows = rows.stop - rows.start
+        cols = ws.scratch("cols", (n * out_rows * y_out, width), source.dtype)
+        images = source[c0 : c0 + n]
+        if padding:
+            padded = ws.scratch("padded", (n, *padded_xy, channels), source.dtype)
+            if rows.start == 0:  # the chunk's first rows of its images: pad them once
+
+                def pad(part: int, start: int, stop: int, images=images, padded=padded):
+                    for i, r0, r1 in _image_rows(start, stop, padded_xy[0]):
+                        _pad_rows(padded[i : i + 1], images[i : i + 1], geometry.pad, r0, r1)
+
+                ws.parallel(pad, n * padded_xy[0], padded.size)
+            images = padded
         row, column = cols.strides
         cols6 = as_strided(
             cols,
-            shape=(n, x_out, y_out, rx, ry, channels),
+            shape=(n, out_rows, y_out, rx, ry, channels),
             strides=(
-                positions * row,
+                out_rows * y_out * row,
                 y_out * row,
                 row,
                 ry * channels * column,
@@ -79,18 +119,31 @@ def _im2col_chunks(
             ),
         )
 
-        def fill(part: int, start: int, stop: int, c0=c0, cols=cols, cols6=cols6, padded=padded):
-            for i in range(start, stop):
-                image = source[c0 + i : c0 + i + 1]
-                if padded is not None:
-                    _pad_into(padded[i : i + 1], image, geometry.pad)
-                    image = padded[i : i + 1]
-                np.copyto(cols6[i : i + 1], _windows_view(image, geometry))
-            if with_ones:
-                cols[start * positions : stop * positions, depth] = 1
+        fill = _fill_task(cols, cols6, images, geometry, rows, depth if with_ones else None)
+        ws.parallel(fill, n * out_rows, cols.size)
+        yield c0, n, rows, cols
 
-        ws.parallel(fill, n, n * positions * width)
-        yield c0, n, cols
+
+def _fill_task(
+    cols: np.ndarray,
+    cols6: np.ndarray,
+    images: np.ndarray,
+    geometry: Geometry,
+    rows: slice,
+    ones_column: int | None,
+) -> Callable[[int, int, int], None]:
+    """The pool task that fills ``cols6`` (``cols`` as [n][rows][Yout][Rx][Ry][L]) from the
+    (padded) ``images``, and ``cols``' column of ones; its units are output rows."""
+    out_rows, y_out = cols6.shape[1:3]
+
+    def fill(part: int, start: int, stop: int) -> None:
+        for i, r0, r1 in _image_rows(start, stop, out_rows):
+            windows = _windows_view(images[i : i + 1], geometry)
+            np.copyto(cols6[i : i + 1, r0:r1], windows[:, rows.start + r0 : rows.start + r1])
+        if ones_column is not None:
+            cols[start * y_out : stop * y_out, ones_column] = 1
+
+    return fill
 
 
 def _im2col_gemm(
@@ -102,8 +155,8 @@ def _im2col_gemm(
     with_ones: bool,
 ) -> None:
     """``out`` [B][Xout][Yout][F] = im2col(``source``) @ ``matrix``, chunk by chunk."""
-    for c0, n, cols in _im2col_chunks(ws, source, geometry, with_ones):
-        ws.matmul(cols, matrix, _rows(out[c0 : c0 + n]))
+    for c0, n, rows, cols in _im2col_chunks(ws, source, geometry, with_ones):
+        ws.matmul(cols, matrix, _rows(out[c0 : c0 + n, rows]))
 
 
 def _with_bias_row(ws: Workspace, matrix: np.ndarray, biases: np.ndarray) -> np.ndarray:
@@ -265,8 +318,8 @@ def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list
     # [im2col(IN) | 1]^T @ OUT_D holds FILTERS_D over BIASES_D; summed chunk by chunk.
     total = np.zeros((depth + 1, features), dtype=x.dtype)
     partial = np.empty_like(total)
-    for c0, n, cols in _im2col_chunks(ws, x, Geometry.of(layer), with_ones=True):
-        _transposed_product(ws, cols, _rows(out_residual[c0 : c0 + n]), out=partial)
+    for c0, n, rows, cols in _im2col_chunks(ws, x, Geometry.of(layer), with_ones=True):
+        _transposed_product(ws, cols, _rows(out_residual[c0 : c0 + n, rows]), out=partial)
         np.add(total, partial, out=total)
     return {
         "filters": total[:depth].reshape(rx, ry, channels, features),
