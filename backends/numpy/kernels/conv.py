@@ -95,9 +95,16 @@ def _im2col_chunks(
         out_rows = rows.stop - rows.start
         cols = ws.scratch("cols", (n * out_rows * y_out, width), source.dtype)
         images = source[c0 : c0 + n]
+        # As many images as threads: each thread pads and copies whole images, the padded
+        # image still in its cache. Fewer (one image, or rows of one): the threads share the
+        # rows, the padding done first, once per image.
+        by_images = n >= ws.threads
+        unpadded = None
         if padding:
             padded = ws.scratch("padded", (n, *padded_xy, channels), source.dtype)
-            if rows.start == 0:  # the chunk's first rows of its images: pad them once
+            if by_images:
+                unpadded = images
+            elif rows.start == 0:
 
                 def pad(part: int, start: int, stop: int, images=images, padded=padded):
                     for i, r0, r1 in _image_rows(start, stop, padded_xy[0]):
@@ -118,9 +125,16 @@ def _im2col_chunks(
                 column,
             ),
         )
-
-        fill = _fill_task(cols, cols6, images, geometry, rows, depth if with_ones else None)
-        ws.parallel(fill, n * out_rows, cols.size)
+        ones_column = depth if with_ones else None
+        fill = _fill_task(cols, cols6, images, geometry, rows, ones_column, unpadded)
+        if by_images:
+            ws.parallel(
+                lambda part, b0, b1, fill=fill: fill(part, b0 * x_out, b1 * x_out),
+                n,
+                cols.size,
+            )
+        else:
+            ws.parallel(fill, n * out_rows, cols.size)
         yield c0, n, rows, cols
 
 
@@ -131,13 +145,17 @@ def _fill_task(
     geometry: Geometry,
     rows: slice,
     ones_column: int | None,
+    unpadded: np.ndarray | None,
 ) -> Callable[[int, int, int], None]:
     """The pool task that fills ``cols6`` (``cols`` as [n][rows][Yout][Rx][Ry][L]) from the
-    (padded) ``images``, and ``cols``' column of ones; its units are output rows."""
+    (padded) ``images``, and ``cols``' column of ones; its units are output rows. With
+    ``unpadded``, its units are whole images, each padded from ``unpadded`` first."""
     out_rows, y_out = cols6.shape[1:3]
 
     def fill(part: int, start: int, stop: int) -> None:
         for i, r0, r1 in _image_rows(start, stop, out_rows):
+            if unpadded is not None:
+                _pad_rows(images[i : i + 1], unpadded[i : i + 1], geometry.pad, 0, images.shape[1])
             windows = _windows_view(images[i : i + 1], geometry)
             np.copyto(cols6[i : i + 1, r0:r1], windows[:, rows.start + r0 : rows.start + r1])
         if ones_column is not None:
@@ -327,6 +345,13 @@ def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list
     }
 
 
+# A weight gradient's product up to this many elements (a 3x3 layer on at most 32 channels
+# into 32 features) is split over the threads along its reduction, into per-thread partial
+# products summed at the end: split along its own short sides, each thread would stream
+# all of the tall operands for a sliver of the product.
+SPLIT_REDUCTION_ELEMENTS = 1 << 14
+
+
 def _transposed_product(
     ws: Workspace, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None
 ) -> np.ndarray:
@@ -334,15 +359,45 @@ def _transposed_product(
 
     OpenBLAS runs this reduction over N up to 4x slower when the product has fewer rows
     than columns (K < F: a widening 1x1 convolution), so such a product is computed as
-    ``(b.T @ a).T`` (docs/performance.md, the canonical set).
+    ``(b.T @ a).T`` (docs/performance.md, the canonical set). A small product is split
+    over the threads along N (SPLIT_REDUCTION_ELEMENTS), the partial products summed in the
+    threads' order, so the result does not depend on which thread ran first.
     """
-    if a.shape[1] >= b.shape[1]:
-        return ws.matmul(a.T, b, out)
-    product = ws.matmul(b.T, a).T
     if out is None:
-        return product
-    np.copyto(out, product)
+        out = np.empty((a.shape[1], b.shape[1]), dtype=np.result_type(a, b))
+    macs = a.shape[0] * a.shape[1] * b.shape[1]
+    parts = min(ws.threads, a.shape[0])
+    if out.size > SPLIT_REDUCTION_ELEMENTS or parts < 2 or macs < ws.parallel_min_macs:
+        _oriented_product(ws, a, b, out)
+        return out
+    partials = [out] + [ws.scratch(f"partial{p}", out.shape, out.dtype) for p in range(1, parts)]
+    bounds = [a.shape[0] * p // parts for p in range(parts + 1)]
+
+    def task(part: int, start: int, stop: int) -> None:
+        for p in range(start, stop):
+            rows = slice(bounds[p], bounds[p + 1])
+            _oriented_product(None, a[rows], b[rows], partials[p])
+
+    ws.parallel(task, parts, macs, 0)
+    for partial in partials[1:]:
+        np.add(out, partial, out=out)
     return out
+
+
+def _oriented_product(ws: Workspace | None, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out`` = ``a.T @ b`` in the orientation OpenBLAS runs faster; split over the
+    threads of ``ws`` (None: on the calling thread)."""
+    if a.shape[1] >= b.shape[1]:
+        if ws is None:
+            np.matmul(a.T, b, out=out)
+        else:
+            ws.matmul(a.T, b, out)
+        return
+    product_t = out.T  # a view: (b.T @ a) written into it is out = a.T @ b
+    if ws is None:
+        np.matmul(b.T, a, out=product_t)
+    else:
+        ws.matmul(b.T, a, product_t)
 
 
 def _add_bias(ws: Workspace, rows: np.ndarray, biases: np.ndarray) -> None:

@@ -16,6 +16,10 @@ from pytest_gostcnn.model.layers import Layer
 from ..workspace import Workspace
 from ._shared import _flat_pass
 
+# Below this many weights the update runs on the calling thread: a divide and an add per
+# weight are too little work to pay the pool's hand-off (tens of microseconds).
+PARALLEL_MIN_WEIGHTS = 1 << 20
+
 
 def update(ws: Workspace, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
     for name, grad in grads.items():
@@ -30,4 +34,4 @@ def update(ws: Workspace, layer: Layer, weights: dict, grads: dict, batch: int) 
             np.divide(flat_grad[s], batch, out=quotient)
             np.add(flat_w[s], quotient, out=flat_w[s])
 
-        _flat_pass(ws, flat_w.size, step)
+        _flat_pass(ws, flat_w.size, step, PARALLEL_MIN_WEIGHTS)
