@@ -11,6 +11,7 @@ import pytest
 from gost_helpers import HALF
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.backends.numpy.kernels.conv import _transposed_product
 from pytest_gostcnn.backends.numpy.workspace import Workspace
 from pytest_gostcnn.conformance.layer_cases import layer_cases
 from pytest_gostcnn.conformance.verification import (
@@ -70,7 +71,7 @@ def test_layers_that_only_select_values_are_reference_grade(type_name):
 
 
 def _threaded_backend() -> NumpyBackend:
-    """Two worker threads on every pass however small, and im2col one image at a time."""
+    """Two worker threads on every pass however small, and im2col one output row at a time."""
     backend = NumpyBackend("float32", threads=2)
     backend.workspace.parallel_min = 0
     backend.workspace.parallel_min_macs = 0  # every GEMM split over the threads too
@@ -143,3 +144,16 @@ def test_the_backend_runs_blas_on_one_thread_so_its_pool_never_oversubscribes_th
     NumpyBackend("float32", threads=2)
     assert [library["threads"] for library in blas()] == [1] * len(blas())
     assert blas(), "NumPy loaded no BLAS threadpoolctl knows"
+
+
+@pytest.mark.parametrize(("n", "k", "f"), [(101, 7, 3), (101, 3, 7), (2, 5, 4)])
+def test_a_weight_gradient_split_along_its_reduction_is_the_whole_product(n, k, f):
+    # Small products are summed from per-thread partials over slices of N, in both of the
+    # orientations _transposed_product picks (K >= F and K < F).
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((n, k)), rng.standard_normal((n, f))
+    workspace = Workspace(threads=3, parallel_min_macs=0)
+    np.testing.assert_allclose(_transposed_product(workspace, a, b), a.T @ b, rtol=1e-12)
+    out = np.empty((k, f))
+    assert _transposed_product(workspace, a, b, out) is out
+    np.testing.assert_allclose(out, a.T @ b, rtol=1e-12)

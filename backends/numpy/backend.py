@@ -14,7 +14,7 @@ from pytest_gostcnn.machine.threads import cell_cores, limit_blas
 from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.model.layers import Layer
 
-from ..common import kernel, update
+from ..common import kernel
 from . import kernels
 from .integer import IntegerKernels
 from .workspace import Workspace, worker_threads
@@ -73,4 +73,4 @@ class NumpyBackend(Backend):
         return kernel(kernels, layer, "gradient")(self.workspace, layer, inputs, out_residuals)
 
     def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
-        update(weights, grads, batch)
+        kernels.update(self.workspace, layer, weights, grads, batch)

@@ -6,7 +6,8 @@ their arguments; what they return is theirs alone, fresh or a result nobody hold
 (``Workspace.result``), never scratch. Every kernel computes in its arguments' dtype.
 
 One module per kind of layer, as ``reference/`` has: ``conv``, ``depthwise``, ``pooling``,
-``elementwise`` (ReLU, addition, concat, split, shuffle) and ``fc``; what they share
+``elementwise`` (ReLU, addition, concat, split, shuffle) and ``fc``, and the update step
+(``update``, one for every layer type); what they share
 (window geometry, the threaded passes) in ``_shared``. This package is the kernel set:
 ``<layer type>_<step>`` (``backends.common.kernel``).
 """
@@ -27,6 +28,7 @@ from .elementwise import (
 )
 from .fc import fc_backward, fc_forward, fc_gradient
 from .pooling import avgpool_backward, avgpool_forward, maxpool_backward, maxpool_forward
+from .update import update
 
 __all__ = [
     "avgpool_backward",
@@ -52,4 +54,5 @@ __all__ = [
     "shuffle_forward",
     "split_backward",
     "split_forward",
+    "update",
 ]

@@ -202,6 +202,19 @@ def _window_pass(
     ws.parallel(task, len(groups), batch * image * geometry.window[0] * geometry.window[1])
 
 
+def _flat_pass(
+    ws: Workspace, size: int, step: Callable[[int, slice], None], minimum: int | None = None
+) -> None:
+    """``step(part, block)`` over ``range(size)`` in blocks, spread over the threads from
+    ``minimum`` elements (``Workspace.parallel``)."""
+
+    def task(part: int, start: int, stop: int) -> None:
+        for first in range(start, stop, BLOCK_ELEMENTS):
+            step(part, slice(first, min(first + BLOCK_ELEMENTS, stop)))
+
+    ws.parallel(task, size, size, minimum)
+
+
 def _offsets(geometry: Geometry) -> list[tuple[int, int]]:
     return [(rx, ry) for rx in range(geometry.window[0]) for ry in range(geometry.window[1])]
 

@@ -3,7 +3,7 @@ col2im's scatter, whichever moves less memory."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -28,49 +28,96 @@ def _windows_view(source: np.ndarray, geometry: Geometry) -> np.ndarray:
     )
 
 
-def _pad_into(padded: np.ndarray, images: np.ndarray, pad: tuple[int, int]) -> None:
-    """``padded`` = ``images`` with a zero border of ``pad`` (negative pad: cropped)."""
+def _pad_rows(
+    padded: np.ndarray, images: np.ndarray, pad: tuple[int, int], r0: int, r1: int
+) -> None:
+    """Rows ``r0 .. r1-1`` of ``padded`` = those of ``images`` with a zero border of ``pad``
+    (negative pad: cropped)."""
     px, py = pad
     x, y = images.shape[1:3]
-    src = images[:, max(-px, 0) : x - max(-px, 0), max(-py, 0) : y - max(-py, 0)]
-    px, py = max(px, 0), max(py, 0)
-    if px:
-        padded[:, :px] = 0
-        padded[:, -px:] = 0
-    if py:
-        padded[:, px : padded.shape[1] - px, :py] = 0
-        padded[:, px : padded.shape[1] - px, -py:] = 0
-    padded[:, px : px + src.shape[1], py : py + src.shape[2]] = src
+    lo, hi = max(r0 - px, 0), min(r1 - px, x)  # the source rows that land in [r0, r1)
+    if hi <= lo:
+        padded[:, r0:r1] = 0
+        return
+    padded[:, r0 : lo + px] = 0
+    padded[:, hi + px : r1] = 0
+    rows = padded[:, lo + px : hi + px]
+    crop, border = max(-py, 0), max(py, 0)
+    if border:
+        rows[:, :, :border] = 0
+        rows[:, :, -border:] = 0
+    rows[:, :, border : rows.shape[2] - border] = images[:, lo:hi, crop : y - crop]
+
+
+def _image_rows(start: int, stop: int, rows: int) -> Iterator[tuple[int, int, int]]:
+    """``(image, r0, r1)``: the rows ``start .. stop-1`` of images of ``rows`` rows each,
+    numbered image after image, cut at the images' edges."""
+    while start < stop:
+        image, r0 = divmod(start, rows)
+        r1 = min(rows, r0 + stop - start)
+        yield image, r0, r1
+        start += r1 - r0
 
 
 def _im2col_chunks(
     ws: Workspace, source: np.ndarray, geometry: Geometry, with_ones: bool
-) -> Iterator[tuple[int, int, np.ndarray]]:
-    """Yield ``(c0, n, cols)``: im2col of images ``c0 .. c0+n-1`` of ``source``.
+) -> Iterator[tuple[int, int, slice, np.ndarray]]:
+    """Yield ``(c0, n, rows, cols)``: im2col of output rows ``rows`` of images
+    ``c0 .. c0+n-1`` of ``source``.
 
-    ``cols`` is [n*Xout*Yout][Rx*Ry*L (+1)], its columns in (rx, ry, l) order, FILTERS' own,
-    plus a last column of ones when ``with_ones``. It lives in the workspace: use it before
-    the next chunk. Chunks are as many whole images as fit the workspace.
+    ``cols`` is [n*len(rows)*Yout][Rx*Ry*L (+1)], its columns in (rx, ry, l) order,
+    FILTERS' own, plus a last column of ones when ``with_ones``. It lives in the workspace:
+    use it before the next chunk. Chunks are as many whole images as fit the workspace, or
+    where one image alone does not, as many of its output rows as fit: a cols larger than
+    the caches slows the GEMM that reads it (docs/performance.md). The copies are split over
+    the threads by output rows, so a chunk of one image uses every thread too.
     """
     batch, _, _, channels = source.shape
     (x_out, y_out), (rx, ry) = geometry.out_xy, geometry.window
-    positions = x_out * y_out
     depth = rx * ry * channels
     width = depth + with_ones
     padding = geometry.pad != (0, 0)
     padded_xy = (source.shape[1] + 2 * geometry.pad[0], source.shape[2] + 2 * geometry.pad[1])
-    padded_size = padded_xy[0] * padded_xy[1] * channels if padding else 0
-    chunk = ws.images_per_chunk((positions * width + padded_size) * source.itemsize, batch)
-    for c0 in range(0, batch, chunk):
-        n = min(chunk, batch - c0)
-        cols = ws.scratch("cols", (n * positions, width), source.dtype)
-        padded = ws.scratch("padded", (n, *padded_xy, channels), source.dtype) if padding else None
+    row_bytes = y_out * width * source.itemsize
+    padded_bytes = padded_xy[0] * padded_xy[1] * channels * source.itemsize if padding else 0
+    image_bytes = x_out * row_bytes + padded_bytes
+    chunk = ws.images_per_chunk(image_bytes, batch)
+    if image_bytes > ws.workspace_bytes:
+        rows_per_chunk = max(1, ws.workspace_bytes // row_bytes)
+        chunks = [
+            (b, 1, slice(r, min(r + rows_per_chunk, x_out)))
+            for b in range(batch)
+            for r in range(0, x_out, rows_per_chunk)
+        ]
+    else:
+        chunks = [(c0, min(chunk, batch - c0), slice(0, x_out)) for c0 in range(0, batch, chunk)]
+    for c0, n, rows in chunks:
+        out_rows = rows.stop - rows.start
+        cols = ws.scratch("cols", (n * out_rows * y_out, width), source.dtype)
+        images = source[c0 : c0 + n]
+        # As many images as threads: each thread pads and copies whole images, the padded
+        # image still in its cache. Fewer (one image, or rows of one): the threads share the
+        # rows, the padding done first, once per image.
+        by_images = n >= ws.threads
+        unpadded = None
+        if padding:
+            padded = ws.scratch("padded", (n, *padded_xy, channels), source.dtype)
+            if by_images:
+                unpadded = images
+            elif rows.start == 0:
+
+                def pad(part: int, start: int, stop: int, images=images, padded=padded):
+                    for i, r0, r1 in _image_rows(start, stop, padded_xy[0]):
+                        _pad_rows(padded[i : i + 1], images[i : i + 1], geometry.pad, r0, r1)
+
+                ws.parallel(pad, n * padded_xy[0], padded.size)
+            images = padded
         row, column = cols.strides
         cols6 = as_strided(
             cols,
-            shape=(n, x_out, y_out, rx, ry, channels),
+            shape=(n, out_rows, y_out, rx, ry, channels),
             strides=(
-                positions * row,
+                out_rows * y_out * row,
                 y_out * row,
                 row,
                 ry * channels * column,
@@ -78,19 +125,43 @@ def _im2col_chunks(
                 column,
             ),
         )
+        ones_column = depth if with_ones else None
+        fill = _fill_task(cols, cols6, images, geometry, rows, ones_column, unpadded)
+        if by_images:
+            ws.parallel(
+                lambda part, b0, b1, fill=fill: fill(part, b0 * x_out, b1 * x_out),
+                n,
+                cols.size,
+            )
+        else:
+            ws.parallel(fill, n * out_rows, cols.size)
+        yield c0, n, rows, cols
 
-        def fill(part: int, start: int, stop: int, c0=c0, cols=cols, cols6=cols6, padded=padded):
-            for i in range(start, stop):
-                image = source[c0 + i : c0 + i + 1]
-                if padded is not None:
-                    _pad_into(padded[i : i + 1], image, geometry.pad)
-                    image = padded[i : i + 1]
-                np.copyto(cols6[i : i + 1], _windows_view(image, geometry))
-            if with_ones:
-                cols[start * positions : stop * positions, depth] = 1
 
-        ws.parallel(fill, n, n * positions * width)
-        yield c0, n, cols
+def _fill_task(
+    cols: np.ndarray,
+    cols6: np.ndarray,
+    images: np.ndarray,
+    geometry: Geometry,
+    rows: slice,
+    ones_column: int | None,
+    unpadded: np.ndarray | None,
+) -> Callable[[int, int, int], None]:
+    """The pool task that fills ``cols6`` (``cols`` as [n][rows][Yout][Rx][Ry][L]) from the
+    (padded) ``images``, and ``cols``' column of ones; its units are output rows. With
+    ``unpadded``, its units are whole images, each padded from ``unpadded`` first."""
+    out_rows, y_out = cols6.shape[1:3]
+
+    def fill(part: int, start: int, stop: int) -> None:
+        for i, r0, r1 in _image_rows(start, stop, out_rows):
+            if unpadded is not None:
+                _pad_rows(images[i : i + 1], unpadded[i : i + 1], geometry.pad, 0, images.shape[1])
+            windows = _windows_view(images[i : i + 1], geometry)
+            np.copyto(cols6[i : i + 1, r0:r1], windows[:, rows.start + r0 : rows.start + r1])
+        if ones_column is not None:
+            cols[start * y_out : stop * y_out, ones_column] = 1
+
+    return fill
 
 
 def _im2col_gemm(
@@ -102,8 +173,8 @@ def _im2col_gemm(
     with_ones: bool,
 ) -> None:
     """``out`` [B][Xout][Yout][F] = im2col(``source``) @ ``matrix``, chunk by chunk."""
-    for c0, n, cols in _im2col_chunks(ws, source, geometry, with_ones):
-        ws.matmul(cols, matrix, _rows(out[c0 : c0 + n]))
+    for c0, n, rows, cols in _im2col_chunks(ws, source, geometry, with_ones):
+        ws.matmul(cols, matrix, _rows(out[c0 : c0 + n, rows]))
 
 
 def _with_bias_row(ws: Workspace, matrix: np.ndarray, biases: np.ndarray) -> np.ndarray:
@@ -159,20 +230,29 @@ def conv_backward(
     return [_col2im_backward(ws, layer, geometry, out_residual, filters)]
 
 
+# col2im lays its columns out channels first below this many channels (and where a row of
+# the map is longer than the channels). IN_D of the canonical VGG-16's 112x112 64->128
+# layer at B=4: channels first 79.8 ms, channels last 50.2 ms; at 16 and 3 channels
+# channels first is the faster (28.5 against 34.2 ms, 22.4 against 67.9 ms); 32 is even.
+CHANNELS_FIRST_BELOW = 32
+
+
 def _col2im_backward(
     ws: Workspace, layer: Layer, geometry: Geometry, out_residual: np.ndarray, filters: np.ndarray
 ) -> np.ndarray:
-    """IN_D of a strided convolution: a GEMM of OUT_D with FILTERS, columns scattered back.
+    """IN_D of a strided or widening convolution: OUT_D times FILTERS, columns scattered back.
 
     Each window offset adds one slice of the GEMM's result into IN_D. NumPy's speed there is
     the length of the runs it adds: with few channels (the network's first layer, L = 3)
-    the result is laid out channels first, so runs are rows of the map, not L channels;
-    and the padded IN_D is held as S*S phase maps (padded position S*q + a in phase a,
-    index q), where every offset's slice is a unit-stride block, not a stride-S lattice.
+    the result is laid out channels first, so runs are rows of the map, not L channels
+    (but IN_D is then written one channel at a time, L strided passes: from
+    CHANNELS_FIRST_BELOW channels the runs of L are the cheaper); and the padded IN_D is
+    held as S*S phase maps (padded position S*q + a in phase a, index q), where every
+    offset's slice is a unit-stride block, not a stride-S lattice.
     """
     batch = out_residual.shape[0]
     rx, ry, channels, features = filters.shape
-    channels_first = geometry.out_xy[1] > channels
+    channels_first = geometry.out_xy[1] > channels and channels < CHANNELS_FIRST_BELOW
     matrix = filters.reshape(-1, features)
     positions = geometry.out_xy[0] * geometry.out_xy[1]
     depth = rx * ry * channels
@@ -265,13 +345,20 @@ def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list
     # [im2col(IN) | 1]^T @ OUT_D holds FILTERS_D over BIASES_D; summed chunk by chunk.
     total = np.zeros((depth + 1, features), dtype=x.dtype)
     partial = np.empty_like(total)
-    for c0, n, cols in _im2col_chunks(ws, x, Geometry.of(layer), with_ones=True):
-        _transposed_product(ws, cols, _rows(out_residual[c0 : c0 + n]), out=partial)
+    for c0, n, rows, cols in _im2col_chunks(ws, x, Geometry.of(layer), with_ones=True):
+        _transposed_product(ws, cols, _rows(out_residual[c0 : c0 + n, rows]), out=partial)
         np.add(total, partial, out=total)
     return {
         "filters": total[:depth].reshape(rx, ry, channels, features),
         "biases": total[depth].copy(),
     }
+
+
+# A weight gradient's product up to this many elements (a 3x3 layer on at most 32 channels
+# into 32 features) is split over the threads along its reduction, into per-thread partial
+# products summed at the end: split along its own short sides, each thread would stream
+# all of the tall operands for a sliver of the product.
+SPLIT_REDUCTION_ELEMENTS = 1 << 14
 
 
 def _transposed_product(
@@ -281,15 +368,45 @@ def _transposed_product(
 
     OpenBLAS runs this reduction over N up to 4x slower when the product has fewer rows
     than columns (K < F: a widening 1x1 convolution), so such a product is computed as
-    ``(b.T @ a).T`` (docs/performance.md, the canonical set).
+    ``(b.T @ a).T`` (docs/performance.md, the canonical set). A small product is split
+    over the threads along N (SPLIT_REDUCTION_ELEMENTS), the partial products summed in the
+    threads' order, so the result does not depend on which thread ran first.
     """
-    if a.shape[1] >= b.shape[1]:
-        return ws.matmul(a.T, b, out)
-    product = ws.matmul(b.T, a).T
     if out is None:
-        return product
-    np.copyto(out, product)
+        out = np.empty((a.shape[1], b.shape[1]), dtype=np.result_type(a, b))
+    macs = a.shape[0] * a.shape[1] * b.shape[1]
+    parts = min(ws.threads, a.shape[0])
+    if out.size > SPLIT_REDUCTION_ELEMENTS or parts < 2 or macs < ws.parallel_min_macs:
+        _oriented_product(ws, a, b, out)
+        return out
+    partials = [out] + [ws.scratch(f"partial{p}", out.shape, out.dtype) for p in range(1, parts)]
+    bounds = [a.shape[0] * p // parts for p in range(parts + 1)]
+
+    def task(part: int, start: int, stop: int) -> None:
+        for p in range(start, stop):
+            rows = slice(bounds[p], bounds[p + 1])
+            _oriented_product(None, a[rows], b[rows], partials[p])
+
+    ws.parallel(task, parts, macs, 0)
+    for partial in partials[1:]:
+        np.add(out, partial, out=out)
     return out
+
+
+def _oriented_product(ws: Workspace | None, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """``out`` = ``a.T @ b`` in the orientation OpenBLAS runs faster; split over the
+    threads of ``ws`` (None: on the calling thread)."""
+    if a.shape[1] >= b.shape[1]:
+        if ws is None:
+            np.matmul(a.T, b, out=out)
+        else:
+            ws.matmul(a.T, b, out)
+        return
+    product_t = out.T  # a view: (b.T @ a) written into it is out = a.T @ b
+    if ws is None:
+        np.matmul(b.T, a, out=product_t)
+    else:
+        ws.matmul(b.T, a, product_t)
 
 
 def _add_bias(ws: Workspace, rows: np.ndarray, biases: np.ndarray) -> None:

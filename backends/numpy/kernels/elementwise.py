@@ -12,19 +12,9 @@ from pytest_gostcnn.model.layers import Layer
 
 from ...common import channel_parts, eltwise_in_residuals, shuffle
 from ..workspace import Workspace
-from ._shared import BLOCK_ELEMENTS
+from ._shared import _flat_pass
 
 # ReLU (section 6.3), elementwise addition (6.7): flat passes in cache-sized blocks. ------
-
-
-def _flat_pass(ws: Workspace, size: int, step: Callable[[int, slice], None]) -> None:
-    """``step(part, block)`` over ``range(size)`` in blocks, spread over the threads."""
-
-    def task(part: int, start: int, stop: int) -> None:
-        for first in range(start, stop, BLOCK_ELEMENTS):
-            step(part, slice(first, min(first + BLOCK_ELEMENTS, stop)))
-
-    ws.parallel(task, size, size)
 
 
 def relu_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:

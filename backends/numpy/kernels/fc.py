@@ -44,7 +44,11 @@ def fc_backward(
 
 def fc_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list) -> dict:
     residual = out_residuals[0].reshape(out_residuals[0].shape[0], -1)
-    weights_grad = ws.matmul(residual.T, _map_lxy(ws, inputs[0]))
+    map_lxy = _map_lxy(ws, inputs[0])
+    # A result, not a fresh array: WEIGHTS_D is as large as WEIGHTS (411 MB for the
+    # canonical VGG-16's first FC layer), and fresh it faults in every page each iteration.
+    weights_grad = ws.result((residual.shape[1], map_lxy.shape[1]), map_lxy.dtype)
+    ws.matmul(residual.T, map_lxy, weights_grad)
     return {
         "weights": weights_grad.reshape(layer.weight_shapes["weights"]),
         "biases": residual.sum(axis=0),
