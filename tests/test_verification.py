@@ -19,6 +19,7 @@ from pytest_gostcnn.conformance.verification import (
     NOT_VERIFIED,
     REFERENCE_GRADE,
     ArrayCheck,
+    Verification,
     check_array,
     rmse,
     verdict,
@@ -323,3 +324,12 @@ def test_a_layer_step_failure_is_the_backends_and_the_reference_runs_every_step_
     assert failed.error.startswith("the backend raised RuntimeError: kernel missing (at ")
     assert failed.verdict == NOT_CORRECT
     assert passed.error is None and not passed.failed
+
+
+def test_the_failure_shown_is_the_backends_worst_not_a_degenerate_reference():
+    zeros = ArrayCheck("IN_D", None, 1.0, "the reference is all zeros", reference_problem=True)
+    near, far = ArrayCheck("OUT", 1.1, 1.0), ArrayCheck("OUT mean", 9.5, 1.0)
+    result = Verification("s", checks=[zeros, near, far])
+    assert result.verdict == NOT_CORRECT
+    assert result.first_failure.startswith("OUT mean:")  # 9.5x, not the 1.1x listed first
+    assert Verification("s", checks=[zeros]).first_failure.startswith("IN_D:")

@@ -109,7 +109,9 @@ class Verification:
         if self.error is not None:
             return self.error
         failed = [c for c in self.checks if not c.passed]
-        return max(failed, key=lambda c: c.ratio).describe() if failed else None
+        # A reference too degenerate to judge by is the suite's, not the backend's: last.
+        worst = max(failed, key=lambda c: (not c.reference_problem, c.ratio), default=None)
+        return worst.describe() if worst else None
 
     def as_dict(self) -> dict:
         return {

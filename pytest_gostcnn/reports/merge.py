@@ -36,6 +36,7 @@ class Merged:
     timings: tuple[Timing, ...]
     compliance: Compliance
     evaluations: tuple[Evaluation, ...]
+    notes: tuple[str, ...] = ()  # what the merge left out, for the user
 
 
 def merge_reports(reports: list[tuple[str, dict]]) -> Merged:
@@ -82,13 +83,13 @@ def merge_reports(reports: list[tuple[str, dict]]) -> Merged:
                     f"{verified[key][0]} and {entry['verdict']} in {path}"
                 )
             verified.setdefault(key, (path, entry))
-    merged = _merged_report(reports, tests, checksums, verified)
+    merged, notes = _merged_report(reports, tests, checksums, verified)
     assessment = judge(findings(merged))
     merged["benchmarks"] = [t.as_dict() for t in assessment.timings]
     merged["evaluations"] = [e.as_dict() for e in assessment.evaluations]
     merged["compliant"] = assessment.compliance.compliant
     merged["noncompliance_reasons"] = assessment.compliance.texts()
-    return Merged(merged, assessment.timings, assessment.compliance, assessment.evaluations)
+    return Merged(merged, assessment.timings, assessment.compliance, assessment.evaluations, notes)
 
 
 def _times(entry: dict) -> list:
@@ -106,8 +107,9 @@ def _merged_report(
     tests: dict[tuple[str, str], tuple[str, dict]],
     checksums: dict[str, tuple[str, str]],
     verified: dict[tuple[str, str], tuple[str, dict]],
-) -> dict:
-    """The first report with the others' tests, verdicts, layers and selections added."""
+) -> tuple[dict, tuple[str, ...]]:
+    """The first report with the others' tests, verdicts, layers and selections added, and
+    the notes of what it left out."""
     first = reports[0][1]
     networks = [latin for latin in LATIN.values() if latin in checksums]
     modes = [m for m in MODES if any(m in r["options"]["modes"] for _, r in reports)]
@@ -144,7 +146,7 @@ def _merged_report(
     )
     others = sum(r["run"]["other_items_not_run"] for _, r in reports)
     complete = not unfinished and not others
-    partial = _partial(reports, unfinished)
+    partial, notes = _partial(reports, unfinished, finished)
     # A job that stopped is whole once the others finished what it did not: its stop, and
     # the exit status it stopped with, are then no longer the merged run's.
     stopped = (
@@ -198,29 +200,35 @@ def _merged_report(
         },
         "benchmarks": [tests[key][1] for key in sorted(tests, key=order.__getitem__)],
         "evaluations": list(evaluations.values()),
-    }
+    }, notes
 
 
-def _partial(reports: list[tuple[str, dict]], unfinished: list[str]) -> dict | None:
+def _partial(
+    reports: list[tuple[str, dict]], unfinished: list[str], finished: list[str]
+) -> tuple[dict | None, tuple[str, ...]]:
     """The test a job stopped in part-way (``run.partial``), where no other job finished it:
-    the merged run keeps it, so ``--gost-resume`` of the merged report goes on from it.
-    MergeError where two jobs kept different ones: a run can go on from one only."""
+    the merged run keeps it, so ``--gost-resume`` of the merged report goes on from it. Where
+    jobs kept different ones, a run can go on from one only: none is kept, and the note says
+    which were left out (the evaluation of the finished tests stands)."""
     kept = [
         (path, p)
         for path, r in reports
-        if (p := r["run"].get("partial")) is not None and p["test"] in unfinished
+        if (p := r["run"].get("partial")) is not None
+        and p["test"] in unfinished
+        and p["test"] not in finished
     ]
     distinct = [(path, p) for i, (path, p) in enumerate(kept) if p not in [q for _, q in kept[:i]]]
     if len(distinct) > 1:
         named = ", ".join(
             f"{path} ({p['test']}, {p['timed_rounds_done']} rounds)" for path, p in distinct
         )
-        raise MergeError(
-            f"{named} each stopped part-way in a test no other report finished: a merged run "
-            "can go on from one of them only; merge all but one, or resume each job from its "
-            "own report"
+        note = (
+            f"{named} each stopped part-way in a test no other report finished; a run goes "
+            "on from one of them only, so the merged report keeps none (resume each job from "
+            "its own report, or merge all but one)"
         )
-    return distinct[0][1] if distinct else None
+        return None, (note,)
+    return (distinct[0][1] if distinct else None), ()
 
 
 def _unique(names) -> list[str]:

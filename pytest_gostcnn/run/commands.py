@@ -86,6 +86,8 @@ def evaluate(paths: list[str], output: str | None, tables: str | None = None) ->
         merged.evaluations,
     )
     print(f"merged {len(paths)} reports: {', '.join(paths)}")
+    for note in merged.notes:
+        print(f"note: {note}")
     for line in lines:
         print(line)
     if output is not None:

@@ -469,12 +469,11 @@ def terms(resolved: Resolved, modes: Sequence[str]) -> list[str]:
 
 
 def _seconds(seconds: float) -> str:
-    """A test's time in the table: 2.00 (not 2 for 2.004), 0.0137, 12345 (no exponent)."""
-    if seconds >= 100:
+    """A test's time in the table: three figures (2.00, not 2 for 2.004; 0.0137), whole
+    seconds from 100 (12346, not 1.23e+04)."""
+    if float(f"{seconds:.3g}") >= 100:
         return f"{seconds:.0f}"
-    if seconds >= 1:
-        return f"{seconds:.2f}"
-    return f"{seconds:.3g}"
+    return f"{seconds:#.3g}"
 
 
 def _count(number: int, noun: str) -> str:

@@ -96,9 +96,9 @@ def _im2col_chunks(
         cols = ws.scratch("cols", (n * out_rows * y_out, width), source.dtype)
         images = source[c0 : c0 + n]
         # As many images as threads: each thread pads and copies whole images, the padded
-        # image still in its cache. Fewer (one image, or rows of one): the threads share the
-        # rows, the padding done first, once per image.
-        by_images = n >= ws.threads
+        # image still in its cache. Fewer, or rows of one image (even on one thread): the
+        # threads share the rows, the padding done first, once per image.
+        by_images = n >= ws.threads and rows == slice(0, x_out)
         unpadded = None
         if padding:
             padded = ws.scratch("padded", (n, *padded_xy, channels), source.dtype)
