@@ -396,17 +396,17 @@ def _transposed_product(
 def _oriented_product(ws: Workspace | None, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     """``out`` = ``a.T @ b`` in the orientation OpenBLAS runs faster; split over the
     threads of ``ws`` (None: on the calling thread)."""
-    if a.shape[1] >= b.shape[1]:
+
+    def multiply(x: np.ndarray, y: np.ndarray, into: np.ndarray) -> None:
         if ws is None:
-            np.matmul(a.T, b, out=out)
+            np.matmul(x, y, out=into)
         else:
-            ws.matmul(a.T, b, out)
-        return
-    product_t = out.T  # a view: (b.T @ a) written into it is out = a.T @ b
-    if ws is None:
-        np.matmul(b.T, a, out=product_t)
-    else:
-        ws.matmul(b.T, a, product_t)
+            ws.matmul(x, y, into)
+
+    if a.shape[1] >= b.shape[1]:
+        multiply(a.T, b, out)
+    else:  # out.T is a view: (b.T @ a) written into it is out = a.T @ b
+        multiply(b.T, a, out.T)
 
 
 def _add_bias(ws: Workspace, rows: np.ndarray, biases: np.ndarray) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 
 from pytest_gostcnn.model.layers import Layer
 
+from ...common import update as plain_update
 from ..workspace import Workspace
 from ._shared import _flat_pass
 
@@ -25,7 +26,8 @@ def update(ws: Workspace, layer: Layer, weights: dict, grads: dict, batch: int) 
     for name, grad in grads.items():
         w = weights[name]
         if not (w.flags.c_contiguous and grad.flags.c_contiguous and w.shape == grad.shape):
-            w += grad / batch  # a gradient that is a view (a transposed product): as it is
+            # a gradient that is a view (a transposed product): the plain update
+            plain_update({name: w}, {name: grad}, batch)
             continue
         flat_w, flat_grad = w.reshape(-1), grad.reshape(-1)
 
