@@ -297,15 +297,150 @@ def profile(network: Network, mode: str, batch: int, seed: int, repeats: int) ->
     return lines
 
 
+def _best_block(step: Callable[[], object], repeats: int) -> float:
+    """Seconds of the best of ``repeats`` calls after one untimed call.
+
+    One side's calls run as a block: alternating call by call, PyTorch's OpenMP threads,
+    still spinning after its call, take the cores from the NumPy call that follows (on a
+    2-core machine that slowed a 10 ms NumPy convolution to 17-19 ms).
+    """
+    step()
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _layer_steps(
+    backend: NumpyBackend,
+    layer: Layer,
+    inputs: list[np.ndarray],
+    weights: dict,
+    params: dict,
+    mode: str,
+    rng: np.random.Generator,
+) -> tuple[list[np.ndarray], list[tuple[str, Callable, Callable]]]:
+    """The layer's outputs, and ``(step, NumPy call, PyTorch call)`` for each step timed."""
+    outputs = backend.forward(layer, inputs, weights)
+    tensors = [to_torch_map(a) for a in inputs]
+
+    def torch_forward_step() -> None:
+        with torch.no_grad():
+            torch_layer(layer, tensors, params)
+
+    steps = [
+        ("forward", lambda: backend.forward(layer, inputs, weights), torch_forward_step),
+    ]
+    if mode == "training":
+        residuals = [rng.uniform(-1e-3, 1e-3, out.shape).astype(np.float32) for out in outputs]
+        leaves = [to_torch_map(a.copy()).requires_grad_() for a in inputs]
+        graph = torch_layer(layer, leaves, params)
+        residuals_t = [to_torch_map(r) for r in residuals]
+        steps.append(
+            (
+                "backward",
+                lambda: backend.backward(layer, inputs, outputs, residuals, weights),
+                lambda: torch.autograd.grad(graph, leaves, residuals_t, retain_graph=True),
+            )
+        )
+        if weights:
+            steps.append(
+                (
+                    "gradient",
+                    lambda: backend.gradient(layer, inputs, residuals),
+                    lambda: torch.autograd.grad(
+                        graph, list(params.values()), residuals_t, retain_graph=True
+                    ),
+                )
+            )
+    return outputs, steps
+
+
+def layer_times(
+    network: Network, mode: str, batch: int, seed: int, repeats: int
+) -> dict[tuple[str, str], dict[str, float]]:
+    """Seconds of each layer's steps on both sides, summed by (layer type, step).
+
+    Every layer runs on the maps the NumPy forward pass gives it (the same bytes on both
+    sides). Training adds backward (IN_D, PyTorch's input gradient) and, where a layer has
+    weights, gradient (the weights' gradient), each from a fixed residual of the layer's
+    output. Values: ``numpy`` and ``torch`` seconds, ``macs`` of the step for the batch.
+    """
+    backend = NumpyBackend()
+    host, image, _ = draw(network, batch, seed)
+    weights = backend.load_weights(network, host)
+    params = torch_parameters(network, host)
+    rng = np.random.default_rng(seed)
+    maps = {NETWORK_INPUT: image}
+    totals: dict[tuple[str, str], dict[str, float]] = defaultdict(
+        lambda: {"numpy": 0.0, "torch": 0.0, "macs": 0.0}
+    )
+    for layer in network.layers:
+        inputs = [maps[r] for r in layer.inputs]
+        outputs, steps = _layer_steps(
+            backend,
+            layer,
+            inputs,
+            weights.get(layer.number, {}),
+            params.get(layer.number, {}),
+            mode,
+            rng,
+        )
+        for step, ours, theirs in steps:
+            row = totals[layer.type.name, step]
+            row["numpy"] += _best_block(ours, repeats)
+            row["torch"] += _best_block(theirs, repeats)
+            row["macs"] += layer.macs * batch
+        maps.update(zip(layer.outputs, [o.copy() for o in outputs], strict=True))
+    return totals
+
+
+def layer_lines(network: Network, mode: str, batch: int, seed: int, repeats: int) -> list[str]:
+    """The per-(layer type, step) table of ``layer_times``, the largest NumPy time first."""
+    totals = layer_times(network, mode, batch, seed, repeats)
+    lines = [
+        f"  {network.latin} {mode}, B = {batch}: {'NumPy ms':>9s} {'torch ms':>9s} "
+        f"{'ratio':>6s} {'NumPy GMAC/s':>13s} {'torch GMAC/s':>13s}"
+    ]
+    for (type_name, step), row in sorted(totals.items(), key=lambda item: -item[1]["numpy"]):
+        rates = ""
+        if row["macs"]:
+            numpy_rate, torch_rate = row["macs"] / row["numpy"], row["macs"] / row["torch"]
+            rates = f" {numpy_rate / 1e9:13.1f} {torch_rate / 1e9:13.1f}"
+        lines.append(
+            f"    {type_name:10s} {step:9s} {row['numpy'] * 1e3:9.2f} {row['torch'] * 1e3:9.2f} "
+            f"{row['torch'] / row['numpy']:6.2f}{rates}"
+        )
+    numpy_total = sum(row["numpy"] for row in totals.values())
+    torch_total = sum(row["torch"] for row in totals.values())
+    lines.append(
+        f"    {'all layers':20s} {numpy_total * 1e3:9.2f} {torch_total * 1e3:9.2f} "
+        f"{torch_total / numpy_total:6.2f}"
+    )
+    return lines
+
+
 GEMM_SIZE = 2048  # square float32 operands: large enough that either library reaches its rate
 
 
-def gemm_rates(repeats: int = 5) -> dict[str, float]:
-    """MAC/s of the best of ``repeats`` float32 GEMMs of GEMM_SIZE, NumPy's and torch's."""
+def gemm_rates(backend: NumpyBackend, repeats: int = 5) -> dict[str, float]:
+    """MAC/s of the best of ``repeats`` float32 GEMMs of GEMM_SIZE, NumPy's and torch's.
+
+    NumPy's runs the way the backend runs its GEMMs: ``Workspace.matmul``, split over the
+    backend's threads with BLAS on one (a bare ``numpy.matmul`` after ``NumpyBackend()``
+    would run on one core only and halve the rate of a 2-core machine).
+    """
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((GEMM_SIZE, GEMM_SIZE), dtype=np.float32) for _ in range(2))
+    out = np.empty_like(a)
     ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-    best = best_times({"numpy": lambda: a @ b, "torch": lambda: torch.mm(ta, tb)}, 1, repeats)
+    steps = {
+        "numpy": lambda: backend.workspace.matmul(a, b, out),
+        "torch": lambda: torch.mm(ta, tb),
+    }
+    best = best_times(steps, 1, repeats)
     return {side: GEMM_SIZE**3 / seconds for side, seconds in best.items()}
 
 
@@ -322,6 +457,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--old", action="store_true", help="also time the previous backend")
     parser.add_argument("--profile", action="store_true", help="NumPy time by layer type")
+    parser.add_argument(
+        "--layers",
+        action="store_true",
+        help="each layer type and step timed on both sides (time, ratio, GMAC/s)",
+    )
     args = parser.parse_args()
 
     networks = load_networks(args.tables)
@@ -337,7 +477,7 @@ def main() -> None:
     )
     print(f"tables: {args.tables or 'reconstructions (default)'}")
     print(f"batch {args.batch}, float32, best of {args.repeats} after {args.warmup} warm-up")
-    gemm = gemm_rates()
+    gemm = gemm_rates(backend)
     print(
         f"float32 GEMM {GEMM_SIZE}x{GEMM_SIZE}: NumPy {gemm['numpy'] / 1e9:.1f} GMAC/s, "
         f"torch {gemm['torch'] / 1e9:.1f} GMAC/s\n",
@@ -351,6 +491,7 @@ def main() -> None:
         header += f" {'old img/s':>10s} {'new/old':>8s}"
     print(header)
     profiles: list[str] = []
+    layers: list[str] = []
     rows: list[tuple[str, str, dict[str, float]]] = []
     for key in keys:
         network = networks[key]
@@ -376,7 +517,9 @@ def main() -> None:
             print(line, flush=True)
             if args.profile:
                 profiles += profile(network, mode, args.batch, args.seed, args.repeats)
-    after = gemm_rates()
+            if args.layers:
+                layers += layer_lines(network, mode, args.batch, args.seed, args.repeats)
+    after = gemm_rates(backend)
     machine = max(*gemm.values(), *after.values())
     print(
         f"\nfloat32 GEMM after the last network: NumPy {after['numpy'] / 1e9:.1f} GMAC/s, "
@@ -394,6 +537,12 @@ def main() -> None:
     if profiles:
         print("\nNumPy backend, share of an iteration by layer type and step:")
         print("\n".join(profiles))
+    if layers:
+        print(
+            "\nBy layer type and step, both sides on the same maps (PyTorch's time / NumPy's is the"
+            " ratio; each layer's best call, a side's calls in a block):"
+        )
+        print("\n".join(layers))
 
 
 if __name__ == "__main__":
