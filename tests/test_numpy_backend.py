@@ -157,3 +157,61 @@ def test_a_weight_gradient_split_along_its_reduction_is_the_whole_product(n, k, 
     out = np.empty((k, f))
     assert _transposed_product(workspace, a, b, out) is out
     np.testing.assert_allclose(out, a.T @ b, rtol=1e-12)
+
+
+# Depthwise convolution and max pooling run as compiled loops over rows of the map, their
+# backward steps as gathers over IN_D: strides 2 and 3, Rx != Ry, Px != Py, sizes the stride
+# does not divide, a window wider than its padding on one side only.
+WINDOW_LAYERS = [
+    make_layer("depthwise", [(11, 9, 5)], Rx=3, Ry=2, S=2, Px=1, Py=0),
+    make_layer("depthwise", [(13, 10, 3)], Rx=5, Ry=3, S=3, Px=2, Py=1),
+    make_layer("maxpool", [(11, 9, 5)], Rx=3, Ry=2, S=2, Px=1, Py=0),
+    make_layer("maxpool", [(13, 10, 3)], Rx=3, Ry=3, S=3, Px=1, Py=1),
+]
+
+
+@pytest.mark.parametrize("make_backend", [lambda: NumpyBackend("float32"), _threaded_backend])
+@pytest.mark.parametrize(
+    "layer", WINDOW_LAYERS, ids=lambda layer: f"{layer.type.name}-{layer.in_shapes[0]}"
+)
+def test_compiled_window_layers_pass_every_step_on_awkward_geometry(layer, make_backend):
+    for step in layer_steps(layer):
+        result = verify_layer(make_backend(), layer, step, 3, seed=5, subject=step)
+        assert result.verdict in (CORRECT, REFERENCE_GRADE), (step, result.first_failure)
+        assert result.worst.ratio <= HALF, (step, result.worst.describe())
+
+
+@pytest.mark.parametrize("type_name", ["depthwise", "maxpool", "relu"])
+def test_a_residual_that_is_a_view_gives_what_its_copy_gives(type_name):
+    # concat's backward step hands on views of OUT_D (channel_parts): the compiled loops
+    # take C-ordered arrays, so a view must be read as the map it is, not as its memory.
+    layer = {
+        "depthwise": make_layer("depthwise", [(6, 5, 4)], Rx=3, Ry=3, S=1, Px=1, Py=1),
+        "maxpool": make_layer("maxpool", [(6, 5, 4)], Rx=2, Ry=2, S=2, Px=0, Py=0),
+        "relu": make_layer("relu", [(6, 5, 4)]),
+    }[type_name]
+    backend = NumpyBackend("float32", threads=2)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, *layer.in_shapes[0])).astype(np.float32)
+    weights = {
+        name: rng.standard_normal(shape).astype(np.float32)
+        for name, shape in layer.weight_shapes.items()
+    }
+    outputs = backend.forward(layer, [x], weights)
+    wide = rng.standard_normal((*outputs[0].shape[:3], 7)).astype(np.float32)
+    view = wide[..., 2 : 2 + outputs[0].shape[3]]
+    assert not view.flags.c_contiguous
+    copy = backend.backward(layer, [x], outputs, [view.copy()], weights)[0].copy()
+    np.testing.assert_array_equal(backend.backward(layer, [x], outputs, [view], weights)[0], copy)
+
+
+def test_relu_gives_zero_for_a_nan_input_as_the_standard_writes_it():
+    # docs/standard.md §4: IN > 0 ? IN : 0, so NaN (not > 0) gives 0, and so does its IN_D.
+    layer = make_layer("relu", [(1, 2, 3)])
+    x = np.array([[[[np.nan, -1.0, 2.0], [0.0, np.inf, -np.inf]]]], dtype=np.float32)
+    backend = NumpyBackend("float32")
+    out = backend.forward(layer, [x], {})[0]
+    np.testing.assert_array_equal(out, [[[[0, 0, 2], [0, np.inf, 0]]]])
+    residual = np.ones_like(x)
+    in_residual = backend.backward(layer, [x], [out], [residual], {})[0]
+    np.testing.assert_array_equal(in_residual, [[[[0, 0, 1], [0, 1, 0]]]])

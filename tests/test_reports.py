@@ -562,7 +562,7 @@ def test_resume_refuses_a_report_of_another_configuration_listing_every_differen
     assert run.returncode == 4 and "cell 0's peak (MAC/s): 1000000000000.0 here" in run.stderr
     threads = copy.deepcopy(whole.report)
     threads["invocation"]["environment"]["GOTO_NUM_THREADS"] = "7"
-    threads["invocation"]["blas"][0]["threads"] = 7
+    threads["invocation"]["blas"][-1]["threads"] = 7  # the last: its text ends the list
     (path / "threads.json").write_text(json.dumps(threads), encoding="utf-8")
     run = suite(path, "--gost-backend=numpy", *FIXED, "--gost-resume=threads.json")
     assert run.returncode == 4 and "another configuration" in run.stderr

@@ -82,12 +82,15 @@ def _controller() -> ThreadpoolController:
 
 
 def blas() -> list[dict]:
-    """Each BLAS library loaded in this process: its build and the threads it runs now."""
-    return [
+    """Each BLAS library loaded in this process: its build and the threads it runs now,
+    sorted (the order threadpoolctl finds them in can change between runs: two reports
+    of one configuration list them alike)."""
+    libraries = [
         {**{key: info.get(key) for key in BLAS_FIELDS}, "threads": info.get("num_threads")}
         for info in ThreadpoolController().info()
         if info.get("user_api") == "blas"
     ]
+    return sorted(libraries, key=lambda library: [str(library[key]) for key in BLAS_FIELDS])
 
 
 def limit_blas(threads: int) -> None:

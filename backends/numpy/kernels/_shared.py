@@ -80,11 +80,6 @@ def _span(n_out: int, n_in: int, r: int, s: int, p: int, lo: int, hi: int):
     return slice(start, stop), slice(first, first + s * (stop - start - 1) + 1, s)
 
 
-def _temporary(ws: Workspace, part: int, like: np.ndarray) -> np.ndarray:
-    """Per-thread scratch shaped like ``like`` (the caller's view of a block)."""
-    return ws.scratch(f"block{part}", like.shape, like.dtype)
-
-
 def _rows(matrix_like: np.ndarray) -> np.ndarray:
     """A map [B][X][Y][L] as the matrix [B*X*Y][L] (a view where the strides allow)."""
     return matrix_like.reshape(-1, matrix_like.shape[-1])
@@ -217,13 +212,3 @@ def _flat_pass(
 
 def _offsets(geometry: Geometry) -> list[tuple[int, int]]:
     return [(rx, ry) for rx in range(geometry.window[0]) for ry in range(geometry.window[1])]
-
-
-def _tiled(vector: np.ndarray, count: int) -> np.ndarray:
-    """[..][L] repeated ``count`` times along a new next-to-last axis, contiguous.
-
-    Multiplying a [rows][Y][L] view by it lets NumPy run over Y*L elements at a time, where
-    broadcasting the [L] vector itself gives inner loops of L.
-    """
-    shape = (*vector.shape[:-1], count, vector.shape[-1])
-    return np.ascontiguousarray(np.broadcast_to(vector[..., None, :], shape))

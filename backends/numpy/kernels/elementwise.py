@@ -1,6 +1,6 @@
-"""The layers that move or add elements: ReLU (section 6.3) and elementwise addition (6.7)
-in flat cache-sized blocks, concat (6.4), split (6.5) and shuffle (6.9) as copies split
-over the threads by images."""
+"""The layers that move or add elements: ReLU (section 6.3, compiled loops) and elementwise
+addition (6.7) in flat cache-sized blocks, concat (6.4), split (6.5) and shuffle (6.9) as
+copies split over the threads by images."""
 
 from __future__ import annotations
 
@@ -12,16 +12,17 @@ from pytest_gostcnn.model.layers import Layer
 
 from ...common import channel_parts, eltwise_in_residuals, shuffle
 from ..workspace import Workspace
+from . import compiled
 from ._shared import _flat_pass
 
 # ReLU (section 6.3), elementwise addition (6.7): flat passes in cache-sized blocks. ------
 
 
 def relu_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
-    # docs/standard.md §4: IN > 0 ? IN : 0; max(IN, 0) is that for every input but NaN.
-    x = inputs[0].reshape(-1)
+    # docs/standard.md §4: IN > 0 ? IN : 0, exactly (a NaN input gives 0).
+    x = compiled.contiguous(inputs[0]).reshape(-1)
     out = ws.result(x.shape, x.dtype)
-    _flat_pass(ws, x.size, lambda part, s: np.maximum(x[s], 0, out=out[s]))
+    _flat_pass(ws, x.size, lambda part, s: compiled.relu_span(x, out, s.start, s.stop))
     return [out.reshape(inputs[0].shape)]
 
 
@@ -29,15 +30,14 @@ def relu_backward(
     ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
 ) -> list:
     # docs/standard.md §4: decided on IN, not OUT.
-    x, residual = inputs[0].reshape(-1), out_residuals[0].reshape(-1)
+    x = compiled.contiguous(inputs[0]).reshape(-1)
+    residual = compiled.contiguous(out_residuals[0]).reshape(-1)
     in_residual = ws.result(x.shape, residual.dtype)
-
-    def step(part: int, s: slice) -> None:
-        positive = ws.scratch(f"mask{part}", (s.stop - s.start,), np.bool_)
-        np.greater(x[s], 0, out=positive)
-        np.multiply(residual[s], positive, out=in_residual[s])
-
-    _flat_pass(ws, x.size, step)
+    _flat_pass(
+        ws,
+        x.size,
+        lambda part, s: compiled.relu_in_residual_span(x, residual, in_residual, s.start, s.stop),
+    )
     return [in_residual.reshape(inputs[0].shape)]
 
 
