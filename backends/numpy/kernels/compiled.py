@@ -1,5 +1,6 @@
 """Compiled loops (Numba) for the steps that NumPy would run as many whole-map passes:
-depthwise convolution (section 6.6), max pooling's backward step (6.2) and ReLU (6.3).
+depthwise convolution (section 6.6), max pooling's backward step (6.2), ReLU (6.3) and
+shuffle (6.9).
 
 A NumPy depthwise layer is two passes over the output per window offset (18 for 3x3),
 max pooling's backward step four; here each output (or input) position is visited once,
@@ -21,7 +22,7 @@ import numba as nb
 import numpy as np
 
 _FLOATS = (nb.float32, nb.float64)
-_ON_THE_GRID = (nb.float32, nb.int8, nb.int16)  # ReLU on the integer inference's maps too
+_ON_THE_GRID = (nb.float32, nb.int8, nb.int16)  # ReLU, shuffle on the integer maps too
 
 
 def _map(t):
@@ -192,3 +193,16 @@ def relu_in_residual_span(x, residual, in_residual, start, stop):
     zero = np.zeros(1, dtype=in_residual.dtype)[0]
     for k in range(source.size):
         target[k] = share[k] if source[k] > zero else zero
+
+
+@_compile(_signatures(_ON_THE_GRID, lambda t: (t[:, ::1], t[:, ::1], _i, _i, _i)))
+def regroup_rows(source, out, rows, start, stop):
+    """``out`` positions ``start .. stop-1`` = the channels of ``source`` [P][L] viewed as
+    [rows][L/rows], transposed (``backends.common.shuffle``: rows = G, or L/G for IN_D)."""
+    columns = source.shape[1] // rows
+    for position in range(start, stop):
+        channels, target = source[position], out[position]
+        for g in range(rows):
+            part = channels[g * columns : (g + 1) * columns]
+            for j in range(columns):
+                target[j * rows + g] = part[j]
