@@ -12,6 +12,7 @@ from pytest_gostcnn.model.layers import Layer
 
 from ...common import is_pointwise
 from ..workspace import Workspace
+from . import compiled
 from ._shared import Geometry, _column_sums, _rows
 
 
@@ -410,9 +411,10 @@ def _oriented_product(ws: Workspace | None, a: np.ndarray, b: np.ndarray, out: n
 
 
 def _add_bias(ws: Workspace, rows: np.ndarray, biases: np.ndarray) -> None:
-    """``rows`` [N][F] += BIASES, in place, split over the threads."""
+    """``rows`` [N][F] (C-ordered) += BIASES, in place, split over the threads."""
+    biases = compiled.contiguous(biases)
 
     def task(part: int, start: int, stop: int) -> None:
-        np.add(rows[start:stop], biases, out=rows[start:stop])
+        compiled.add_to_rows(rows, biases, start, stop)
 
     ws.parallel(task, rows.shape[0], rows.size)
