@@ -5,7 +5,7 @@ shuffle (6.9).
 A NumPy depthwise layer is two passes over the output per window offset (18 for 3x3),
 max pooling's backward step four; here each output (or input) position is visited once,
 its channels the innermost, vectorised loop. On the analogs at B = 16 that made depthwise
-forward 3.9x faster than the NumPy passes it replaces (docs/performance.md).
+2.3-3.1x faster than the NumPy passes it replaced (docs/performance.md).
 
 Every function works on a range of units (rows of a map: ``image * rows + row``) so that
 the workspace's pool splits it over the threads (``Workspace.parallel``); each writes only

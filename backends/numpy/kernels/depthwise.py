@@ -12,25 +12,18 @@ from . import compiled
 from ._shared import Geometry, _column_sums, _rows
 
 
-def _by_rows(ws: Workspace, rows: int, work: int, loop) -> None:
-    """``loop(start, stop)`` over ``rows`` map rows, split over the threads from ``work``
-    multiply-adds (``Workspace.parallel``)."""
-    ws.parallel(lambda part, start, stop: loop(start, stop), rows, work)
-
-
 def depthwise_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
     x = compiled.contiguous(inputs[0])
     filters = compiled.contiguous(weights["filters"])
     biases = compiled.contiguous(weights["biases"])
     g = Geometry.of(layer)
     out = ws.result((x.shape[0], *layer.out_shapes[0]), x.dtype)
-    rows = x.shape[0] * g.out_xy[0]
     px, py = g.pad
 
-    def loop(start: int, stop: int) -> None:
+    def task(part: int, start: int, stop: int) -> None:
         compiled.depthwise_rows(x, filters, biases, out, g.stride, px, py, start, stop)
 
-    _by_rows(ws, rows, x.shape[0] * layer.macs, loop)
+    ws.parallel(task, x.shape[0] * g.out_xy[0], x.shape[0] * layer.macs)
     return [out]
 
 
@@ -44,12 +37,12 @@ def depthwise_backward(
     in_residual = ws.result((batch, *layer.in_shapes[0]), residual.dtype)
     px, py = g.pad
 
-    def loop(start: int, stop: int) -> None:
+    def task(part: int, start: int, stop: int) -> None:
         compiled.depthwise_in_residual_rows(
             residual, filters, in_residual, g.stride, px, py, start, stop
         )
 
-    _by_rows(ws, batch * g.in_xy[0], batch * layer.macs, loop)
+    ws.parallel(task, batch * g.in_xy[0], batch * layer.macs)
     return [in_residual]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from pytest_gostcnn.model.layers import Layer
 
-from ...common import channel_parts, eltwise_in_residuals
+from ...common import channel_parts, eltwise_in_residuals, shuffle
 from ..workspace import Workspace
 from . import compiled
 from ._shared import _flat_pass
@@ -104,28 +104,31 @@ def split_backward(
     return [_join(ws, out_residuals[0], out_residuals[1])]
 
 
-def _shuffled(ws: Workspace, layer: Layer, a: np.ndarray, inverse: bool) -> np.ndarray:
-    """Shuffle's OUT (``inverse``: its IN_D) from ``a``: ``backends.common.shuffle``'s
-    regrouping of the channels, in a compiled loop split over the threads by positions (3.7x
-    NumPy's strided copy on Ш's layers at B = 16)."""
-    groups, channels = layer.params["G"], a.shape[3]
-    source = compiled.contiguous(a).reshape(-1, channels)
-    out = ws.result(a.shape, a.dtype)
-    rows = channels // groups if inverse else groups
-    target = out.reshape(-1, channels)
-    ws.parallel(
-        lambda part, start, stop: compiled.regroup_rows(source, target, rows, start, stop),
-        source.shape[0],
-        a.size,
-    )
-    return out
+def _regrouped(ws: Workspace) -> Callable[[np.ndarray], np.ndarray]:
+    """``shuffle``'s copy of the regrouped channels (its [..][L/rows][rows] view of a map): a
+    result, filled by a compiled loop split over the threads by positions (3.7x NumPy's copy
+    of the strided view on Ш's layers at B = 16)."""
+
+    def copy(grid: np.ndarray) -> np.ndarray:
+        *lead, columns, rows = grid.shape
+        source = compiled.contiguous(grid.swapaxes(-1, -2)).reshape(-1, columns * rows)
+        out = ws.result((*lead, columns * rows), grid.dtype)
+        target = out.reshape(source.shape)
+        ws.parallel(
+            lambda part, start, stop: compiled.regroup_rows(source, target, rows, start, stop),
+            source.shape[0],
+            out.size,
+        )
+        return out
+
+    return copy
 
 
 def shuffle_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
-    return [_shuffled(ws, layer, inputs[0], inverse=False)]
+    return [shuffle(layer, inputs[0], _regrouped(ws))]
 
 
 def shuffle_backward(
     ws: Workspace, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
 ) -> list:
-    return [_shuffled(ws, layer, out_residuals[0], inverse=True)]
+    return [shuffle(layer, out_residuals[0], _regrouped(ws), inverse=True)]
