@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance.rounds import Plan
@@ -23,6 +24,19 @@ SCHEMA = json.loads(
 BACKENDS = HERE / "gost_test_backends.py"
 # The smallest run of the shipped tables: network Ш (Sh), batch 1, inference.
 SMALL = ("--gost-batch=1", "--gost-networks=Sh", "--gost-mode=inference")
+
+
+# The sweeps CI leaves out (minutes on 2 cores): GOST_SWEEP=all runs every case.
+SWEEP = os.environ.get("GOST_SWEEP") == "all"
+
+
+def swept(*values, in_ci: bool = False):
+    """A test case that runs by default only when ``in_ci``, and always under GOST_SWEEP=all
+    (then it is marked ``slow``)."""
+    if in_ci:
+        return pytest.param(*values)
+    marks = [pytest.mark.slow, pytest.mark.skipif(not SWEEP, reason="GOST_SWEEP=all")]
+    return pytest.param(*values, marks=marks)
 
 
 def read_report(path: Path) -> dict:

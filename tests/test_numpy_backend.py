@@ -4,11 +4,9 @@ Not just below СКОП: at most half of it, so a correct float32 implementation
 inside the threshold and the verdict does not hinge on luck.
 """
 
-import os
-
 import numpy as np
 import pytest
-from gost_helpers import HALF
+from gost_helpers import HALF, swept
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.backends.numpy.kernels.conv import _transposed_product
@@ -25,11 +23,12 @@ from pytest_gostcnn.machine.threads import blas
 from pytest_gostcnn.model.layers import make_layer
 from pytest_gostcnn.model.network import LATIN
 
-# B = 8 on every network takes a minute of CI's 2 cores: CI keeps Ш (Sh) in both modes and
-# С (S) in inference (the batch's chunking is the same code for all); GOST_SWEEP=all runs them
-# all.
-SWEEP = os.environ.get("GOST_SWEEP") == "all"
-AT_8 = {("Sh", "inference"), ("Sh", "training"), ("S", "inference")}
+# CI runs every network in both modes at the suite's default B = 2, and inference at B = 1;
+# training at B = 1 on Ш (Sh) and Р (R), B = 8 on Ш in both modes and С (S) in inference (the
+# batch's chunking is the same code for all). GOST_SWEEP=all runs every network at B = 1, 2
+# and 8 in both modes (about two minutes of a 2-core machine).
+IN_CI = {("Sh", "training", 1), ("R", "training", 1)}
+IN_CI |= {("Sh", "inference", 8), ("Sh", "training", 8), ("S", "inference", 8)}
 
 
 def _cases() -> list:
@@ -37,11 +36,9 @@ def _cases() -> list:
     for latin in LATIN.values():
         for mode in ("inference", "training"):
             for batch in (1, 2, 8):
-                opt_in = batch == 8 and (latin, mode) not in AT_8
-                marks = [pytest.mark.skipif(opt_in and not SWEEP, reason="GOST_SWEEP=all")]
-                if opt_in:
-                    marks.append(pytest.mark.slow)
-                cases.append(pytest.param(latin, mode, batch, marks=marks))
+                in_ci = (latin, mode, batch) in IN_CI or batch == 2
+                in_ci = in_ci or (batch == 1 and mode == "inference")
+                cases.append(swept(latin, mode, batch, in_ci=in_ci))
     return cases
 
 
@@ -79,7 +76,12 @@ def _threaded_backend() -> NumpyBackend:
     return backend
 
 
-@pytest.mark.parametrize("latin", list(LATIN.values()))
+# CI: the networks of the compiled kernels (depthwise, shuffle: М, С, Ш) and of the residual
+# sums (Р); GOST_SWEEP=all adds Г (G) and В (V), whose layer types the layer cases above
+# cover with threads and chunks too.
+@pytest.mark.parametrize(
+    "latin", [swept(latin, in_ci=latin in ("M", "S", "R", "Sh")) for latin in LATIN.values()]
+)
 def test_threads_and_workspace_chunks_keep_the_backend_correct(shipped_networks, latin):
     # Threads and chunks change only the order of the work (and of float32 sums), so the
     # verdict and the margin are those of the plain run, on whatever shape each pass meets.

@@ -7,7 +7,6 @@ target timed here; the ОРП of a backend whose work escapes the round is compa
 plain NumPy backend's, measured in the same test, never with a wall time.
 """
 
-import os
 import random
 import statistics
 import warnings
@@ -15,7 +14,7 @@ import warnings
 import gost_test_backends as mutants
 import numpy as np
 import pytest
-from gost_helpers import auditor, directory, suite
+from gost_helpers import auditor, directory, suite, swept
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
@@ -218,14 +217,7 @@ def test_a_backend_honest_only_when_watched_fails_an_audit(shipped_networks, mut
 
 # The four largest analogs take half a minute to a minute each here; GOST_SWEEP=all runs them
 # (the tiny-table run below takes every network through 13 segments in CI).
-SWEEP = os.environ.get("GOST_SWEEP") == "all"
-LARGE = pytest.mark.skipif(not SWEEP, reason="GOST_SWEEP=all")
-
-
-@pytest.mark.parametrize(
-    "latin",
-    ["M", "Sh", *(pytest.param(latin, marks=LARGE) for latin in ("S", "G", "R", "V"))],
-)
+@pytest.mark.parametrize("latin", ["M", "Sh", *(swept(latin) for latin in ("S", "G", "R", "V"))])
 def test_a_correct_backend_passes_audits_across_segments_on_every_network(shipped_networks, latin):
     network = shipped_networks[latin]
     run_plan = Plan("quick", rounds=5, warmup_rounds=1, batch=1)
