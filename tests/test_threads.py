@@ -1,6 +1,8 @@
 """The cell's threads (pytest_gostcnn/machine/threads.py): BLAS never runs more threads
 than asked, the float64 reference runs it on one, and a report names what decides them."""
 
+import types
+
 import numpy as np  # loads the BLAS the functions below see
 
 from pytest_gostcnn.machine import threads
@@ -32,6 +34,25 @@ def test_the_reference_runs_blas_on_one_thread_and_leaves_it_as_it_was():
         with threads.one_blas_thread():
             assert _threads() == [1] * len(before)
         assert _threads() == before
+
+
+def test_a_blas_loaded_after_the_first_limit_is_limited_too(monkeypatch):
+    # Importing Numba loads SciPy's OpenBLAS beside NumPy's: the libraries are found anew at
+    # each call, not once for the process.
+    class Library:
+        user_api, num_threads = "blas", 2
+
+        def set_num_threads(self, n):
+            self.num_threads = n
+
+    loaded = [Library()]
+    monkeypatch.setattr(threads, "ThreadpoolController", lambda: types.SimpleNamespace(
+        lib_controllers=list(loaded)
+    ))  # fmt: skip
+    threads.limit_blas(1)
+    loaded.append(Library())  # loaded later in the process
+    threads.limit_blas(1)
+    assert [library.num_threads for library in loaded] == [1, 1]
 
 
 def test_the_environment_names_only_the_speed_variables_that_are_set(monkeypatch):

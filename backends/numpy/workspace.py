@@ -27,9 +27,7 @@ WORKSPACE_BYTES = 16 * 2**20
 
 # Below this many array elements a pass runs on the calling thread: handing work to the
 # pool and waiting for it costs about 50 us on a 2-core KVM guest (an empty task), as much
-# as a compiled ReLU over 2^18 elements on one core. From 2^15 and 2^20 (below) to these,
-# Ш ran 1.16-1.23x faster at B = 1 and 2, Р 1.08-1.11x at B = 1, every network the same
-# within 5 % at B = 2 and 16 (configurations alternating in one process).
+# as a compiled ReLU over 2^18 elements on one core (docs/performance.md).
 PARALLEL_MIN_ELEMENTS = 1 << 18
 # Below this many multiply-adds a GEMM runs on the calling thread (about 100 us on one core).
 PARALLEL_MIN_MACS = 1 << 22

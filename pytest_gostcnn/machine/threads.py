@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import cache
 
 from threadpoolctl import ThreadpoolController
 
@@ -75,9 +74,9 @@ def thread_limit() -> int | None:
     return min(limits) if limits else None
 
 
-@cache
 def _controller() -> ThreadpoolController:
-    """The libraries loaded by now, found once (finding them walks every loaded library)."""
+    """The libraries loaded by now, found anew at each call (about 1 ms): one loaded after
+    an earlier call (SciPy's OpenBLAS, which importing Numba loads) is limited too."""
     return ThreadpoolController()
 
 

@@ -3,12 +3,14 @@ BLAS, the caches and the worker threads (docs/performance.md, "What the backend 
 
 Arrays are the standard's, channels last (docs/standard.md §2). Kernels never write into
 their arguments; what they return is theirs alone, fresh or a result nobody holds any more
-(``Workspace.result``), never scratch. Every kernel computes in its arguments' dtype.
+(``Workspace.result``), never scratch. Every kernel returns its arguments' dtype (the
+depthwise gradient sums in float64 on the way).
 
 One module per kind of layer, as ``reference/`` has: ``conv``, ``depthwise``, ``pooling``,
 ``elementwise`` (ReLU, addition, concat, split, shuffle) and ``fc``, and the update step
 (``update``, one for every layer type); what they share
-(window geometry, the threaded passes) in ``_shared``. This package is the kernel set:
+(window geometry, the threaded passes) in ``_shared``, the Numba loops they call in
+``compiled``. This package is the kernel set:
 ``<layer type>_<step>`` (``backends.common.kernel``).
 """
 

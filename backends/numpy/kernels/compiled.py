@@ -1,19 +1,15 @@
 """Compiled loops (Numba) for the steps that NumPy would run as many whole-map passes:
-depthwise convolution (section 6.6), max pooling's backward step (6.2), ReLU (6.3) and
-shuffle (6.9).
+depthwise convolution (section 6.6), max pooling's backward step (6.2), ReLU (6.3),
+shuffle (6.9) and a 1x1 convolution's BIASES (6.1). Each position is visited once, its
+channels the innermost, vectorised loop (docs/performance.md, "What the backend does").
 
-A NumPy depthwise layer is two passes over the output per window offset (18 for 3x3),
-max pooling's backward step four; here each output (or input) position is visited once,
-its channels the innermost, vectorised loop. On the analogs at B = 16 that made depthwise
-2.3-3.1x faster than the NumPy passes it replaced (docs/performance.md).
-
-Every function works on a range of units (rows of a map: ``image * rows + row``) so that
-the workspace's pool splits it over the threads (``Workspace.parallel``); each writes only
-its own units' rows, and runs without the GIL. The dtypes the backend runs (float32; the
-integer inference's int8 and int16 maps and float64 sums) are compiled when this module is
-imported (from Numba's cache after the first time), so never inside a timed step; arrays
-must be C-contiguous (``contiguous``). Every loop adds in a fixed order, so a result does
-not depend on the threads' timing.
+Every function works on a range of units (rows of a map, flat elements or matrix rows, as
+its docstring says) so that the workspace's pool splits it over the threads
+(``Workspace.parallel``); each writes only its own units, and runs without the GIL. The
+dtypes the backend runs (float32; the integer inference's int8 and int16 maps and float64
+sums) are compiled when this module is imported (from Numba's cache after the first time),
+so never inside a timed step; arrays must be C-contiguous (``contiguous``). Every loop adds
+in a fixed order, so a result does not depend on the threads' timing.
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ import numba as nb
 import numpy as np
 
 _FLOATS = (nb.float32, nb.float64)
-_ON_THE_GRID = (nb.float32, nb.int8, nb.int16)  # ReLU, shuffle on the integer maps too
+_MAP_TYPES = (nb.float32, nb.int8, nb.int16)  # ReLU and shuffle run on the integer maps too
 
 
 def _map(t):
@@ -30,8 +26,8 @@ def _map(t):
 
 
 def contiguous(array: np.ndarray) -> np.ndarray:
-    """``array`` in C order: itself when it already is (a view such as concat's residual
-    parts is copied once)."""
+    """``array`` in C order: itself when it already is, else a copy (a view such as
+    concat's residual parts is copied at each call)."""
     return np.ascontiguousarray(array)
 
 
@@ -175,11 +171,11 @@ def maxpool_in_residual_rows(
                             target[c] += share[c]
 
 
-@_compile(_signatures(_ON_THE_GRID, lambda t: (t[::1], t[::1], _i, _i)))
+@_compile(_signatures(_MAP_TYPES, lambda t: (t[::1], t[::1], _i, _i)))
 def relu_span(x, out, start, stop):
     """``out[start:stop]`` = IN > 0 ? IN : 0 (docs/standard.md §4), of flat maps."""
-    # Sliced first, and 0 in the arrays' type: indexed from ``start`` with a literal 0
-    # (an int64) the loop did not vectorise and ran 4.4x slower.
+    # Sliced first, and 0 in the arrays' type: indexed from ``start``, with a literal 0 (an
+    # int64), the loop does not vectorise.
     source, target = x[start:stop], out[start:stop]
     zero = np.zeros(1, dtype=out.dtype)[0]
     for k in range(source.size):
@@ -195,7 +191,7 @@ def relu_in_residual_span(x, residual, in_residual, start, stop):
         target[k] = share[k] if source[k] > zero else zero
 
 
-@_compile(_signatures(_ON_THE_GRID, lambda t: (t[:, ::1], t[:, ::1], _i, _i, _i)))
+@_compile(_signatures(_MAP_TYPES, lambda t: (t[:, ::1], t[:, ::1], _i, _i, _i)))
 def regroup_rows(source, out, rows, start, stop):
     """``out`` positions ``start .. stop-1`` = the channels of ``source`` [P][L] viewed as
     [rows][L/rows], transposed (``backends.common.shuffle``: rows = G, or L/G for IN_D)."""
@@ -210,8 +206,8 @@ def regroup_rows(source, out, rows, start, stop):
 
 @_compile(_signatures(_FLOATS, lambda t: (t[:, ::1], t[::1], _i, _i)))
 def add_to_rows(rows, vector, start, stop):
-    """``rows[start:stop]`` [N][F] += ``vector`` [F], in place (a 1x1 convolution's BIASES:
-    1.3-2.7x NumPy's broadcast add, whose inner loop is one row of F values)."""
+    """``rows[start:stop]`` [N][F] += ``vector`` [F], in place (a 1x1 convolution's
+    BIASES; NumPy's broadcast add loops over one row of F values at a time)."""
     for row in range(start, stop):
         target = rows[row]
         for f in range(target.size):

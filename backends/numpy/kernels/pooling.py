@@ -17,8 +17,7 @@ from ._shared import Geometry, Phases, _offsets, _window_pass
 
 
 def maxpool_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
-    # NumPy's window passes: a compiled loop ran 0.8-1.07x their speed here (each output's
-    # window is only 4 or 9 slices of L values).
+    # NumPy's window passes: a compiled loop was no faster (docs/performance.md).
     return [_reduce_windows(ws, layer, inputs[0], np.maximum)]
 
 
