@@ -259,8 +259,9 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "backend",
         "NAME",
-        "backend to verify: a registered name (numpy, ...) or package.module:Class "
-        "(default numpy). Given without test paths, runs the suite shipped with the plugin.",
+        "backend to verify: a registered name (numpy, ...) or package.module:Class. "
+        "Given without test paths, runs the suite shipped with the plugin, which runs only "
+        "then or when its path is given (its backend then numpy by default).",
         _text,
         default="numpy",
         rerun="always",
