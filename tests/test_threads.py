@@ -4,6 +4,7 @@ than asked, the float64 reference runs it on one, and a report names what decide
 import types
 
 import numpy as np  # loads the BLAS the functions below see
+from threadpoolctl import ThreadpoolController
 
 from pytest_gostcnn.machine import threads
 
@@ -20,7 +21,7 @@ def test_numpy_loads_a_blas_that_threadpoolctl_reports():
 
 
 def test_a_limit_lowers_the_threads_and_never_raises_them():
-    with threads._controller().limit(limits=2, user_api="blas"):
+    with ThreadpoolController().limit(limits=2, user_api="blas"):
         before = _threads()
         threads.limit_blas(before[0] + 3)
         assert _threads() == before
@@ -29,7 +30,7 @@ def test_a_limit_lowers_the_threads_and_never_raises_them():
 
 
 def test_the_reference_runs_blas_on_one_thread_and_leaves_it_as_it_was():
-    with threads._controller().limit(limits=2, user_api="blas"):
+    with ThreadpoolController().limit(limits=2, user_api="blas"):
         before = _threads()
         with threads.one_blas_thread():
             assert _threads() == [1] * len(before)
@@ -37,8 +38,8 @@ def test_the_reference_runs_blas_on_one_thread_and_leaves_it_as_it_was():
 
 
 def test_a_blas_loaded_after_the_first_limit_is_limited_too(monkeypatch):
-    # Importing Numba loads SciPy's OpenBLAS beside NumPy's: the libraries are found anew at
-    # each call, not once for the process.
+    # Importing Numba loads SciPy's OpenBLAS beside NumPy's: the libraries must be found anew
+    # at each call, not once for the process.
     class Library:
         user_api, num_threads = "blas", 2
 

@@ -74,12 +74,6 @@ def thread_limit() -> int | None:
     return min(limits) if limits else None
 
 
-def _controller() -> ThreadpoolController:
-    """The libraries loaded by now, found anew at each call (about 1 ms): one loaded after
-    an earlier call (SciPy's OpenBLAS, which importing Numba loads) is limited too."""
-    return ThreadpoolController()
-
-
 def blas() -> list[dict]:
     """Each BLAS library loaded in this process: its build and the threads it runs now,
     sorted (the order threadpoolctl finds them in can change between runs: two reports
@@ -93,8 +87,11 @@ def blas() -> list[dict]:
 
 
 def limit_blas(threads: int) -> None:
-    """Every loaded BLAS library runs at most ``threads`` threads, for the whole process."""
-    for library in _controller().lib_controllers:
+    """Every loaded BLAS library runs at most ``threads`` threads, for the whole process.
+
+    The libraries are found anew at each call (about 1 ms): one loaded since an earlier call
+    (SciPy's OpenBLAS, which importing Numba loads) is limited too."""
+    for library in ThreadpoolController().lib_controllers:
         if library.user_api == "blas" and library.num_threads > threads:
             library.set_num_threads(threads)
 
@@ -103,5 +100,5 @@ def limit_blas(threads: int) -> None:
 def one_blas_thread() -> Iterator[None]:
     """BLAS on one thread inside, as before outside: the float64 reference (verification,
     audits) never collapses on a shared cell (docs/benchmarking.md, "A shared cell")."""
-    with _controller().limit(limits=1, user_api="blas"):
+    with ThreadpoolController().limit(limits=1, user_api="blas"):
         yield
