@@ -9,7 +9,8 @@ import pytest
 from gost_helpers import HALF, swept
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
-from pytest_gostcnn.backends.numpy.kernels.conv import _transposed_product
+from pytest_gostcnn.backends.numpy.kernels._shared import Geometry
+from pytest_gostcnn.backends.numpy.kernels.conv import _im2col_gemm, _transposed_product
 from pytest_gostcnn.backends.numpy.workspace import Workspace
 from pytest_gostcnn.conformance.layer_cases import layer_cases
 from pytest_gostcnn.conformance.verification import (
@@ -71,33 +72,44 @@ def test_layers_that_only_select_values_are_reference_grade(type_name):
         assert result.verdict == REFERENCE_GRADE, (case.tag, result.checks)
 
 
-def _threaded_backend() -> NumpyBackend:
-    """Two worker threads on every pass however small, and im2col one output row at a time."""
+def _threaded_backend(blocked: bool = False) -> NumpyBackend:
+    """Two worker threads on every pass however small; every im2col in blocks of one output
+    row (``blocked``) or in chunks of one output row, the GEMM split over the threads."""
     backend = NumpyBackend("float32", threads=2)
     backend.workspace.parallel_min = 0
     backend.workspace.parallel_min_macs = 0  # every GEMM split over the threads too
-    backend.workspace.workspace_bytes = 1
+    if blocked:
+        backend.workspace.block_bytes = 1
+    else:
+        backend.workspace.blocked_weights_bytes = 0
+        backend.workspace.workspace_bytes = 1
     return backend
 
 
 # CI: the networks of the compiled kernels (depthwise, shuffle: М, С, Ш) and of the residual
-# sums (Р); GOST_SWEEP=all adds Г (G) and В (V), whose layer types the layer cases above
-# cover with threads and chunks too.
+# sums (Р) in blocks, Р and Ш in chunks too; GOST_SWEEP=all adds the rest, whose layer types
+# the layer cases below cover with threads, blocks and chunks too.
 @pytest.mark.parametrize(
-    "latin", [swept(latin, in_ci=latin in ("M", "S", "R", "Sh")) for latin in LATIN.values()]
+    ("latin", "blocked"),
+    [
+        swept(latin, blocked, in_ci=latin in (("M", "S", "R", "Sh") if blocked else ("R", "Sh")))
+        for latin in LATIN.values()
+        for blocked in (True, False)
+    ],
 )
-def test_threads_and_workspace_chunks_keep_the_backend_correct(shipped_networks, latin):
-    # Threads and chunks change only the order of the work (and of float32 sums), so the
-    # verdict and the margin are those of the plain run, on whatever shape each pass meets.
-    result = verify_network(_threaded_backend(), shipped_networks[latin], "training", 2, seed=11)
+def test_threads_blocks_and_chunks_keep_the_backend_correct(shipped_networks, latin, blocked):
+    # Threads, blocks and chunks change only the order of the work (and of float32 sums), so
+    # the verdict and the margin are those of the plain run, on whatever shape a pass meets.
+    backend = _threaded_backend(blocked)
+    result = verify_network(backend, shipped_networks[latin], "training", 2, seed=11)
     assert result.verdict in (CORRECT, REFERENCE_GRADE), result.first_failure
     assert result.worst.ratio <= HALF, result.worst.describe()
 
 
 @pytest.mark.parametrize(
     "make_backend",
-    [lambda: NumpyBackend("float32"), _threaded_backend],
-    ids=["default", "threads-and-chunks"],
+    [lambda: NumpyBackend("float32"), lambda: _threaded_backend(True), _threaded_backend],
+    ids=["default", "threads-and-blocks", "threads-and-chunks"],
 )
 @pytest.mark.parametrize("case", layer_cases(), ids=lambda c: f"{c.layer.type.name}-{c.tag}")
 def test_numpy_backend_passes_every_layer_step(case, make_backend):
@@ -132,6 +144,37 @@ def test_strided_input_residual_over_phase_maps_passes(layer, make_backend):
     result = verify_layer(make_backend(), layer, "backward", 3, seed=11, subject="backward")
     assert result.verdict in (CORRECT, REFERENCE_GRADE), result.first_failure
     assert result.worst.ratio <= HALF, result.worst.describe()
+
+
+# Strides 1 and 2, with and without padding and the column of ones, images of more and of
+# fewer rows than a block.
+IM2COL_CASES = [
+    ((3, 10, 12, 4), Geometry((10, 12), (10, 12), (3, 3), 1, (1, 1)), 6),
+    ((1, 9, 7, 3), Geometry((9, 7), (5, 4), (3, 3), 2, (1, 1)), 5),
+    ((2, 13, 13, 8), Geometry((13, 13), (7, 7), (7, 7), 2, (3, 3)), 8),
+    ((5, 8, 8, 16), Geometry((8, 8), (6, 6), (3, 3), 1, (0, 0)), 4),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("block_bytes", [1, 3000, 1 << 20])
+@pytest.mark.parametrize(("shape", "geometry", "features"), IM2COL_CASES)
+def test_im2col_in_blocks_is_the_chunked_product_bit_for_bit(
+    shape, geometry, features, block_bytes, threads
+):
+    # Each output row's product is the same GEMM row whichever way the rows are grouped.
+    rng = np.random.default_rng(2)
+    source = rng.standard_normal(shape, dtype=np.float32)
+    out_shape = (shape[0], *geometry.out_xy, features)
+    for with_ones in (True, False):
+        depth = geometry.window[0] * geometry.window[1] * shape[3] + with_ones
+        matrix = rng.standard_normal((depth, features), dtype=np.float32)
+        chunked = Workspace(threads, parallel_min=0, parallel_min_macs=0, blocked_weights_bytes=0)
+        blocked = Workspace(threads, parallel_min=0, parallel_min_macs=0, block_bytes=block_bytes)
+        expected, got = np.empty(out_shape, np.float32), np.empty(out_shape, np.float32)
+        _im2col_gemm(chunked, source, geometry, matrix, expected, with_ones)
+        _im2col_gemm(blocked, source, geometry, matrix, got, with_ones)
+        np.testing.assert_array_equal(got, expected)
 
 
 @pytest.mark.parametrize(("m", "k", "n"), [(37, 5, 3), (2, 7, 41), (1, 1, 1)])

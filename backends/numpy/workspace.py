@@ -24,6 +24,12 @@ from ..common import images_per_chunk
 # One GEMM's im2col buffer holds at most this many bytes; the batch is processed in chunks
 # of whole images that fit (one image at a time if one image alone is larger).
 WORKSPACE_BYTES = 16 * 2**20
+# A convolution whose weight matrix is at most BLOCKED_WEIGHTS_BYTES copies and multiplies
+# its im2col a block of about BLOCK_BYTES at a time on each thread: the GEMM reads the block
+# from the cache the copy left it in. Larger weights, which every block would read again,
+# take the chunks above and a GEMM split over the threads (docs/performance.md).
+BLOCK_BYTES = 2**20
+BLOCKED_WEIGHTS_BYTES = 2**20
 
 # Below this many array elements a pass runs on the calling thread: handing work to the
 # pool and waiting for it costs about 50 us on a 2-core KVM guest (an empty task), as much
@@ -61,9 +67,13 @@ class Workspace:
         workspace_bytes: int = WORKSPACE_BYTES,
         parallel_min: int = PARALLEL_MIN_ELEMENTS,
         parallel_min_macs: int = PARALLEL_MIN_MACS,
+        block_bytes: int = BLOCK_BYTES,
+        blocked_weights_bytes: int = BLOCKED_WEIGHTS_BYTES,
     ) -> None:
         self.threads = threads
         self.workspace_bytes = workspace_bytes
+        self.block_bytes = block_bytes
+        self.blocked_weights_bytes = blocked_weights_bytes
         self.parallel_min = parallel_min
         self.parallel_min_macs = parallel_min_macs
         self._buffers: dict[tuple[str, np.dtype], np.ndarray] = {}

@@ -1,5 +1,6 @@
-"""Convolution (section 6.1): im2col + GEMM, the backward pass by the adjoint im2col or by
-col2im's scatter, whichever moves less memory."""
+"""Convolution (section 6.1): im2col + GEMM (block by block while a block is in the cache,
+or chunk by chunk where the weights are large), the backward pass by the adjoint im2col or
+by col2im's scatter, whichever moves less memory."""
 
 from __future__ import annotations
 
@@ -173,9 +174,92 @@ def _im2col_gemm(
     out: np.ndarray,
     with_ones: bool,
 ) -> None:
-    """``out`` [B][Xout][Yout][F] = im2col(``source``) @ ``matrix``, chunk by chunk."""
-    for c0, n, rows, cols in _im2col_chunks(ws, source, geometry, with_ones):
-        ws.matmul(cols, matrix, _rows(out[c0 : c0 + n, rows]))
+    """``out`` [B][Xout][Yout][F] = im2col(``source``) @ ``matrix``: each block's product
+    written as it is copied, or (weights above ``blocked_weights_bytes``) chunk by chunk."""
+    if matrix.nbytes > ws.blocked_weights_bytes:
+        for c0, n, rows, cols in _im2col_chunks(ws, source, geometry, with_ones):
+            ws.matmul(cols, matrix, _rows(out[c0 : c0 + n, rows]))
+        return
+
+    def multiply(part: int, cols: np.ndarray, image: int, r0: int, r1: int) -> None:
+        np.matmul(cols, matrix, out=_rows(out[image, r0:r1]))
+
+    _im2col_blocks(ws, source, geometry, with_ones, out.size * matrix.shape[0], multiply)
+
+
+Consume = Callable[[int, np.ndarray, int, int, int], None]
+
+
+def _im2col_blocks(
+    ws: Workspace,
+    source: np.ndarray,
+    geometry: Geometry,
+    with_ones: bool,
+    macs: int,
+    consume: Consume,
+) -> None:
+    """Call ``consume(part, cols, image, r0, r1)`` with the im2col of output rows
+    ``r0 .. r1-1`` of ``image``, block by block, on the thread numbered ``part``.
+
+    ``cols`` is each thread's own scratch in ``_im2col_chunks``' layout, about ``block_bytes``:
+    its product is taken while it is in the cache. As many images as threads: each thread takes
+    whole images, padding each into its own scratch first; fewer: image by image, padded
+    once, the threads sharing its output rows. ``macs`` sizes the whole pass (below
+    ``parallel_min_macs`` it runs on the calling thread).
+    """
+    batch, _, _, channels = source.shape
+    (x_out, y_out), (rx, ry) = geometry.out_xy, geometry.window
+    depth = rx * ry * channels
+    width = depth + with_ones
+    row_bytes = y_out * width * source.itemsize
+    rows_per_block = max(1, ws.block_bytes // row_bytes)
+    padding = geometry.pad != (0, 0)
+    padded_shape = (
+        1,
+        source.shape[1] + 2 * geometry.pad[0],
+        source.shape[2] + 2 * geometry.pad[1],
+        channels,
+    )
+
+    def blocks(part: int, image: np.ndarray, i: int, r0: int, r1: int) -> None:
+        windows = _windows_view(image, geometry)[0]
+        cols = ws.scratch(f"cols{part}", (rows_per_block * y_out, width), source.dtype)
+        if with_ones:
+            cols[:, depth] = 1
+        for a in range(r0, r1, rows_per_block):
+            b = min(r1, a + rows_per_block)
+            block = cols[: (b - a) * y_out]
+            np.copyto(block[:, :depth].reshape(b - a, y_out, rx, ry, channels), windows[a:b])
+            consume(part, block, i, a, b)
+
+    if batch >= ws.threads:
+
+        def by_images(part: int, start: int, stop: int) -> None:
+            for i in range(start, stop):
+                image = source[i : i + 1]
+                if padding:
+                    padded = ws.scratch(f"padded{part}", padded_shape, source.dtype)
+                    _pad_rows(padded, image, geometry.pad, 0, padded_shape[1])
+                    image = padded
+                blocks(part, image, i, 0, x_out)
+
+        ws.parallel(by_images, batch, macs, ws.parallel_min_macs)
+        return
+    for i in range(batch):
+        image = source[i : i + 1]
+        if padding:
+            padded = ws.scratch("padded", padded_shape, source.dtype)
+
+            def pad(part: int, start: int, stop: int, image=image, padded=padded) -> None:
+                _pad_rows(padded, image, geometry.pad, start, stop)
+
+            ws.parallel(pad, padded_shape[1], padded.size)
+            image = padded
+
+        def by_rows(part: int, start: int, stop: int, image=image, i=i) -> None:
+            blocks(part, image, i, start, stop)
+
+        ws.parallel(by_rows, x_out, macs // batch, ws.parallel_min_macs)
 
 
 def _with_bias_row(ws: Workspace, matrix: np.ndarray, biases: np.ndarray) -> np.ndarray:
@@ -343,16 +427,42 @@ def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list
         filters_grad = filters_grad.reshape(rx, ry, channels, features)
         return {"filters": filters_grad, "biases": _column_sums(ws, residual_rows)}
     depth = rx * ry * channels
-    # [im2col(IN) | 1]^T @ OUT_D holds FILTERS_D over BIASES_D; summed chunk by chunk.
+    geometry = Geometry.of(layer)
+    # [im2col(IN) | 1]^T @ OUT_D holds FILTERS_D over BIASES_D; summed block by block (each
+    # thread its own sum, added in the threads' order) or chunk by chunk.
+    if (depth + 1) * features * x.itemsize <= ws.blocked_weights_bytes:
+        total = _blocked_gradient(ws, x, geometry, out_residual, depth + 1)
+        return {
+            "filters": total[:depth].reshape(rx, ry, channels, features),
+            "biases": total[depth].copy(),
+        }
     total = np.zeros((depth + 1, features), dtype=x.dtype)
     partial = np.empty_like(total)
-    for c0, n, rows, cols in _im2col_chunks(ws, x, Geometry.of(layer), with_ones=True):
+    for c0, n, rows, cols in _im2col_chunks(ws, x, geometry, with_ones=True):
         _transposed_product(ws, cols, _rows(out_residual[c0 : c0 + n, rows]), out=partial)
         np.add(total, partial, out=total)
     return {
         "filters": total[:depth].reshape(rx, ry, channels, features),
         "biases": total[depth].copy(),
     }
+
+
+def _blocked_gradient(
+    ws: Workspace, x: np.ndarray, geometry: Geometry, out_residual: np.ndarray, width: int
+) -> np.ndarray:
+    """[im2col(``x``) | 1]^T @ ``out_residual``'s rows, ``width`` rows, a block at a time."""
+    features = out_residual.shape[-1]
+    sums = [np.zeros((width, features), dtype=x.dtype) for _ in range(ws.threads)]
+
+    def accumulate(part: int, cols: np.ndarray, image: int, r0: int, r1: int) -> None:
+        product = ws.scratch(f"product{part}", sums[part].shape, x.dtype)
+        _oriented_product(None, cols, _rows(out_residual[image, r0:r1]), product)
+        np.add(sums[part], product, out=sums[part])
+
+    _im2col_blocks(ws, x, geometry, True, out_residual.size * width, accumulate)
+    for partial in sums[1:]:
+        np.add(sums[0], partial, out=sums[0])
+    return sums[0]
 
 
 # A weight gradient's product up to this many elements (a 3x3 layer on at most 32 channels
