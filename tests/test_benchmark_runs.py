@@ -4,9 +4,8 @@ import json
 import os
 import stat
 
-import jsonschema
 import pytest
-from gost_helpers import BACKENDS, SCHEMA, SMALL, directory, read_report
+from gost_helpers import BACKENDS, SCHEMA_VALIDATOR, SMALL, directory, read_report
 from gost_test_recorder import Recorded, as_user
 
 from pytest_gostcnn.reports.check import check_report
@@ -37,7 +36,7 @@ def test_report_of_a_run_validates_against_the_schema(pytester):
     result = run(pytester, *NUMPY_SMALL, f"--gost-report={report}")
     assert result.ret == 0
     data = json.loads(report.read_text(encoding="utf-8"))
-    jsonschema.validate(data, SCHEMA)
+    SCHEMA_VALIDATOR.validate(data)
     (benchmark,) = data["benchmarks"]
     assert benchmark["network"] == "Sh" and benchmark["images"] == 16
     assert benchmark["compliant"] is False and data["compliant"] is False
@@ -288,7 +287,7 @@ def test_report_through_a_symbolic_link_replaces_the_file_the_link_names(pyteste
 
     assert result.ret == 0
     assert link.is_symlink()
-    jsonschema.validate(json.loads(real.read_text(encoding="utf-8")), SCHEMA)
+    SCHEMA_VALIDATOR.validate(json.loads(real.read_text(encoding="utf-8")))
 
 
 def test_report_path_that_is_not_a_regular_file_is_refused_before_the_run(pytester):
@@ -320,7 +319,7 @@ def test_report_path_with_a_tilde_is_written_in_the_home_directory(pytester, mon
     result = run(pytester, *NUMPY_SMALL, "-k", "concat-forward-L3", "--gost-report=~/r.json")
 
     assert result.ret == 0
-    jsonschema.validate(json.loads((home / "r.json").read_text(encoding="utf-8")), SCHEMA)
+    SCHEMA_VALIDATOR.validate(json.loads((home / "r.json").read_text(encoding="utf-8")))
 
 
 def test_an_orp_above_100_percent_fails_the_test_and_counts_in_no_evaluation(pytester):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from gost_helpers import FIXED_CLOCK, SCHEMA, TINY, directory, suite
+from gost_helpers import FIXED_CLOCK, SCHEMA_VALIDATOR, TINY, directory, suite
 
 from pytest_gostcnn.judgement import compliance
 from pytest_gostcnn.model.network import LATIN
@@ -151,7 +151,7 @@ def test_the_checker_knows_every_keyword_of_the_schema_and_agrees_with_jsonschem
     problems = validate(broken)
     assert len(problems) == 3, problems
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(broken, SCHEMA)
+        SCHEMA_VALIDATOR.validate(broken)
 
 
 def test_check_passes_on_every_report_the_suite_writes(whole, singles):
@@ -384,7 +384,7 @@ def test_the_evaluate_command_prints_the_evaluation_and_writes_the_merged_report
     assert done.returncode == 0, done.stdout + done.stderr
     assert "evaluation ОП-П-float32-B1-N1:" in done.stdout and "first result:" in done.stdout
     written = json.loads((tmp_path / "merged.json").read_text(encoding="utf-8"))
-    jsonschema.validate(written, SCHEMA)
+    SCHEMA_VALIDATOR.validate(written)
     assert written["merged_from"] == [{"path": p, "created": r["created"]} for p, r in singles]
     done = _command("evaluate", paths[0], "nowhere/x.json", "--tables", tables, cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr

@@ -14,12 +14,15 @@ import yaml
 from pytest_gostcnn.__main__ import main
 from pytest_gostcnn.model.layers import MapRef
 from pytest_gostcnn.model.network import (
+    TABLE_SETS,
+    TABLE_SUFFIXES,
     TableError,
     UnknownNetworkError,
     load_network,
     load_networks,
     load_table,
     network_key,
+    table_set_dir,
 )
 
 HEADER = """\
@@ -658,3 +661,13 @@ def test_command_line_reports_a_network_missing_from_the_directory_and_exits_2(t
     write_table(tmp_path, ONE_ROW, letter="Р")
     assert main(["reference", "--tables", str(tmp_path), "--networks", "Sh"]) == 2
     assert capsys.readouterr().err == "error: --networks: network Sh (Ш) has no table in --tables\n"
+
+
+@pytest.mark.parametrize("name", TABLE_SETS)
+def test_the_shipped_sets_read_by_libyaml_are_what_the_strict_loader_reads(name):
+    # libyaml's parser (the shipped sets' fast path) keeps a key given twice and expands
+    # aliases; the strict loader refuses both, so every shipped table must read the same.
+    paths = [p for p in table_set_dir(name).iterdir() if p.suffix.lower() in TABLE_SUFFIXES]
+    strict = {network.latin: network for network in map(load_table, paths)}
+    assert load_networks(name) == strict
+    assert len(strict) == 6
