@@ -10,7 +10,12 @@ from gost_helpers import HALF, swept
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.backends.numpy.kernels._shared import Geometry
-from pytest_gostcnn.backends.numpy.kernels.conv import _im2col_gemm, _transposed_product
+from pytest_gostcnn.backends.numpy.kernels.conv import (
+    _blocked_gradient,
+    _im2col_chunks,
+    _im2col_gemm,
+    _transposed_product,
+)
 from pytest_gostcnn.backends.numpy.workspace import Workspace
 from pytest_gostcnn.conformance.layer_cases import layer_cases
 from pytest_gostcnn.conformance.verification import (
@@ -146,35 +151,45 @@ def test_strided_input_residual_over_phase_maps_passes(layer, make_backend):
     assert result.worst.ratio <= HALF, result.worst.describe()
 
 
-# Strides 1 and 2, with and without padding and the column of ones, images of more and of
-# fewer rows than a block.
+# Strides 1 and 2, padded, unpadded and cropped (IN_D's adjoint of a padding wider than
+# the window), maps of more and of fewer rows than a block, batches that do and do not
+# split evenly over the threads.
 IM2COL_CASES = [
     ((3, 10, 12, 4), Geometry((10, 12), (10, 12), (3, 3), 1, (1, 1)), 6),
     ((1, 9, 7, 3), Geometry((9, 7), (5, 4), (3, 3), 2, (1, 1)), 5),
     ((2, 13, 13, 8), Geometry((13, 13), (7, 7), (7, 7), 2, (3, 3)), 8),
     ((5, 8, 8, 16), Geometry((8, 8), (6, 6), (3, 3), 1, (0, 0)), 4),
+    ((4, 10, 9, 2), Geometry((10, 9), (6, 5), (3, 3), 1, (-1, -1)), 3),
 ]
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-@pytest.mark.parametrize("block_bytes", [1, 3000, 1 << 20])
+@pytest.mark.parametrize("rows", [1, 2, 3, None], ids=["1", "2", "3", "all"])
 @pytest.mark.parametrize(("shape", "geometry", "features"), IM2COL_CASES)
-def test_im2col_in_blocks_is_the_chunked_product_bit_for_bit(
-    shape, geometry, features, block_bytes, threads
-):
-    # Each output row's product is the same GEMM row whichever way the rows are grouped.
+def test_im2col_in_blocks_is_the_chunked_product(shape, geometry, features, rows, threads):
+    # Blocks of 1 to 3 output rows (a last one shorter) or whole images: the forward
+    # product is the chunked one bit for bit (every output row the same GEMM row), the
+    # weight gradient the same sum in another order.
     rng = np.random.default_rng(2)
     source = rng.standard_normal(shape, dtype=np.float32)
-    out_shape = (shape[0], *geometry.out_xy, features)
+    residual = rng.standard_normal((shape[0], *geometry.out_xy, features), dtype=np.float32)
+    depth = geometry.window[0] * geometry.window[1] * shape[3]
+    row_bytes = geometry.out_xy[1] * (depth + 1) * 4
+    block_bytes = row_bytes * rows + 1 if rows else 1 << 20
+    chunked = Workspace(threads, parallel_min=0, parallel_min_macs=0, blocked_weights_bytes=0)
+    blocked = Workspace(threads, parallel_min=0, parallel_min_macs=0, block_bytes=block_bytes)
     for with_ones in (True, False):
-        depth = geometry.window[0] * geometry.window[1] * shape[3] + with_ones
-        matrix = rng.standard_normal((depth, features), dtype=np.float32)
-        chunked = Workspace(threads, parallel_min=0, parallel_min_macs=0, blocked_weights_bytes=0)
-        blocked = Workspace(threads, parallel_min=0, parallel_min_macs=0, block_bytes=block_bytes)
-        expected, got = np.empty(out_shape, np.float32), np.empty(out_shape, np.float32)
+        matrix = rng.standard_normal((depth + with_ones, features), dtype=np.float32)
+        expected = np.empty_like(residual)
+        got = np.empty_like(residual)
         _im2col_gemm(chunked, source, geometry, matrix, expected, with_ones)
         _im2col_gemm(blocked, source, geometry, matrix, got, with_ones)
         np.testing.assert_array_equal(got, expected)
+    whole = np.zeros((depth + 1, features))
+    for c0, n, out_rows, cols in _im2col_chunks(chunked, source, geometry, True):
+        whole += cols.T.astype(np.float64) @ residual[c0 : c0 + n, out_rows].reshape(-1, features)
+    gradient = _blocked_gradient(blocked, source, geometry, residual, depth + 1)
+    np.testing.assert_allclose(gradient, whole, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(("m", "k", "n"), [(37, 5, 3), (2, 7, 41), (1, 1, 1)])

@@ -4,6 +4,7 @@ by col2im's scatter, whichever moves less memory."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -189,6 +190,11 @@ def _im2col_gemm(
 
 Consume = Callable[[int, np.ndarray, int, int, int], None]
 
+# A thread pads a whole image into its own scratch up to this size (the analogs' maps,
+# the canonical ones to 56x56x256); a larger padded image (the canonical VGG-16's
+# 224x224x64: 13 MB, one per thread) is padded once and its rows shared by the threads.
+PADDED_IMAGE_BYTES = 4 * 2**20
+
 
 def _im2col_blocks(
     ws: Workspace,
@@ -201,11 +207,13 @@ def _im2col_blocks(
     """Call ``consume(part, cols, image, r0, r1)`` with the im2col of output rows
     ``r0 .. r1-1`` of ``image``, block by block, on the thread numbered ``part``.
 
-    ``cols`` is each thread's own scratch in ``_im2col_chunks``' layout, about ``block_bytes``:
-    its product is taken while it is in the cache. As many images as threads: each thread takes
-    whole images, padding each into its own scratch first; fewer: image by image, padded
-    once, the threads sharing its output rows. ``macs`` sizes the whole pass (below
-    ``parallel_min_macs`` it runs on the calling thread).
+    ``cols`` is each thread's own scratch in ``_im2col_chunks``' layout: as many output rows
+    as fit ``block_bytes`` (at least one), its product taken while it is in the cache.
+    Where the images split evenly over the threads (``_by_images``) and a padded image is
+    small (PADDED_IMAGE_BYTES), each thread takes whole images, padding each into its own
+    scratch first; otherwise image by image, padded once, the threads sharing its output
+    rows. ``macs`` sizes the whole pass (below ``parallel_min_macs`` it runs on the calling
+    thread).
     """
     batch, _, _, channels = source.shape
     (x_out, y_out), (rx, ry) = geometry.out_xy, geometry.window
@@ -232,7 +240,8 @@ def _im2col_blocks(
             np.copyto(block[:, :depth].reshape(b - a, y_out, rx, ry, channels), windows[a:b])
             consume(part, block, i, a, b)
 
-    if batch >= ws.threads:
+    padded_bytes = math.prod(padded_shape) * source.itemsize if padding else 0
+    if _by_images(batch, ws.threads) and padded_bytes <= PADDED_IMAGE_BYTES:
 
         def by_images(part: int, start: int, stop: int) -> None:
             for i in range(start, stop):
@@ -260,6 +269,13 @@ def _im2col_blocks(
             blocks(part, image, i, start, stop)
 
         ws.parallel(by_rows, x_out, macs // batch, ws.parallel_min_macs)
+
+
+def _by_images(batch: int, threads: int) -> bool:
+    """Whether whole images split evenly enough over the threads: a multiple of them, or
+    at least four images a thread (3 images on 2 threads would keep one idle a third of
+    the pass)."""
+    return batch >= threads and (batch % threads == 0 or batch >= 4 * threads)
 
 
 def _with_bias_row(ws: Workspace, matrix: np.ndarray, biases: np.ndarray) -> np.ndarray:
@@ -465,10 +481,11 @@ def _blocked_gradient(
     return sums[0]
 
 
-# A weight gradient's product up to this many elements (a 3x3 layer on at most 32 channels
-# into 32 features) is split over the threads along its reduction, into per-thread partial
-# products summed at the end: split along its own short sides, each thread would stream
-# all of the tall operands for a sliver of the product.
+# A 1x1 layer's weight gradient product up to this many elements (32 channels into 512
+# features) is split over the threads along its reduction, into per-thread partial products
+# summed at the end: split along its own short sides, each thread would stream all of the
+# tall operands for a sliver of the product. (A wider window's gradient of such a size goes
+# block by block, one sum per thread: _blocked_gradient.)
 SPLIT_REDUCTION_ELEMENTS = 1 << 14
 
 
