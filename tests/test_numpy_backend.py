@@ -95,17 +95,21 @@ def _threaded_backend(blocked: bool = False) -> NumpyBackend:
 # sums (Р) in blocks, Р and Ш in chunks too; GOST_SWEEP=all adds the rest, whose layer types
 # the layer cases below cover with threads, blocks and chunks too.
 @pytest.mark.parametrize(
-    ("latin", "blocked"),
+    ("latin", "im2col"),
     [
-        swept(latin, blocked, in_ci=latin in (("M", "S", "R", "Sh") if blocked else ("R", "Sh")))
+        swept(
+            latin,
+            im2col,
+            in_ci=latin in {"blocks": ("M", "S", "R", "Sh"), "chunks": ("R", "Sh")}[im2col],
+        )
         for latin in LATIN.values()
-        for blocked in (True, False)
+        for im2col in ("blocks", "chunks")
     ],
 )
-def test_threads_blocks_and_chunks_keep_the_backend_correct(shipped_networks, latin, blocked):
+def test_threads_blocks_and_chunks_keep_the_backend_correct(shipped_networks, latin, im2col):
     # Threads, blocks and chunks change only the order of the work (and of float32 sums), so
     # the verdict and the margin are those of the plain run, on whatever shape a pass meets.
-    backend = _threaded_backend(blocked)
+    backend = _threaded_backend(blocked=im2col == "blocks")
     result = verify_network(backend, shipped_networks[latin], "training", 2, seed=11)
     assert result.verdict in (CORRECT, REFERENCE_GRADE), result.first_failure
     assert result.worst.ratio <= HALF, result.worst.describe()
