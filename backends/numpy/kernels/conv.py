@@ -231,11 +231,12 @@ def _im2col_blocks(
 
     def blocks(part: int, image: np.ndarray, i: int, r0: int, r1: int) -> None:
         windows = _windows_view(image, geometry)[0]
-        cols = ws.scratch(f"cols{part}", (rows_per_block * y_out, width), source.dtype)
+        block_rows = min(rows_per_block, r1 - r0)  # a small map's block: the whole image
+        cols = ws.scratch(f"cols{part}", (block_rows * y_out, width), source.dtype)
         if with_ones:
             cols[:, depth] = 1
-        for a in range(r0, r1, rows_per_block):
-            b = min(r1, a + rows_per_block)
+        for a in range(r0, r1, block_rows):
+            b = min(r1, a + block_rows)
             block = cols[: (b - a) * y_out]
             np.copyto(block[:, :depth].reshape(b - a, y_out, rx, ry, channels), windows[a:b])
             consume(part, block, i, a, b)
