@@ -15,6 +15,8 @@ from pytest_gostcnn.backends.numpy.kernels.conv import (
     _im2col_chunks,
     _im2col_gemm,
     _transposed_product,
+    conv_forward,
+    conv_gradient,
 )
 from pytest_gostcnn.backends.numpy.workspace import Workspace
 from pytest_gostcnn.conformance.layer_cases import layer_cases
@@ -194,6 +196,44 @@ def test_im2col_in_blocks_is_the_chunked_product(shape, geometry, features, rows
         whole += cols.T.astype(np.float64) @ residual[c0 : c0 + n, out_rows].reshape(-1, features)
     gradient = _blocked_gradient(blocked, source, geometry, residual, depth + 1)
     np.testing.assert_allclose(gradient, whole, rtol=1e-5, atol=1e-5)
+
+
+# Р's projections: a 1x1 window of stride 2 or 3, unpadded, on maps whose last rows and
+# columns it does and does not read (9 rows at S = 3: rows 0, 3, 6 only).
+SUBSAMPLING_LAYERS = [
+    make_layer("conv", [(8, 6, 4)], F=5, Rx=1, Ry=1, S=2, Px=0, Py=0),
+    make_layer("conv", [(9, 7, 3)], F=6, Rx=1, Ry=1, S=2, Px=0, Py=0),
+    make_layer("conv", [(9, 8, 4)], F=3, Rx=1, Ry=1, S=3, Px=0, Py=0),
+]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize(
+    "layer", SUBSAMPLING_LAYERS, ids=lambda layer: f"{layer.in_shapes[0]}-S{layer.params['S']}"
+)
+def test_a_strided_1x1_window_is_a_gemm_over_the_map_subsampled(layer, threads):
+    # FILTERS times every S-th row and column of IN, plus BIASES; its gradient the same
+    # rows' product with OUT_D: as the float64 sums over those positions give them.
+    rng = np.random.default_rng(5)
+    backend = NumpyBackend("float32", threads=threads)
+    backend.workspace.parallel_min = backend.workspace.parallel_min_macs = 0
+    s, features = layer.params["S"], layer.params["F"]
+    x = rng.standard_normal((3, *layer.in_shapes[0]), dtype=np.float32)
+    residual = rng.standard_normal((3, *layer.out_shapes[0]), dtype=np.float32)
+    filters = rng.standard_normal((1, 1, x.shape[3], features), dtype=np.float32)
+    biases = rng.standard_normal(features, dtype=np.float32)
+    read = x[:, ::s, ::s].astype(np.float64)
+    assert read.shape[1:3] == layer.out_shapes[0][:2]
+    [out] = conv_forward(backend.workspace, layer, [x], {"filters": filters, "biases": biases})
+    np.testing.assert_allclose(out, read @ filters[0, 0] + biases, rtol=1e-5, atol=1e-5)
+    assert ("subsampled", np.dtype(np.float32)) in backend.workspace._buffers
+    grads = conv_gradient(backend.workspace, layer, [x], [residual])
+    expected = np.einsum("bxyl,bxyf->lf", read, residual)
+    np.testing.assert_allclose(grads["filters"][0, 0], expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(grads["biases"], residual.sum(axis=(0, 1, 2)), rtol=1e-5)
+    for step in ("forward", "gradient"):
+        result = verify_layer(_threaded_backend(), layer, step, 2, seed=3, subject=step)
+        assert result.verdict in (CORRECT, REFERENCE_GRADE), result.first_failure
 
 
 @pytest.mark.parametrize(("m", "k", "n"), [(37, 5, 3), (2, 7, 41), (1, 1, 1)])

@@ -279,6 +279,32 @@ def _by_images(batch: int, threads: int) -> bool:
     return batch >= threads and (batch % threads == 0 or batch >= 4 * threads)
 
 
+def _is_subsampling(layer: Layer) -> bool:
+    """An unpadded 1x1 window of stride S > 1 (Р's projections): its im2col is the map
+    subsampled, every S-th row and column, and nothing more."""
+    p = layer.params
+    return (p["Rx"], p["Ry"], p["Px"], p["Py"]) == (1, 1, 0, 0) and p["S"] > 1
+
+
+def _subsampled(ws: Workspace, x: np.ndarray, layer: Layer) -> np.ndarray:
+    """The map a 1x1 window reads: ``x`` itself at stride 1, else every S-th row and
+    column of it copied into the workspace (a quarter of the map at S = 2), for a GEMM
+    over all of its rows, the biases added after it. (The im2col of ``_im2col_blocks``,
+    a column of ones and a GEMM per image, ran Р's three such layers 1.1 to 1.6x slower.)"""
+    s = layer.params["S"]
+    if s == 1:
+        return x
+    x_out, y_out = layer.out_shapes[0][:2]
+    view = x[:, : s * x_out : s, : s * y_out : s]
+    sub = ws.scratch("subsampled", view.shape, x.dtype)
+
+    def copy(part: int, start: int, stop: int) -> None:
+        np.copyto(sub[start:stop], view[start:stop])
+
+    ws.parallel(copy, x.shape[0], sub.size)
+    return sub
+
+
 def _with_bias_row(ws: Workspace, matrix: np.ndarray, biases: np.ndarray) -> np.ndarray:
     stacked = ws.scratch("weights", (matrix.shape[0] + 1, matrix.shape[1]), matrix.dtype)
     stacked[:-1] = matrix
@@ -291,9 +317,9 @@ def conv_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> li
     filters, biases = weights["filters"], weights["biases"]
     out = ws.result((x.shape[0], *layer.out_shapes[0]), x.dtype)
     matrix = filters.reshape(-1, filters.shape[-1])
-    if is_pointwise(layer):
+    if is_pointwise(layer) or _is_subsampling(layer):
         out_rows = _rows(out)
-        ws.matmul(_rows(x), matrix, out_rows)
+        ws.matmul(_rows(_subsampled(ws, x, layer)), matrix, out_rows)
         _add_bias(ws, out_rows, biases)
     else:
         stacked = _with_bias_row(ws, matrix, biases)
@@ -438,9 +464,9 @@ def _phase_span(n_in: int, pad: int, s: int, a: int) -> tuple[slice, slice] | No
 def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list) -> dict:
     x, out_residual = inputs[0], out_residuals[0]
     rx, ry, channels, features = layer.weight_shapes["filters"]
-    if is_pointwise(layer):
+    if is_pointwise(layer) or _is_subsampling(layer):
         residual_rows = _rows(out_residual)
-        filters_grad = _transposed_product(ws, _rows(x), residual_rows)
+        filters_grad = _transposed_product(ws, _rows(_subsampled(ws, x, layer)), residual_rows)
         filters_grad = filters_grad.reshape(rx, ry, channels, features)
         return {"filters": filters_grad, "biases": _column_sums(ws, residual_rows)}
     depth = rx * ry * channels
