@@ -1,6 +1,7 @@
 """Convolution (section 6.1): im2col + GEMM (block by block while a block is in the cache,
-or chunk by chunk where the weights are large), the backward pass by the adjoint im2col or
-by col2im's scatter, whichever moves less memory."""
+or chunk by chunk where the weights are large; a 1x1 window's im2col is the map itself, or
+at a stride the map subsampled), the backward pass by the adjoint im2col or by col2im's
+scatter, whichever moves less memory."""
 
 from __future__ import annotations
 
