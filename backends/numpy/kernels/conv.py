@@ -232,7 +232,7 @@ def _im2col_blocks(
 
     def blocks(part: int, image: np.ndarray, i: int, r0: int, r1: int) -> None:
         windows = _windows_view(image, geometry)[0]
-        block_rows = min(rows_per_block, r1 - r0)  # a small map's block: the whole image
+        block_rows = min(rows_per_block, r1 - r0)  # no taller than the rows to copy
         cols = ws.scratch(f"cols{part}", (block_rows * y_out, width), source.dtype)
         if with_ones:
             cols[:, depth] = 1
@@ -280,18 +280,17 @@ def _by_images(batch: int, threads: int) -> bool:
     return batch >= threads and (batch % threads == 0 or batch >= 4 * threads)
 
 
-def _is_subsampling(layer: Layer) -> bool:
-    """An unpadded 1x1 window of stride S > 1 (Р's projections): its im2col is the map
-    subsampled, every S-th row and column, and nothing more."""
+def _reads_the_map(layer: Layer) -> bool:
+    """An unpadded 1x1 window, of any stride: its im2col is the map itself (``is_pointwise``)
+    or, at a stride S > 1 (Р's projections), the map subsampled, and nothing more."""
     p = layer.params
-    return (p["Rx"], p["Ry"], p["Px"], p["Py"]) == (1, 1, 0, 0) and p["S"] > 1
+    return (p["Rx"], p["Ry"], p["Px"], p["Py"]) == (1, 1, 0, 0)
 
 
 def _subsampled(ws: Workspace, x: np.ndarray, layer: Layer) -> np.ndarray:
-    """The map a 1x1 window reads: ``x`` itself at stride 1, else every S-th row and
-    column of it copied into the workspace (a quarter of the map at S = 2), for a GEMM
-    over all of its rows, the biases added after it. (The im2col of ``_im2col_blocks``,
-    a column of ones and a GEMM per image, ran Р's three such layers 1.1 to 1.6x slower.)"""
+    """The map an unpadded 1x1 window reads: ``x`` itself at stride 1, else every S-th row
+    and column of it copied into the workspace (a quarter of the map at S = 2), for one
+    GEMM over all of its rows (docs/performance.md, "Strided 1x1 layers")."""
     s = layer.params["S"]
     if s == 1:
         return x
@@ -318,7 +317,7 @@ def conv_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> li
     filters, biases = weights["filters"], weights["biases"]
     out = ws.result((x.shape[0], *layer.out_shapes[0]), x.dtype)
     matrix = filters.reshape(-1, filters.shape[-1])
-    if is_pointwise(layer) or _is_subsampling(layer):
+    if _reads_the_map(layer):
         out_rows = _rows(out)
         ws.matmul(_rows(_subsampled(ws, x, layer)), matrix, out_rows)
         _add_bias(ws, out_rows, biases)
@@ -465,7 +464,7 @@ def _phase_span(n_in: int, pad: int, s: int, a: int) -> tuple[slice, slice] | No
 def conv_gradient(ws: Workspace, layer: Layer, inputs: list, out_residuals: list) -> dict:
     x, out_residual = inputs[0], out_residuals[0]
     rx, ry, channels, features = layer.weight_shapes["filters"]
-    if is_pointwise(layer) or _is_subsampling(layer):
+    if _reads_the_map(layer):
         residual_rows = _rows(out_residual)
         filters_grad = _transposed_product(ws, _rows(_subsampled(ws, x, layer)), residual_rows)
         filters_grad = filters_grad.reshape(rx, ry, channels, features)
