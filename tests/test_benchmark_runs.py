@@ -337,9 +337,9 @@ def test_an_orp_above_100_percent_fails_the_test_and_counts_in_no_evaluation(pyt
     # One line names the peak, where it came from, and both ways out.
     result.stdout.fnmatch_lines(
         [
-            "*ТП-Ш-П-float32-B1: ОРП * % is above 100 % of the cell peak 1 MAC/s (given "
-            "(--gost-peak)): not a result. Either the peak is wrong (check the value given to "
-            "--gost-peak) or the backend's rounds end before its work does*",
+            "*Ш (Sh) inference: ОРП * % is above 100 % of the cell peak (given (--gost-peak)), "
+            "so the time or the peak is wrong: not a result. Either the peak is wrong (check "
+            "the value given to --gost-peak) or the backend's rounds end before its work does*",
             "ОРП ABOVE 100 % (Ш (Sh) inference): *those tests failed and count in no evaluation*",
         ]
     )

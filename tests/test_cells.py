@@ -24,7 +24,7 @@ def cell(index: int, images: int, rounds: tuple[float, ...]) -> CellTiming:
 def test_system_time_adds_each_rounds_slowest_cell_and_orp_uses_every_cells_peak():
     # Rounds start together (a barrier) and end with the slowest cell.
     cells = (cell(0, 16, (1.0, 1.0)), cell(1, 16, (0.5, 2.5)))
-    timing = Timing("R", "training", "float32", 2, 2, 10**9, False, cells)
+    timing = Timing("R", "training", "float32", 2, 2, 10**9, cells)
     assert timing.images == 32
     assert timing.seconds == 1.0 + 2.5
     assert timing.peak_macs_per_second == 2e10

@@ -33,7 +33,7 @@ RUN += ("--gost-mode=inference", FIXED_CLOCK)
 
 def _timing(latin: str, rounds: list[float]) -> Timing:
     cell = CellTiming(0, "cpu", len(rounds), tuple(rounds), Peak(1e9, "given"), "0")
-    return Timing(latin, "inference", "float32", 1, len(rounds), 10**8, False, (cell,))
+    return Timing(latin, "inference", "float32", 1, len(rounds), 10**8, (cell,))
 
 
 EVEN = [1.0] * 8  # no spread: every round the median

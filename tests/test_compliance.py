@@ -9,7 +9,7 @@ from pytest_gostcnn.judgement.compliance import Findings, Provenance, assess
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance.contention import Contention
-from pytest_gostcnn.performance.evaluation import Run
+from pytest_gostcnn.performance.evaluation import Particulars
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing
 
 SIX = tuple(LATIN.values())
@@ -28,10 +28,10 @@ def timing(latin: str, mode: str, audits=(PASSED,), cells: int = 1, load=QUIET) 
         CellTiming(c, "cpu", 16, (1.0,), peak, f"{c:08x}", audits, contention=load)
         for c in range(cells)
     ]
-    return Timing(latin, mode, "float32", 2, 1, 10**9, True, tuple(cell))
+    return Timing(latin, mode, "float32", 2, 1, 10**9, tuple(cell))
 
 
-RUN = Run("float32", 2, 1, "cpu", Peak(1e12, "given (--gost-peak)"), 1e12, "numpy")
+RUN = Particulars("float32", 2, 1, "cpu", Peak(1e12, "given (--gost-peak)"), 1e12, "numpy")
 
 
 def compliant_facts(**changes) -> Findings:
@@ -40,7 +40,7 @@ def compliant_facts(**changes) -> Findings:
         modes=MODES,
         profile="full",
         networks=SIX,
-        tables=6,
+        tables_held=6,
         verdicts={(latin, mode): "correct" for latin in SIX for mode in MODES},
         layer_items=88,
         layer_verdicts=("correct",) * 80 + ("reference-grade",) * 8,
@@ -49,8 +49,7 @@ def compliant_facts(**changes) -> Findings:
         timings=tuple(timing(latin, mode) for latin in SIX for mode in MODES),
         cells=1,
         cell_failures=(),
-        run=RUN,
-        meets_image_count=True,
+        particulars=RUN,
         evaluated=MODES,
     )
     return dataclasses.replace(facts, **changes)

@@ -60,7 +60,6 @@ def _timing(latin: str) -> Timing:
         batch=2,
         rounds=2,
         macs_per_image=10,
-        meets_image_count=False,
         cells=(cell,),
     )
 

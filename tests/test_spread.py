@@ -23,7 +23,6 @@ def timing(*cells: tuple[float, ...]) -> Timing:
         2,
         len(cells[0]),
         10**9,
-        False,
         tuple(
             CellTiming(c, "cpu", 2 * len(rounds), rounds, peak, f"{c:08x}")
             for c, rounds in enumerate(cells)

@@ -63,7 +63,6 @@ def orp(network, mode, run_plan, seconds) -> float:
         run_plan.batch,
         run_plan.rounds,
         macs_per_image(network, mode),
-        False,
         (cell,),
     )
     return 100.0 * timing.macs_per_second / 1e12

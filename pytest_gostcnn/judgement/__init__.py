@@ -1,8 +1,20 @@
 """The judgement: section 8's verdicts and section 9's timings turned into compliance,
 designations, comments and evaluations (standard.md §7.7, sections 9.7 and 9.8); it stands
-above ``conformance`` and ``performance``, since it needs both."""
+above ``conformance`` and ``performance``, since it needs both. One road in:
+report -> ``findings`` -> ``judge`` -> ``judged_fields`` -> report."""
 
-from .compliance import Findings, Provenance
-from .judge import Assessment, judge
+from .compliance import Findings, Provenance, no_result
+from .findings import findings
+from .judge import JUDGED_FIELDS, Judgement, judge, judged, judged_fields
 
-__all__ = ["Assessment", "Findings", "Provenance", "judge"]
+__all__ = [
+    "JUDGED_FIELDS",
+    "Findings",
+    "Judgement",
+    "Provenance",
+    "findings",
+    "judge",
+    "judged",
+    "judged_fields",
+    "no_result",
+]

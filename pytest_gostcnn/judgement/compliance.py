@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pytest_gostcnn.conformance.verification import FAILED_VERDICTS
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET, LATIN
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
-from pytest_gostcnn.performance.evaluation import Run
-from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, Timing
+from pytest_gostcnn.performance.evaluation import Particulars
+from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, CellTiming, Timing
 
 # The provenances whose results may be compliant: the reconstructions the suite ships (the
 # standard's tables are lost) and official tables a user loads. Anything else (a
@@ -67,12 +67,12 @@ class Reason:
 @dataclass(frozen=True)
 class Findings:
     """What the judge is given: what a run found (every cell's, on cell 0) and the options
-    it ran with; the plugin gathers it from a session, ``reports.load`` from a report."""
+    it ran with, as its report states them (``findings.findings``, the one builder)."""
 
     modes: tuple[str, ...]
-    profile: str
+    profile: str | None  # None where --gost-images chose the rounds
     networks: tuple[str, ...]  # the selected networks' Latin ids, in the standard's order
-    tables: int  # how many networks the tables hold
+    tables_held: int  # how many networks the tables hold
     verdicts: Mapping[tuple[str, str], str]  # (network, mode) -> verdict, as verified
     layer_items: int  # the suite's layer items for these options
     layer_verdicts: tuple[str, ...]  # the verdict of each layer item that ran
@@ -81,8 +81,7 @@ class Findings:
     timings: tuple[Timing, ...]
     cells: int
     cell_failures: tuple[tuple[int, tuple[str, ...]], ...]  # (cell, failed item names)
-    run: Run  # what a result's comment, an evaluation's comment and designation state
-    meets_image_count: bool  # the rounds hold section 9.3's 1,000,000 images per cell
+    particulars: Particulars  # what a result's and an evaluation's comments state (9.7)
     evaluated: tuple[str, ...] = ()  # the modes evaluated (9.8): those benchmarked
     table_set: str = DEFAULT_TABLE_SET  # the shipped set's name, or "user"
     # The selected items the run has not run (yet, or ever: it stopped): how many outside
@@ -122,10 +121,27 @@ def _name(latin: str) -> str:
     return f"{CYRILLIC[latin]} ({latin})"
 
 
+def _test(timing: Timing) -> str:
+    return f"{_name(timing.latin)} {timing.mode}"
+
+
+def _where(timing: Timing, cell: int) -> str:
+    """`` on cell N`` where the test ran on several cells."""
+    return f" on cell {cell}" if len(timing.cells) > 1 else ""
+
+
+def meets_image_count(profile: str | None, images: int | None) -> bool:
+    """Section 9.3: 1,000,000 images per cell: the full profile, or an image count
+    (``--gost-images``, which replaces the profile) of at least that many."""
+    if images is not None:
+        return images >= FULL_PROFILE_IMAGES
+    return profile == "full"
+
+
 def image_count(findings: Findings) -> list[Reason]:
+    if meets_image_count(findings.profile, findings.images):
+        return []
     if findings.images is not None:
-        if findings.images >= FULL_PROFILE_IMAGES:
-            return []
         return [
             Reason(
                 f"images={findings.images}",
@@ -133,15 +149,13 @@ def image_count(findings: Findings) -> list[Reason]:
                 "cell (run --gost-profile=full instead)",
             )
         ]
-    if findings.profile != "full":
-        return [
-            Reason(
-                "quick profile",
-                "quick profile: section 9.3 requires 1,000,000 images per cell "
-                "(run --gost-profile=full)",
-            )
-        ]
-    return []
+    return [
+        Reason(
+            "quick profile",
+            "quick profile: section 9.3 requires 1,000,000 images per cell "
+            "(run --gost-profile=full)",
+        )
+    ]
 
 
 def run_complete(findings: Findings) -> list[Reason]:
@@ -171,12 +185,13 @@ def run_complete(findings: Findings) -> list[Reason]:
 
 
 def every_network(findings: Findings) -> list[Reason]:
-    if len(findings.networks) >= findings.tables:
+    if len(findings.networks) >= findings.tables_held:
         return []
     return [
         Reason(
             "networks deselected",
-            f"networks: {len(findings.networks)} of {findings.tables} selected (--gost-networks)",
+            f"networks: {len(findings.networks)} of {findings.tables_held} selected "
+            "(--gost-networks)",
         )
     ]
 
@@ -249,25 +264,68 @@ def tables_count(findings: Findings) -> list[Reason]:
 
 
 def rounds_audited(findings: Findings) -> list[Reason]:
-    return _audit_reasons(findings.timings)
-
-
-def results_possible(findings: Findings) -> list[Reason]:
     reasons = []
     for timing in findings.timings:
-        for cell, orp in timing.above_peak:
-            where = f" on cell {cell.cell}" if len(timing.cells) > 1 else ""
+        reasons += failed_audits(timing)
+        if not all(cell.audits for cell in timing.cells):
             reasons.append(
                 Reason(
-                    "ОРП above 100 %",
-                    f"{_name(timing.latin)} {timing.mode}: ОРП {orp:.3g} %{where} is above "
-                    f"100 % of the cell peak ({cell.peak.source}), so the time or the peak is "
-                    "wrong: not a result",
+                    "not audited",
+                    f"not audited: {_test(timing)} has a cell with no audited round",
                     timing.mode,
                     timing.latin,
                 )
             )
     return reasons
+
+
+def results_possible(findings: Findings) -> list[Reason]:
+    return [reason for timing in findings.timings for reason in impossible_results(timing)]
+
+
+def above_peak(timing: Timing) -> list[tuple[CellTiming, float]]:
+    """(cell, ОРП) of every cell whose ОРП is above 100 % (standard.md §7.7): not a result,
+    since the time or the peak is wrong."""
+    return [
+        (cell, orp)
+        for cell in timing.cells
+        if (orp := timing.cell_orp(cell)) is not None and orp > 100
+    ]
+
+
+def impossible_results(timing: Timing) -> list[Reason]:
+    """One reason for each cell of ``timing`` whose ОРП is above 100 %."""
+    return [
+        Reason(
+            "ОРП above 100 %",
+            f"{_test(timing)}: ОРП {orp:.3g} %{_where(timing, cell.cell)} is above 100 % of the "
+            f"cell peak ({cell.peak.source}), so the time or the peak is wrong: not a result",
+            timing.mode,
+            timing.latin,
+        )
+        for cell, orp in above_peak(timing)
+    ]
+
+
+def failed_audits(timing: Timing) -> list[Reason]:
+    """One reason for each audit of ``timing``'s rounds that failed, on any cell."""
+    return [
+        Reason(
+            "audit failed",
+            f"audit failed: {_test(timing)}, timed round {audit.round}"
+            f"{_where(timing, cell)}: {audit.failure}",
+            timing.mode,
+            timing.latin,
+        )
+        for cell, audit in timing.failed_audits
+    ]
+
+
+def no_result(timing: Timing) -> list[Reason]:
+    """Why ``timing`` is no result at all, so its item fails and its evaluation does not
+    count it: an audit of its rounds failed (its rounds differ from the verified
+    implementation's), or a cell's ОРП is above 100 %."""
+    return failed_audits(timing) + impossible_results(timing)
 
 
 def cells_unshared(findings: Findings) -> list[Reason]:
@@ -277,11 +335,10 @@ def cells_unshared(findings: Findings) -> list[Reason]:
     reasons = []
     for timing in findings.timings:
         for cell in timing.shared_cells:
-            where = f" on cell {cell.cell}" if len(timing.cells) > 1 else ""
             reasons.append(
                 Reason(
                     "cell shared",
-                    f"cell shared: {_name(timing.latin)} {timing.mode}{where}: its threads "
+                    f"cell shared: {_test(timing)}{_where(timing, cell.cell)}: its threads "
                     f"waited for one of the cell's {cell.contention.cores} cores "
                     f"{100 * cell.contention.wait_share:.0f} % of their ready time in the timed "
                     f"rounds (more than {100 * SHARED_LIMIT:.0f} %): other work held the cores, "
@@ -347,37 +404,10 @@ def assess(findings: Findings) -> Compliance:
     return Compliance(tuple(reason for condition in CONDITIONS for reason in condition(findings)))
 
 
-def _audit_reasons(timings: Iterable[Timing]) -> list[Reason]:
-    reasons = []
-    for timing in timings:
-        name = f"{_name(timing.latin)} {timing.mode}"
-        for cell, audit in timing.failed_audits:
-            where = f" on cell {cell}" if len(timing.cells) > 1 else ""
-            reasons.append(
-                Reason(
-                    "audit failed",
-                    f"audit failed: {name}, timed round {audit.round}{where}: {audit.failure}",
-                    timing.mode,
-                    timing.latin,
-                )
-            )
-        if not all(cell.audits for cell in timing.cells):
-            reasons.append(
-                Reason(
-                    "not audited",
-                    f"not audited: {name} has a cell with no audited round",
-                    timing.mode,
-                    timing.latin,
-                )
-            )
-    return reasons
-
-
 def counted(timing: Timing) -> bool:
-    """Whether a test's result counts in its evaluation: it has an ОРП, every audit of
-    its rounds passed (a result whose rounds differ from the verified implementation's is
-    no result) and no cell's ОРП is above 100 % (an impossible one is none either)."""
-    return timing.orp is not None and not timing.failed_audits and not timing.above_peak
+    """Whether a test's result counts in its evaluation: it has an ОРП and it is a result
+    (``no_result``: every audit passed, no cell's ОРП above 100 %)."""
+    return timing.orp is not None and not no_result(timing)
 
 
 def _counted(timings: Iterable[Timing], latin: str, mode: str) -> bool:

@@ -1,9 +1,11 @@
-"""The judge: a run's findings turned into its assessment, the one way the plugin, ``check``
-and ``evaluate`` all judge a run.
+"""The judge: a run's findings turned into its judgement, the one way the plugin, ``check``
+and ``evaluate`` all judge a run, and the report's fields that say it.
 
-The assessment is the compliance (standard.md §7.7) with its reasons for the run, each mode
-and each test; each test's result with its reasons, comment (9.7) and designation; and each
-evaluated mode's evaluation (9.8) with its comment, designation and reasons.
+Every caller takes one road: report -> ``findings`` -> ``judge`` -> ``judged_fields`` ->
+report. The judgement is the compliance (standard.md §7.7) with its reasons for the run,
+each mode and each test; each test's result with its reasons, comment (9.7) and
+designation; and each evaluated mode's evaluation (9.8) with its comment, designation and
+reasons.
 """
 
 from __future__ import annotations
@@ -15,18 +17,21 @@ from dataclasses import dataclass
 from pytest_gostcnn.performance.designations import designate_evaluation
 from pytest_gostcnn.performance.evaluation import (
     Evaluation,
-    Run,
+    Particulars,
     comment,
     evaluate,
     result_comment,
 )
 from pytest_gostcnn.performance.timing import Timing
 
-from .compliance import Compliance, Findings, assess, counted
+from .compliance import Compliance, Findings, assess, counted, meets_image_count
+
+# The fields of a report the judge writes, in the order a report holds them.
+JUDGED_FIELDS = ("compliant", "noncompliance_reasons", "benchmarks", "evaluations")
 
 
 @dataclass(frozen=True)
-class Assessment:
+class Judgement:
     """A run's results judged: compliance, each timing with its reasons and comment, each
     evaluated mode's evaluation."""
 
@@ -35,64 +40,77 @@ class Assessment:
     evaluations: tuple[Evaluation, ...]
 
 
-def judge(findings: Findings) -> Assessment:
-    """The assessment of a run from what it found (standard.md §7.7, sections 9.7 and 9.8)."""
+def judge(findings: Findings) -> Judgement:
+    """The judgement of a run from what it found (standard.md §7.7, sections 9.7 and 9.8)."""
     compliance = assess(findings)
+    met = meets_image_count(findings.profile, findings.images)
     timings = tuple(
         dataclasses.replace(
             timing,
             reasons=tuple(r.text for r in compliance.for_test(timing.latin, timing.mode)),
-            comment=result_comment(findings.run),
+            comment=result_comment(findings.particulars),
             # A designation names the run's table set and image count.
+            meets_image_count=met,
             table_set=findings.table_set,
             requested_images=findings.images,
         )
         for timing in findings.timings
     )
     evaluations = _evaluations(
-        findings.evaluated,
-        timings,
-        findings.run,
-        compliance,
-        findings.meets_image_count,
-        findings.images,
+        findings.evaluated, timings, findings.particulars, compliance, met, findings.images
     )
-    return Assessment(compliance, timings, tuple(evaluations))
+    return Judgement(compliance, timings, tuple(evaluations))
+
+
+def judged_fields(judgement: Judgement) -> dict:
+    """The report's fields that state ``judgement`` (``JUDGED_FIELDS``)."""
+    return {
+        "compliant": judgement.compliance.compliant,
+        "noncompliance_reasons": judgement.compliance.texts(),
+        "benchmarks": [timing.as_dict() for timing in judgement.timings],
+        "evaluations": [evaluation.as_dict() for evaluation in judgement.evaluations],
+    }
+
+
+def judged(report: dict, judgement: Judgement) -> dict:
+    """``report`` with the fields that state ``judgement``, each where the report holds it."""
+    return {**report, **judged_fields(judgement)}
 
 
 def _evaluations(
     modes: Iterable[str],
     timings: Iterable[Timing],
-    run: Run,
+    particulars: Particulars,
     compliance: Compliance,
-    meets_image_count: bool,
+    met: bool,
     images: int | None = None,
 ) -> list[Evaluation]:
     """Section 9.8 for each of ``modes`` over the results that count in that mode (not a
-    test whose audit failed), with its comment, designation and reasons; ``images``: the
-    ``--gost-images`` count, when it chose the rounds instead of a profile."""
+    test whose audit failed), with its comment, designation and reasons. ``met``: the
+    rounds hold section 9.3's image count; ``images``: the ``--gost-images`` count, when
+    it chose the rounds instead of a profile."""
     timings = list(timings)
     out = []
     for mode in modes:
         results = {t.latin: t.orp for t in timings if t.mode == mode and counted(t)}
-        evaluation = evaluate(mode, results, run.system_peak or 0.0)
+        evaluation = evaluate(mode, results, particulars.system_peak or 0.0)
         reasons = compliance.for_evaluation(mode)
         designation = designate_evaluation(
             mode,
-            run.dtype,
-            run.batch,
-            run.cells,
-            meets_image_count,
+            particulars.dtype,
+            particulars.batch,
+            particulars.cells,
+            met,
             not reasons,
-            run.table_set,
+            particulars.table_set,
             images,
         )
         out.append(
             dataclasses.replace(
                 evaluation,
                 designation=designation,
-                cells=run.cells,
-                comment=tuple(comment(evaluation, run)),
+                cells=particulars.cells,
+                comment=tuple(comment(evaluation, particulars)),
                 reasons=tuple(reason.text for reason in reasons),
                 summary=reasons[0].short if reasons else "",
             )

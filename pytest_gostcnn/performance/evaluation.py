@@ -8,11 +8,9 @@ judge's (``pytest_gostcnn/judgement/``).
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pytest_gostcnn.machine.facts import libraries
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CYRILLIC, DEFAULT_TABLE_SET, LATIN
 
@@ -79,7 +77,7 @@ def evaluate(mode: str, results: Mapping[str, float], system_peak: float) -> Eva
 
 
 @dataclass(frozen=True)
-class Run:
+class Particulars:
     """What the comment of 9.7 and 9.8 states beside the results of a run."""
 
     dtype: str
@@ -92,32 +90,34 @@ class Run:
     table_set: str = DEFAULT_TABLE_SET
 
 
-def software(backend_name: str, backend_version: str | None) -> str:
-    """The software particulars of 9.7: Python, the libraries, the backend."""
-    parts = [f"Python {platform.python_version()}"]
-    parts += [f"{package} {number}" for package, number in libraries().items()]
+def software(
+    python: str, libraries: Mapping[str, str], backend_name: str, backend_version: str | None
+) -> str:
+    """The software particulars of 9.7: Python, the libraries (by version), the backend."""
+    parts = [f"Python {python}"]
+    parts += [f"{package} {number}" for package, number in libraries.items()]
     parts.append(f"backend {backend_name} {backend_version}")
     return ", ".join(parts)
 
 
-def result_comment(run: Run) -> str:
+def result_comment(particulars: Particulars) -> str:
     """The comment of 9.7 beside one test's result: the data type, the computing cells used
     and what was not used, and one cell's peak with where it came from."""
-    peak = run.peak
+    peak = particulars.peak
     peak_text = "unknown" if peak is None else f"{si(peak.macs_per_second)}MAC/s ({peak.source})"
-    if run.cells > 1:
-        cells = f"{run.cells} identical cells, one MPI rank each"
+    if particulars.cells > 1:
+        cells = f"{particulars.cells} identical cells, one MPI rank each"
         unused = "everything outside these cells"
     else:
-        cells = f"1 ({run.device})"
+        cells = f"1 ({particulars.device})"
         unused = "everything outside this cell"
     return (
-        f"comment: data type {run.dtype}; computing cells: {cells}; not used: {unused}; "
+        f"comment: data type {particulars.dtype}; computing cells: {cells}; not used: {unused}; "
         f"cell peak {peak_text}"
     )
 
 
-def comment(evaluation: Evaluation, run: Run) -> list[str]:
+def comment(evaluation: Evaluation, particulars: Particulars) -> list[str]:
     """The comment sections 9.7 and 9.8 ask for beside the evaluation: a test's comment, the
     dropped test and its result, and the software."""
     dropped = (
@@ -127,9 +127,9 @@ def comment(evaluation: Evaluation, run: Run) -> list[str]:
         else "none (incomplete)"
     )
     return [
-        result_comment(run),
+        result_comment(particulars),
         f"comment: dropped test {dropped}",
-        f"comment: software {run.software}",
+        f"comment: software {particulars.software}",
     ]
 
 

@@ -178,8 +178,9 @@ class Timing:
     """One performance test over every cell (section 9.3), and its ОРП.
 
     The system's ОРП is all cells' MACs / (the system's time x the sum of the cells' peaks).
-    ``reasons`` (why the result is not compliant) and ``comment`` (9.7) are filled in once
-    the session's results are assessed.
+    What the judge decides (``pytest_gostcnn/judgement/``) is filled in once the run's
+    report is judged: ``reasons`` (why the result is not compliant), ``comment`` (9.7), and
+    what the designation names (the image count met, the table set, ``--gost-images``).
     """
 
     latin: str
@@ -188,20 +189,21 @@ class Timing:
     batch: int
     rounds: int
     macs_per_image: int
-    meets_image_count: bool  # the rounds hold section 9.3's 1,000,000 images per cell
     cells: tuple[CellTiming, ...]
-    reasons: tuple[str, ...] = ()
-    comment: str = ""
-    table_set: str = DEFAULT_TABLE_SET  # the shipped set's name, or "user"
-    requested_images: int | None = None  # --gost-images, when it chose the rounds
     # Training's data (performance/rounds.py): rounds per segment from the drawn weights,
     # and the output residual's scale; None for inference, or in a report that predates them.
     segment_rounds: int | None = None
     residual_scale: float | None = None
+    # The judge's.
+    reasons: tuple[str, ...] = ()
+    comment: str = ""
+    meets_image_count: bool = False  # the rounds hold section 9.3's 1,000,000 images per cell
+    table_set: str = DEFAULT_TABLE_SET  # the shipped set's name, or "user"
+    requested_images: int | None = None  # --gost-images, when it chose the rounds
 
     @property
     def compliant(self) -> bool:
-        return self.meets_image_count and not self.reasons
+        return not self.reasons
 
     @property
     def images(self) -> int:
@@ -221,17 +223,6 @@ class Timing:
     def failed_audits(self) -> list[tuple[int, Audit]]:
         """(cell, audit) of every audit that failed, on any cell."""
         return [(c.cell, a) for c in self.cells for a in c.audits if not a.passed]
-
-    @property
-    def above_peak(self) -> list[tuple[CellTiming, float]]:
-        """(cell, ОРП) of every cell whose ОРП is above 100 %: not a result (standard.md
-        §7.7): the time or the peak is wrong."""
-        return [(c, orp) for c in self.cells if (orp := self.cell_orp(c)) is not None and orp > 100]
-
-    @property
-    def audited(self) -> bool:
-        """Every cell audited at least one round, and every audit passed."""
-        return all(c.audits for c in self.cells) and not self.failed_audits
 
     @property
     def shared_cells(self) -> list[CellTiming]:
@@ -313,9 +304,9 @@ class Timing:
 
     @classmethod
     def from_dict(cls, data: dict) -> Timing:
-        """The test ``as_dict`` wrote, from what was measured and stated (the network, mode,
-        type, batch, rounds, MACs per image, the cells' rounds and peaks, the reasons and
-        comment); every figure derived from them is recomputed, not read."""
+        """The test ``as_dict`` wrote, from what was measured (the network, mode, type,
+        batch, rounds, MACs per image, the cells' rounds and peaks, training's data); what
+        the judge decides is left to it, and every figure derived is recomputed, not read."""
         return cls(
             latin=data["network"],
             mode=data["mode"],
@@ -323,12 +314,7 @@ class Timing:
             batch=data["batch"],
             rounds=data["rounds"],
             macs_per_image=data["macs_per_image"],
-            meets_image_count=data["meets_image_count"],
             cells=tuple(CellTiming.from_dict(c) for c in data["cells"]),
-            reasons=tuple(data["noncompliance_reasons"]),
-            comment=data["comment"],
-            table_set=data["table_set"],
-            requested_images=data["requested_images"],
             segment_rounds=data.get("segment_rounds"),
             residual_scale=data.get("residual_scale"),
         )

@@ -23,11 +23,7 @@ from pytest_gostcnn.performance.timing import CellTiming
 from pytest_gostcnn.run import outcome, report
 from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.resolution import Resolved
-from pytest_gostcnn.run.results import Assessment, Results
-
-# The session's judgement of every cell's (exit status, reason); ``ended=False`` while the
-# run goes on.
-Assess = Callable[..., Assessment]
+from pytest_gostcnn.run.results import Results
 
 
 def errors_on_cells(cells: Cells, error: str | None) -> list[tuple[int, str]]:
@@ -68,7 +64,6 @@ def finish(
     options: Options,
     resolved: Resolved,
     results: Results,
-    assess: Assess,
 ) -> None:
     """Gather every cell's facts, failures and exit status on cell 0, judge the results
     there, set the system's exit status and write the report."""
@@ -82,25 +77,19 @@ def finish(
     if not resolved.cells.is_root:
         return
     results.cell_reports = gathered
-    assessment = assess([(c["exit_status"], c["exit_reason"]) for c in gathered])
-    results.assessment = assessment
+    statuses = [(c["exit_status"], c["exit_reason"]) for c in gathered]
+    state = outcome.run_state(options, results, stopped)
+    conclusion, whole = report.conclude(options, resolved, results, statuses, state)
+    results.conclusion = conclusion
     results.stopped = stopped
-    pytest_session.exitstatus = assessment.exitstatus
+    pytest_session.exitstatus = conclusion.exitstatus
     if options.report is None or results.report_failure is not None:
         return  # after a failed checkpoint the file keeps what its last write put there
-    whole = report.build_report(
-        options,
-        resolved,
-        results,
-        assessment,
-        outcome.run_state(options, results, stopped),
-        ended=True,
-    )
     why = _write(pytest_session.config, options.report, whole)
     if why is not None:
         pytest_session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-        results.assessment = dataclasses.replace(
-            assessment, exitstatus=pytest_session.exitstatus, exit_reason=why
+        results.conclusion = dataclasses.replace(
+            conclusion, exitstatus=pytest_session.exitstatus, exit_reason=why
         )
 
 
@@ -109,7 +98,6 @@ def write_checkpoint(
     options: Options,
     resolved: Resolved,
     results: Results,
-    assess: Assess,
     stopped: str | None = None,
 ) -> None:
     """The report so far, after every performance test (on every cell: they gather),
@@ -127,7 +115,7 @@ def write_checkpoint(
         why = None
         if resolved.cells.is_root:
             results.cell_reports = gathered
-            why = _write_so_far(config, options, resolved, results, assess, None)
+            why = _write_so_far(config, options, resolved, results, None)
         failed = errors_on_cells(resolved.cells, why)
         if failed:
             results.report_failure = failed[0][1]
@@ -136,7 +124,7 @@ def write_checkpoint(
         return
     if not results.cell_reports:
         results.cell_reports = [_cell_report(resolved, results, None, None)]
-    _write_so_far(config, options, resolved, results, assess, stopped)
+    _write_so_far(config, options, resolved, results, stopped)
 
 
 def _write_so_far(
@@ -144,13 +132,12 @@ def _write_so_far(
     options: Options,
     resolved: Resolved,
     results: Results,
-    assess: Assess,
     stopped: str | None,
 ) -> str | None:
     """Write the report of the run so far on cell 0; why it could not be, else None."""
     statuses = [(0, None)] * len(results.cell_reports)
     state = outcome.run_state(options, results, stopped, ended=False)
-    whole = report.build_report(options, resolved, results, assess(statuses, ended=False), state)
+    _, whole = report.conclude(options, resolved, results, statuses, state, ended=False)
     why = _write(config, options.report, whole)
     if why is None:
         results.report_kept = list(state["finished"])
@@ -162,7 +149,6 @@ def write_boundary(
     options: Options,
     resolved: Resolved,
     results: Results,
-    assess: Assess,
     clock: CheckpointClock,
     test: PartialTest,
     own: PartialCell | None,
@@ -182,7 +168,7 @@ def write_boundary(
     shares = cells.gather(own)
     if cells.is_root:
         results.partial = dataclasses.replace(test, cells=tuple(shares))
-    write_checkpoint(config, options, resolved, results, assess)
+    write_checkpoint(config, options, resolved, results)
     cells.allgather(None)
     clock.wrote(time.monotonic() - started)
 

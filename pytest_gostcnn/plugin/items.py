@@ -23,6 +23,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_network,
     verify_round,
 )
+from pytest_gostcnn.judgement import no_result
 from pytest_gostcnn.machine.threads import one_blas_thread
 from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.performance.cells import Cells
@@ -254,10 +255,7 @@ def run_benchmark_case(
         batch=options.batch,
         rounds=run_plan.rounds,
         macs_per_image=macs_per_image(network, mode),
-        meets_image_count=run_plan.meets_image_count,
         cells=checkpoint.timings_on_cells(cells, own_timing),
-        table_set=resolved.table_set,
-        requested_images=run_plan.requested,
         **rounds.data_rules,
     )
     benchmark.extra_info.update(
@@ -296,7 +294,7 @@ def _boundary(session: GostSession, latin: str, mode: str, benchmark, device: st
         if rounds.error is None:
             own = rounds.partial(benchmark.stats.stats.data, resolved.cells.rank, device)
         checkpoint.write_boundary(
-            session.config, options, resolved, session.results, session.assess, clock, test, own
+            session.config, options, resolved, session.results, clock, test, own
         )
 
     return boundary
@@ -322,45 +320,37 @@ def _record_timing(
         *([("gost_resumed_from", options.resume)] if resumed else []),
         ("gost_mean_above_median_percent", f"{100 * timing.spread.mean_above_median:.3g}"),
     ]
-    if timing.failed_audits:
-        cell, audit = timing.failed_audits[0]
-        where = f" on cell {cell}" if len(timing.cells) > 1 else ""
-        earlier = " (in the resumed run)" if resumed else ""
-        command = session.rerun("test_benchmark", networks=timing.latin, mode=timing.mode)
+    reasons = no_result(timing)  # the judge's: a failed audit, an ОРП above 100 %
+    if not reasons:
+        return
+    if not timing.failed_audits:
+        way_out = (
+            "give the cell's true peak with --gost-peak=MAC/s, e.g. 2.5T"
+            if any(cell.peak.estimated for cell in timing.cells)
+            else "check the value given to --gost-peak"
+        )
         pytest.fail(
-            "\n".join(
-                [
-                    f"{timing.name}: audit of timed round {audit.round} of "
-                    f"{timing.rounds}{where}{earlier} failed ({audit.verdict}); section 9 "
-                    "counts no result whose rounds differ from the verified implementation",
-                    f"first failure: {audit.failure}",
-                    f"worst array: {audit.worst_array}",
-                    f"seed: --gost-seed={options.seed}",
-                    f"rerun: {command}",
-                ]
-            ),
+            f"{reasons[0].text}. Either the peak is wrong ({way_out}) or the backend's rounds "
+            "end before its work does (a round ends when its results reach the host: "
+            "docs/benchmarking.md, One round)",
             pytrace=False,
         )
-    _fail_above_peak(session, timing)
-
-
-def _fail_above_peak(session: GostSession, timing: Timing) -> None:
-    """A test whose ОРП is above 100 % on a cell fails: no round can beat the peak, so the
-    peak or the time is wrong (standard.md §7.7)."""
-    if not timing.above_peak:
-        return
-    cell, orp = timing.above_peak[0]
-    where = f" on cell {cell.cell}" if len(timing.cells) > 1 else ""
-    way_out = (
-        "check the value given to --gost-peak"
-        if not cell.peak.estimated
-        else "give the cell's true peak with --gost-peak=MAC/s, e.g. 2.5T"
-    )
+    cell, audit = timing.failed_audits[0]
+    where = f" on cell {cell}" if len(timing.cells) > 1 else ""
+    earlier = " (in the resumed run)" if resumed else ""
+    command = session.rerun("test_benchmark", networks=timing.latin, mode=timing.mode)
     pytest.fail(
-        f"{timing.name}: ОРП {orp:.3g} %{where} is above 100 % of the cell peak "
-        f"{cell.peak.describe()}: not a result. Either the peak is wrong ({way_out}) or the "
-        "backend's rounds end before its work does (a round ends when its results reach the "
-        "host: docs/benchmarking.md, One round)",
+        "\n".join(
+            [
+                f"{timing.name}: audit of timed round {audit.round} of {timing.rounds}{where}"
+                f"{earlier} failed ({audit.verdict}); section 9 counts no result whose rounds "
+                "differ from the verified implementation",
+                f"first failure: {audit.failure}",
+                f"worst array: {audit.worst_array}",
+                f"seed: --gost-seed={options.seed}",
+                f"rerun: {command}",
+            ]
+        ),
         pytrace=False,
     )
 

@@ -42,7 +42,7 @@ def terminal_summary(
     section 9's timings and evaluations, and the terms in words."""
     for line in summary.nothing_verified(options, resolved, results):
         reporter.write_line(f"gostcnn: {line}", yellow=True, bold=True)
-    if not results.verified_any or results.assessment is None:
+    if not results.verified_any or results.conclusion is None:
         return
     # The words first: the tables below use them.
     reporter.write_sep("=", "GOST R 57700.36-2021: terms")
@@ -59,38 +59,38 @@ def terminal_summary(
         reporter.write_line(line)
     if results.benchmarked:
         reporter.write_sep("=", "GOST R 57700.36-2021, section 9: performance")
-        assessment = results.assessment
+        conclusion = results.conclusion
         lines = summary.performance_lines(
             run_plan,
             options.dtype,
             resolved.peak,
             resolved.table_set,
-            assessment.timings,
-            assessment.evaluations,
+            conclusion.timings,
+            conclusion.evaluations,
         )
         for line in lines:
             reporter.write_line(line)
-    if results.assessment.comparison is not None:
+    if results.conclusion.comparison is not None:
         reporter.write_sep("=", "ОРП against the baseline (--gost-compare)")
-        for line in summary.comparison_lines(results.assessment.comparison):
+        for line in summary.comparison_lines(results.conclusion.comparison):
             reporter.write_line(line, red=" FELL (" in line)
 
 
 def last_lines(reporter: Any, options: Options, results: Results) -> None:
     """The run's last lines, after every other summary (pytest-benchmark's table too):
     why the exit status is what it is, and one line of verdicts, as HPL ends."""
-    assessment = results.assessment
-    if assessment is None or not results.suite_items:
+    conclusion = results.conclusion
+    if conclusion is None or not results.suite_items:
         return
-    failed = assessment.exitstatus != 0
-    if assessment.exit_reason:
+    failed = conclusion.exitstatus != 0
+    if conclusion.exit_reason:
         reporter.write_line(
-            f"gostcnn: exit status {int(assessment.exitstatus)}: {assessment.exit_reason}",
+            f"gostcnn: exit status {int(conclusion.exitstatus)}: {conclusion.exit_reason}",
             red=failed,
             yellow=not failed,
             bold=True,
         )
-    line = summary.last_line(results, assessment)
+    line = summary.last_line(results, conclusion)
     state = outcome.run_state(options, results, results.stopped)
     if not state["complete"]:
         done = len(state["finished"])
@@ -101,4 +101,4 @@ def last_lines(reporter: Any, options: Options, results: Results) -> None:
             f"GOST R 57700.36-2021: RUN INCOMPLETE ({why}; {done}/{total} performance tests); ",
             1,
         )
-    reporter.write_line(line, green=not failed and assessment.compliance.compliant, bold=True)
+    reporter.write_line(line, green=not failed and conclusion.compliance.compliant, bold=True)

@@ -15,16 +15,13 @@ from typing import Any
 
 import pytest
 
-from pytest_gostcnn.judgement import Findings, judge
 from pytest_gostcnn.performance.estimate import RunEstimate
-from pytest_gostcnn.performance.evaluation import Run, software
 from pytest_gostcnn.performance.rounds import Plan, plan
 from pytest_gostcnn.performance.timing import macs_per_image
-from pytest_gostcnn.reports.compare import compare
 from pytest_gostcnn.run import outcome, summary
 from pytest_gostcnn.run.options import Options
-from pytest_gostcnn.run.resolution import Resolved, layer_params
-from pytest_gostcnn.run.results import Assessment, Results
+from pytest_gostcnn.run.resolution import Resolved
+from pytest_gostcnn.run.results import Results
 
 from . import checkpoint, rendering, startup
 
@@ -170,17 +167,13 @@ class GostSession:
     def checkpoint(self, session: pytest.Session | None = None, stopped: str | None = None) -> None:
         """The report so far, after every performance test (``checkpoint``); one that could
         not be written stops ``session`` before its next item."""
-        checkpoint.write_checkpoint(
-            self.config, self.options, self.resolved, self.results, self.assess, stopped
-        )
+        checkpoint.write_checkpoint(self.config, self.options, self.resolved, self.results, stopped)
         if session is not None and self.results.report_failure is not None:
             session.shouldstop = self.results.report_failure
 
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """The system's exit status and the report, once the items ran (``checkpoint``)."""
-        checkpoint.finish(
-            session, exitstatus, self.options, self.resolved, self.results, self.assess
-        )
+        checkpoint.finish(session, exitstatus, self.options, self.resolved, self.results)
 
     def terminal_summary(self, reporter: Any) -> None:
         rendering.terminal_summary(
@@ -189,70 +182,6 @@ class GostSession:
 
     def last_lines(self, reporter: Any) -> None:
         rendering.last_lines(reporter, self.options, self.results)
-
-    # The judgement of the run's results. --------------------------------------------------
-
-    def run(self) -> Run:
-        """What the evaluation's comment states about this run."""
-        setup, options = self.resolved, self.options
-        peaks = [cell["peak"] for cell in self.results.cell_reports]
-        return Run(
-            dtype=options.dtype,
-            batch=options.batch,
-            cells=setup.cells.size,
-            device=setup.device,
-            peak=setup.peak,
-            system_peak=sum(peaks) if peaks and None not in peaks else None,
-            software=software(setup.backend_name, setup.version),
-            table_set=setup.table_set,
-        )
-
-    def findings(self, ended: bool = True) -> Findings:
-        """What the judge is given, gathered from every cell's results (on cell 0)."""
-        options, resolved, results = self.options, self.resolved, self.results
-        benchmarked = {mode for _, mode in results.benchmarked}
-        benchmarked |= {mode for _, mode in results.timings}  # resumed ones too
-        return Findings(
-            modes=options.modes,
-            profile=options.profile,
-            networks=tuple(resolved.networks),
-            tables=resolved.tables_held,
-            verdicts={key: v.verdict for key, v in results.networks.items()},
-            layer_items=len(layer_params(options, resolved.networks)),
-            layer_verdicts=tuple(v.verdict for v in results.layers),
-            threshold=options.rmse_threshold,
-            provenances=resolved.provenances,
-            timings=tuple(results.timings.values()),
-            cells=resolved.cells.size,
-            cell_failures=tuple(
-                (r["cell"], tuple(item for item, _ in r["failures"]))
-                for r in results.cell_reports
-                if r["failures"]
-            ),
-            run=self.run(),
-            meets_image_count=self.plan.meets_image_count,
-            # Nothing is evaluated where the backend was not there to time.
-            evaluated=tuple(
-                m for m in options.modes if resolved.backend is not None and m in benchmarked
-            ),
-            table_set=resolved.table_set,
-            not_run=self.not_run(),
-            ended=ended,
-            images=options.images,
-        )
-
-    def assess(self, statuses: list[tuple[int, str | None]], ended: bool = True) -> Assessment:
-        """The session's results judged (standard.md §7.7), with the system's exit status."""
-        judged = judge(self.findings(ended))
-        status, reason = outcome.system_exit(statuses, self.results.cell_reports)
-        comparison = None
-        if ended and self.results.baseline is not None:
-            path, then = self.results.baseline
-            comparison = compare(path, then, judged.timings, self.options.compare_fail)
-            status, reason = outcome.gated(status, reason, comparison)
-        return Assessment(
-            judged.compliance, judged.timings, judged.evaluations, status, reason, comparison
-        )
 
     def not_run(self) -> tuple[int, list[str]]:
         """The selected items of the suite that have not run (``outcome.not_run``)."""

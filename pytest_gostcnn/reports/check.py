@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_gostcnn.conformance.verification import PASSED_VERDICTS, REFERENCE_GRADE
-from pytest_gostcnn.judgement import Assessment, judge
+from pytest_gostcnn.judgement import findings, judge, judged_fields
 from pytest_gostcnn.model.network import (
     CYRILLIC,
     USER_TABLES,
@@ -31,7 +31,6 @@ from pytest_gostcnn.model.network import (
 from pytest_gostcnn.performance.audit_draw import audited_after
 from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.designations import benchmark_name
-from pytest_gostcnn.performance.evaluation import Evaluation
 from pytest_gostcnn.performance.images import ImageSet
 from pytest_gostcnn.performance.partial import PartialTest, boundary_rounds
 from pytest_gostcnn.performance.rounds import (
@@ -42,11 +41,21 @@ from pytest_gostcnn.performance.rounds import (
 )
 from pytest_gostcnn.performance.timing import Audit, Timing, macs_per_image
 
-from .load import ReportError, findings, read_report
+from .load import ReportError, read_report
 from .load import timings as report_timings
 from .schema import validate
 
 RELATIVE = 1e-9  # figures agree within this share: JSON keeps every float exactly
+# What the judge states of each test (``Timing.as_dict``'s judged part), less the comment
+# (9.7), which restates the report's system: a copy, not a figure.
+JUDGED_TEST_FIELDS = (
+    "designation",
+    "compliant",
+    "noncompliance_reasons",
+    "meets_image_count",
+    "table_set",
+    "requested_images",
+)
 
 
 def check_report(report: dict, tables: str | Path | None = None) -> list[str]:
@@ -63,9 +72,7 @@ def check_report(report: dict, tables: str | Path | None = None) -> list[str]:
     timings = report_timings(report)
     _check_tests(report, timings, networks, found)
     _check_verification(report, found)
-    assessment = judge(findings(report))
-    _check_compliance(report, assessment, found)
-    _check_evaluations(report, assessment, found)
+    _check_judged(report, judged_fields(judge(findings(report))), found)
     _check_run(report, found)
     _check_partial(report, networks, found)
     return found
@@ -156,17 +163,11 @@ def _check_tests(
         for key in ("dtype", "batch"):
             if stated[key] != options[key]:
                 found.append(f"{where}: {key} {stated[key]!r}, the run's is {options[key]!r}")
-        _compare(found, where, stated, {"requested_images": options["images"]})
         network = networks.get(timing.latin)
         if network is not None:
             _compare(found, where, stated, {"macs_per_image": macs_per_image(network, timing.mode)})
         expected = plan(options["profile"], options["batch"], options["images"])
-        _compare(
-            found,
-            where,
-            stated,
-            {"meets_image_count": expected.meets_image_count, "rounds": expected.rounds},
-        )
+        _compare(found, where, stated, {"rounds": expected.rounds})
         lengths = {len(c.round_seconds) for c in timing.cells}
         if len(lengths) > 1:  # the system's rounds pair the cells' round by round
             found.append(f"{where}: the cells hold {sorted(lengths)} round times, not the same")
@@ -302,35 +303,29 @@ def _passed(check: dict) -> bool:
     )
 
 
-def _check_compliance(report: dict, assessment: Assessment, found: list[str]) -> None:
-    compliance = assessment.compliance
+def _check_judged(report: dict, judged: dict, found: list[str]) -> None:
+    """The report's judged fields against the judge's own (``judgement.judged_fields``) for
+    the report's findings: the plugin wrote them on the same road, so they agree."""
     _compare(
         found,
         "report",
         report,
-        {"compliant": compliance.compliant, "noncompliance_reasons": compliance.texts()},
+        {key: judged[key] for key in ("compliant", "noncompliance_reasons")},
     )
-    judged = {(timing.latin, timing.mode): timing for timing in assessment.timings}
+    tests = {(test["network"], test["mode"]): test for test in judged["benchmarks"]}
     for stated in report["benchmarks"]:
-        timing = judged[(stated["network"], stated["mode"])]
+        test = tests[(stated["network"], stated["mode"])]
         _compare(
             found,
             f"benchmark {stated['designation']}",
             stated,
-            {
-                "noncompliance_reasons": list(timing.reasons),
-                "compliant": timing.compliant,
-                "designation": timing.designation,
-            },
+            {key: test[key] for key in JUDGED_TEST_FIELDS},
         )
-
-
-def _check_evaluations(report: dict, assessment: Assessment, found: list[str]) -> None:
     stated_modes = [e["mode"] for e in report["evaluations"]]
     if len(set(stated_modes)) != len(stated_modes):
         found.append(f"evaluations: a mode appears more than once ({', '.join(stated_modes)})")
         return
-    computed = {evaluation.mode: evaluation for evaluation in assessment.evaluations}
+    computed = {evaluation["mode"]: evaluation for evaluation in judged["evaluations"]}
     for mode in computed:
         if mode not in stated_modes:
             found.append(f"evaluations: none for {mode}, which has results")
@@ -340,22 +335,7 @@ def _check_evaluations(report: dict, assessment: Assessment, found: list[str]) -
         if evaluation is None:
             found.append(f"{where}: {stated['mode']} is not a mode of the run")
         else:
-            _compare(found, where, stated, _figures(evaluation))
-
-
-def _figures(evaluation: Evaluation) -> dict:
-    return {
-        "designation": evaluation.designation,
-        "cells": evaluation.cells,
-        "results_percent": dict(evaluation.results),
-        "missing": list(evaluation.missing),
-        "complete": evaluation.complete,
-        "dropped": evaluation.dropped,
-        "first_result_percent": evaluation.first,
-        "second_result_macs_per_second": evaluation.second,
-        "compliant": evaluation.compliant,
-        "noncompliance_reasons": list(evaluation.reasons),
-    }
+            _compare(found, where, stated, {k: v for k, v in evaluation.items() if k != "comment"})
 
 
 def _check_run(report: dict, found: list[str]) -> None:

@@ -1,5 +1,5 @@
-"""A written report read back: the file, the configuration it was run in, its tests, and
-what the judge is given from it (``findings``, for ``check`` and ``evaluate`` alike).
+"""A written report read back: the file, the configuration it was run in, and its tests
+(what the judge is given from it: ``judgement.findings``).
 
 ``configuration`` names everything a result depends on besides the machine's speed; two
 reports of one configuration can be resumed one from the other or merged (docs/report.md).
@@ -10,11 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pytest_gostcnn.judgement import Findings, Provenance
-from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.machine.threads import THREAD_VARIABLES
-from pytest_gostcnn.performance.evaluation import Run
-from pytest_gostcnn.performance.rounds import plan
 from pytest_gostcnn.performance.timing import Timing
 
 # The formats this version reads: the one it writes, and format 2, which called a test's
@@ -187,69 +183,3 @@ def _show(value: object) -> str:
 def timings(report: dict) -> dict[tuple[str, str], Timing]:
     """The report's performance tests by (network, mode), rebuilt from what was measured."""
     return {(t["network"], t["mode"]): Timing.from_dict(t) for t in report["benchmarks"]}
-
-
-def findings(report: dict) -> Findings:
-    """What the judge is given, as the report states it: its verdicts, its tests (rebuilt
-    from what was measured) and its run; the modes evaluated are those with a result or an
-    evaluation."""
-    options, run = report["options"], report["run"]
-    tests = tuple(timings(report).values())
-    stated = {evaluation["mode"] for evaluation in report["evaluations"]}
-    timed = {timing.mode for timing in tests}
-    return Findings(
-        modes=tuple(options["modes"]),
-        profile=options["profile"],
-        networks=tuple(options["networks"]),
-        tables=options["tables_held"],
-        verdicts={
-            (n["network"], n["mode"]): n["verdict"] for n in report["verification"]["networks"]
-        },
-        layer_items=options["layer_items"],
-        layer_verdicts=tuple(layer["verdict"] for layer in report["verification"]["layers"]),
-        threshold=options["rmse_threshold"],
-        provenances={
-            latin: Provenance(p["kind"], p["shipped"]) for latin, p in options["provenance"].items()
-        },
-        timings=tests,
-        cells=options["cells"],
-        cell_failures=tuple(
-            (cell["cell"], tuple(item for item, _ in cell["failures"]))
-            for cell in report["cells"]
-            if cell["failures"]
-        ),
-        run=_run(report),
-        meets_image_count=plan(
-            options["profile"], options["batch"], options["images"]
-        ).meets_image_count,
-        evaluated=tuple(m for m in options["modes"] if m in timed or m in stated),
-        table_set=options["table_set"],
-        not_run=(run["other_items_not_run"], list(run["unfinished"])),
-        ended=report["exit_status"] is not None,
-        images=options["images"],
-    )
-
-
-def _run(report: dict) -> Run:
-    """What the comments and designations state of the run, as the report states it."""
-    options, backend = report["options"], report["system"]["backend"]
-    peaks = [cell["peak"] for cell in report["cells"]]
-    return Run(
-        dtype=options["dtype"],
-        batch=options["batch"],
-        cells=options["cells"],
-        device=backend["device"],
-        peak=Peak.from_dict(report["peak"]) if report["peak"] else None,
-        system_peak=sum(peaks) if peaks and None not in peaks else None,
-        software=_software(report),
-        table_set=options["table_set"],
-    )
-
-
-def _software(report: dict) -> str:
-    """The software particulars the report's first evaluation states (9.7)."""
-    for evaluation in report["evaluations"]:
-        for line in evaluation["comment"]:
-            if line.startswith("comment: software "):
-                return line.removeprefix("comment: software ")
-    return "unknown"

@@ -13,14 +13,14 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
-from pytest_gostcnn.judgement import judge
+from pytest_gostcnn.judgement import findings, judge, judged
 from pytest_gostcnn.judgement.compliance import Compliance
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.evaluation import Evaluation
 from pytest_gostcnn.performance.timing import Timing
 
-from .load import configuration, differences, findings
+from .load import configuration, differences
 from .schema import validate
 
 MODES = ("training", "inference")
@@ -84,12 +84,14 @@ def merge_reports(reports: list[tuple[str, dict]]) -> Merged:
                 )
             verified.setdefault(key, (path, entry))
     merged, notes = _merged_report(reports, tests, checksums, verified)
-    assessment = judge(findings(merged))
-    merged["benchmarks"] = [t.as_dict() for t in assessment.timings]
-    merged["evaluations"] = [e.as_dict() for e in assessment.evaluations]
-    merged["compliant"] = assessment.compliance.compliant
-    merged["noncompliance_reasons"] = assessment.compliance.texts()
-    return Merged(merged, assessment.timings, assessment.compliance, assessment.evaluations, notes)
+    judgement = judge(findings(merged))
+    return Merged(
+        judged(merged, judgement),
+        judgement.timings,
+        judgement.compliance,
+        judgement.evaluations,
+        notes,
+    )
 
 
 def _times(entry: dict) -> list:
@@ -165,13 +167,6 @@ def _merged_report(
     status, reason = failing[0] if failing else (0, None)
     if not complete and any(r["exit_status"] is None for _, r in reports):
         status, reason = None, "a merged job had not ended (its report is a checkpoint)"
-    # Each mode's evaluation as the first report with one states it, in the reports' order:
-    # the modes the merged run evaluates, and the software the first names (the judge
-    # evaluates them anew).
-    evaluations = {}
-    for _, report in reports:
-        for evaluation in report["evaluations"]:
-            evaluations.setdefault(evaluation["mode"], evaluation)
     order = {(latin, mode): i for i, (latin, mode) in enumerate(
         (latin, mode) for latin in LATIN.values() for mode in MODES
     )}  # fmt: skip
@@ -199,7 +194,7 @@ def _merged_report(
             "networks": [verified[key][1] for key in sorted(verified, key=order.__getitem__)],
         },
         "benchmarks": [tests[key][1] for key in sorted(tests, key=order.__getitem__)],
-        "evaluations": list(evaluations.values()),
+        "evaluations": [],  # the judge's, as the compliance and each test's judged fields
     }, notes
 
 

@@ -1,9 +1,11 @@
-"""``--gost-report=PATH``: the JSON report a certifying body can check.
+"""The report of a run (``--gost-report=PATH``: the JSON report a certifying body can check),
+built in memory on every run and judged there, written or not.
 
 It holds the system, the options, every verdict with its СКО values, every timing, every
 ОРП with the factors of the peak, and the evaluation. ``reports/report.schema.json`` is its
-schema. The file is written to a temporary name in the same folder and renamed, so a
-report on disk is always whole.
+schema. The run's conclusion takes the one road every judgement takes: the measured report
+-> ``judgement.findings`` -> ``judge`` -> the judged fields. The file is written to a
+temporary name in the same folder and renamed, so a report on disk is always whole.
 """
 
 from __future__ import annotations
@@ -14,15 +16,18 @@ import platform
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pytest_gostcnn.judgement import findings, judge, judged
 from pytest_gostcnn.machine.facts import cpu_model, libraries
 from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CYRILLIC, table_checksum
+from pytest_gostcnn.reports.compare import compare
 from pytest_gostcnn.reports.files import write_atomically
 from pytest_gostcnn.reports.load import FORMAT  # the format written (and read back)
 
+from . import outcome
 from .options import REPORT_TEMPORARY_PREFIX, Options
 from .resolution import Resolved, layer_item_id, layer_params
-from .results import Assessment, Results
+from .results import Conclusion, Results
 
 
 def configuration_fields(options: Options, resolved: Resolved) -> dict:
@@ -80,19 +85,55 @@ def configuration_fields(options: Options, resolved: Resolved) -> dict:
     }
 
 
-def build_report(
+def conclude(
     options: Options,
     resolved: Resolved,
     results: Results,
-    assessment: Assessment,
-    run: dict,
-    ended: bool = False,
-) -> dict:
-    """The report of a session: each result's own report form, with the run around them.
+    statuses: list[tuple[int, str | None]],
+    state: dict,
+    ended: bool = True,
+) -> tuple[Conclusion, dict]:
+    """The run judged, with the system's exit status among its cells' ``statuses`` (and,
+    once it ended, ``--gost-compare``'s gate), and its whole report.
 
-    ``run`` says how far the run got (``outcome.run_state``); a report written before
-    the run ends (a checkpoint, ``ended`` False: no exit status yet) or of a stopped run
-    says so there and in ``complete``.
+    ``state`` says how far the run got (``outcome.run_state``); a report of a run not ended
+    (a checkpoint, ``ended`` False) has no exit status yet and says so.
+    """
+    status, reason = outcome.system_exit(statuses, results.cell_reports)
+    comparison = None
+    if ended and results.baseline is not None:
+        path, then = results.baseline
+        comparison = compare(path, then, results.timings.values(), options.compare_fail)
+        status, reason = outcome.gated(status, reason, comparison)
+    measured = measured_report(
+        options,
+        resolved,
+        results,
+        state,
+        int(status) if ended else None,
+        reason if ended else _in_progress(state),
+    )
+    judgement = judge(findings(measured))
+    conclusion = Conclusion(
+        judgement.compliance, judgement.timings, judgement.evaluations, status, reason, comparison
+    )
+    return conclusion, judged(measured, judgement)
+
+
+def measured_report(
+    options: Options,
+    resolved: Resolved,
+    results: Results,
+    state: dict,
+    exit_status: int | None,
+    exit_reason: str | None,
+) -> dict:
+    """The report of a session before it is judged: what was measured and stated, with each
+    result's own report form, and the judged fields still empty (``judgement.judged``
+    fills them, each in its place).
+
+    ``state`` says how far the run got (``outcome.run_state``); ``exit_status`` None: the run
+    has not ended (a checkpoint), and ``exit_reason`` says how far it is.
     """
     head = configuration_fields(options, resolved)
     return {
@@ -102,12 +143,12 @@ def build_report(
         "system": head["system"],
         "options": head["options"],
         "invocation": head["invocation"],
-        "complete": run["complete"],
-        "run": run,
-        "exit_status": int(assessment.exitstatus) if ended else None,
-        "exit_reason": assessment.exit_reason if ended else _in_progress(run),
-        "compliant": assessment.compliance.compliant,
-        "noncompliance_reasons": assessment.compliance.texts(),
+        "complete": state["complete"],
+        "run": state,
+        "exit_status": exit_status,
+        "exit_reason": exit_reason,
+        "compliant": None,
+        "noncompliance_reasons": [],
         "cells": results.cell_reports,
         "peak": head["peak"],
         "verification": {
@@ -117,16 +158,16 @@ def build_report(
                 for (latin, mode), v in results.networks.items()
             ],
         },
-        "benchmarks": [t.as_dict() for t in assessment.timings],
-        "evaluations": [e.as_dict() for e in assessment.evaluations],
+        "benchmarks": [timing.as_dict() for timing in results.timings.values()],
+        "evaluations": [],
     }
 
 
-def _in_progress(run: dict) -> str:
+def _in_progress(state: dict) -> str:
     """The exit reason of a report written while the run goes on (a checkpoint)."""
-    finished, total = len(run["finished"]), len(run["finished"]) + len(run["unfinished"])
-    if run["stopped"]:
-        return f"the run stopped after {finished} of {total} performance tests: {run['stopped']}"
+    finished, total = len(state["finished"]), len(state["finished"]) + len(state["unfinished"])
+    if state["stopped"]:
+        return f"the run stopped after {finished} of {total} performance tests: {state['stopped']}"
     return (
         f"written while the run was going on, after {finished} of {total} performance tests; "
         "the exit status is known when it ends"

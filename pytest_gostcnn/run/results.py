@@ -15,9 +15,9 @@ from pytest_gostcnn.reports.compare import Comparison
 
 
 @dataclass(frozen=True)
-class Assessment(judgement.Assessment):
-    """The judge's assessment of the session's results, on cell 0, with the exit status of
-    the whole system (the plugin's choice among the cells, not the judge's)."""
+class Conclusion(judgement.Judgement):
+    """How a run ended, on cell 0: the judgement of its results, with the exit status of the
+    whole system (the plugin's choice among the cells, not the judge's)."""
 
     exitstatus: int
     exit_reason: str | None  # why the run exits non-zero (or why it exits 0 regardless)
@@ -50,7 +50,7 @@ class Results:
     # run stops at once), and the finished tests the file held after its last write.
     report_failure: str | None = None
     report_kept: list[str] | None = None
-    assessment: Assessment | None = None  # on cell 0, once the session ends
+    conclusion: Conclusion | None = None  # on cell 0, once the session ends
     # --gost-resume: the finished tests of the stopped run, not timed again, and where from.
     resumed: dict[tuple[str, str], Timing] = field(default_factory=dict)
     resumed_from: dict | None = None

@@ -24,7 +24,7 @@ from pytest_gostcnn.reports.load import blas_setup
 
 from .options import Options
 from .resolution import Resolved
-from .results import Assessment, Results
+from .results import Conclusion, Results
 
 FAILED_SHOWN = 10  # failed layer items named in the summary; the report has them all
 CANONICAL_NON_COMPLIANT = (
@@ -494,7 +494,7 @@ def _counted(noun: str, selected: int, ran: Sequence) -> str:
     return text + (f", {total - len(ran)} not run" if len(ran) < total else "")
 
 
-def last_line(results: Results, assessment: Assessment) -> str:
+def last_line(results: Results, conclusion: Conclusion) -> str:
     """One line, like HPL's last: section 8 PASSED, FAILED, INCOMPLETE or NOT RUN with how
     many of the selected layer steps and networks ran and passed, and each evaluation's
     first result, COMPLIANT or NOT COMPLIANT with its first reason."""
@@ -517,10 +517,10 @@ def last_line(results: Results, assessment: Assessment) -> str:
         _counted("network", len(results.networks_selected), networks),
     ]
     parts = [f"verification {verdict}: " + "; ".join(counts)]
-    for evaluation in assessment.evaluations:
+    for evaluation in conclusion.evaluations:
         result = f"{evaluation.first:.3g} %" if evaluation.first is not None else "incomplete"
         word = "COMPLIANT" if evaluation.compliant else f"NOT COMPLIANT ({evaluation.summary})"
         parts.append(f"{evaluation.mode} evaluation {result}: {word}")
-    if not assessment.evaluations:
+    if not conclusion.evaluations:
         parts.append("no evaluation (no benchmark ran)")
     return "GOST R 57700.36-2021: " + "; ".join(parts)
