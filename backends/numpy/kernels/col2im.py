@@ -11,9 +11,8 @@ from ..workspace import Workspace
 from ._shared import Geometry, _rows
 
 # col2im lays its columns out channels first below this many channels (and where a row of
-# the map is longer than the channels). IN_D of the canonical VGG-16's 112x112 64->128
-# layer at B=4: channels first 79.8 ms, channels last 50.2 ms; at 16 and 3 channels
-# channels first is the faster (28.5 against 34.2 ms, 22.4 against 67.9 ms); 32 is even.
+# the map is longer than the channels): there the map's rows are the cheaper runs to add
+# (docs/performance.md, "Why the NumPy kernels are shaped so").
 CHANNELS_FIRST_BELOW = 32
 
 

@@ -20,11 +20,12 @@ def _transposed_product(
 ) -> np.ndarray:
     """``a.T @ b`` for the tall [N][K] and [N][F] of a weight gradient.
 
-    OpenBLAS runs this reduction over N up to 4x slower when the product has fewer rows
-    than columns (K < F: a widening 1x1 convolution), so such a product is computed as
-    ``(b.T @ a).T`` (docs/performance.md, the canonical set). A small product is split
-    over the threads along N (SPLIT_REDUCTION_ELEMENTS), the partial products summed in the
-    threads' order, so the result does not depend on which thread ran first.
+    OpenBLAS runs this reduction over N slower when the product has fewer rows than
+    columns (K < F: a widening 1x1 convolution), so such a product is computed as
+    ``(b.T @ a).T`` (docs/performance.md, "Why the NumPy kernels are shaped so"). A small
+    product is split over the threads along N (SPLIT_REDUCTION_ELEMENTS), the partial
+    products summed in the threads' order, so the result does not depend on which thread
+    ran first.
     """
     if out is None:
         out = np.empty((a.shape[1], b.shape[1]), dtype=np.result_type(a, b))
