@@ -10,14 +10,13 @@ from gost_helpers import HALF, swept
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.backends.numpy.kernels._shared import Geometry
-from pytest_gostcnn.backends.numpy.kernels.conv import (
+from pytest_gostcnn.backends.numpy.kernels.conv import conv_forward, conv_gradient
+from pytest_gostcnn.backends.numpy.kernels.im2col import (
     _blocked_gradient,
     _im2col_chunks,
     _im2col_gemm,
-    _transposed_product,
-    conv_forward,
-    conv_gradient,
 )
+from pytest_gostcnn.backends.numpy.kernels.transposed_product import _transposed_product
 from pytest_gostcnn.backends.numpy.workspace import Workspace
 from pytest_gostcnn.conformance.layer_cases import layer_cases
 from pytest_gostcnn.conformance.verification import (

@@ -31,11 +31,11 @@ WORKSPACE_BYTES = 16 * 2**20
 BLOCK_BYTES = 2**20
 BLOCKED_WEIGHTS_BYTES = 2**20
 
-# Below this many array elements a pass runs on the calling thread: handing work to the
-# pool and waiting for it costs about 50 us on a 2-core KVM guest (an empty task), as much
-# as a compiled ReLU over 2^18 elements on one core (docs/performance.md).
+# Below this many array elements a pass runs on the calling thread: the pool's hand-off
+# costs more (docs/performance.md, "Why the NumPy kernels are shaped so").
 PARALLEL_MIN_ELEMENTS = 1 << 18
-# Below this many multiply-adds a GEMM runs on the calling thread (about 100 us on one core).
+# Below this many multiply-adds a GEMM runs on the calling thread: the pool's hand-off
+# costs more (docs/performance.md, "Why the NumPy kernels are shaped so").
 PARALLEL_MIN_MACS = 1 << 22
 
 # Results smaller than this come from NumPy directly (malloc's heap serves them cheaply);

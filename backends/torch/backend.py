@@ -24,9 +24,9 @@ from ..numpy.workspace import cell_cores
 INSTALL_HINT = "PyTorch is not installed: pip install 'pytest-gostcnn[torch]'"
 
 # OpenMP threads that wait for work sleep instead of spinning (unless the environment says
-# otherwise): on a machine whose cores other jobs share, spinning threads made a training
-# iteration of Ш at B = 2 run 5 to 20 times slower (docs/performance.md). OpenMP reads this
-# when PyTorch loads it, so it must be set before the first ``import torch``.
+# otherwise): spinning threads slow PyTorch down where other jobs share the cores
+# (docs/backends.md, "The PyTorch backend"). OpenMP reads this when PyTorch loads it, so it
+# must be set before the first ``import torch``.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 try:

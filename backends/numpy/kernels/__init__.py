@@ -8,7 +8,8 @@ depthwise gradient sums in float64 on the way).
 
 One module per kind of layer, as ``reference/`` has: ``conv``, ``depthwise``, ``pooling``,
 ``elementwise`` (ReLU, addition, concat, split, shuffle) and ``fc``, and the update step
-(``update``, one for every layer type); what they share
+(``update``, one for every layer type); convolution's im2col, col2im and weight-gradient
+products in ``im2col``, ``col2im`` and ``transposed_product``; what they share
 (window geometry, the threaded passes) in ``_shared``, the Numba loops they call in
 ``compiled``. This package is the kernel set:
 ``<layer type>_<step>`` (``backends.common.kernel``).

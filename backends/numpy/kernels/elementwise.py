@@ -106,8 +106,8 @@ def split_backward(
 
 def _regrouped(ws: Workspace) -> Callable[[np.ndarray], np.ndarray]:
     """``shuffle``'s copy of the regrouped channels (its [..][L/rows][rows] view of a map): a
-    result, filled by a compiled loop split over the threads by positions (3.7x NumPy's copy
-    of the strided view on Ш's layers at B = 16)."""
+    result, filled by a compiled loop split over the threads by positions: NumPy's copy of
+    the strided view is slower (docs/performance.md, "Why the NumPy kernels are shaped so")."""
 
     def copy(grid: np.ndarray) -> np.ndarray:
         *lead, columns, rows = grid.shape

@@ -17,7 +17,8 @@ from ._shared import Geometry, Phases, _offsets, _window_pass
 
 
 def maxpool_forward(ws: Workspace, layer: Layer, inputs: list, weights: dict) -> list:
-    # NumPy's window passes: a compiled loop was no faster (docs/performance.md).
+    # NumPy's window passes: a compiled loop was no faster
+    # (docs/performance.md, "Why the NumPy kernels are shaped so").
     return [_reduce_windows(ws, layer, inputs[0], np.maximum)]
 
 

@@ -18,7 +18,8 @@ from ..workspace import Workspace
 from ._shared import _flat_pass
 
 # Below this many weights the update runs on the calling thread: a divide and an add per
-# weight are too little work to pay the pool's hand-off (tens of microseconds).
+# weight are too little work to pay the pool's hand-off
+# (docs/performance.md, "Why the NumPy kernels are shaped so").
 PARALLEL_MIN_WEIGHTS = 1 << 20
 
 
