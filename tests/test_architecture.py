@@ -157,6 +157,83 @@ def test_only_the_plugin_imports_pytest():
     assert importers and [m for m in importers if _room(m) != "plugin"] == []
 
 
+# A room holds one thing: no module of the package or the backends is longer than this.
+MODULE_LINES = 480
+
+
+def test_no_module_is_over_the_size_of_one_room():
+    long = {
+        module: lines
+        for module, path in MODULES_BY_NAME.items()
+        if not module.startswith("pytest_gostcnn.reference")
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_LINES
+    }
+    assert long == {}
+
+
+def _calls(name: str) -> list[tuple[str, ast.Call]]:
+    """(module, call) of every call of a function or class called ``name`` in the package."""
+    found = []
+    for module, path in MODULES_BY_NAME.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and _called(node) == name:
+                found.append((module, node))
+    return found
+
+
+def _called(call: ast.Call) -> str | None:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+
+
+def test_the_judge_is_given_findings_built_in_one_place():
+    # One road: report -> findings -> judge; Findings are built by judgement/findings.py alone.
+    builders = {module for module, _ in _calls("Findings")}
+    assert builders == {"pytest_gostcnn.judgement.findings"}
+    judged = [(module, call) for module, call in _calls("judge")]
+    assert judged and all(
+        len(call.args) == 1
+        and isinstance(call.args[0], ast.Call)
+        and _called(call.args[0]) == "findings"
+        for _, call in judged
+    ), [module for module, _ in judged]
+
+
+def rule_statements(tree: ast.AST) -> list[str]:
+    """Comparisons that state a rule of compliance (docs/standard.md §7.7): an ОРП against
+    100 %, an image count against section 9.3's 1,000,000."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        words = " ".join(ast.unparse(side) for side in sides).lower()
+        constants = {side.value for side in sides if isinstance(side, ast.Constant)}
+        if ("orp" in words and 100 in constants) or "full_profile_images" in words:
+            found.append(ast.unparse(node))
+    return found
+
+
+def test_every_rule_of_compliance_is_stated_in_the_judgement():
+    outside = [
+        f"{module}: {statement}"
+        for module, path in MODULES_BY_NAME.items()
+        if _room(module) != "judgement"
+        for statement in rule_statements(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert outside == []
+
+
+def test_the_rule_check_finds_a_rule_stated_again():
+    # The check above earns its keep only if it can fail.
+    code = "above = [t for t in timings if t.orp is not None and t.orp > 100]\n"
+    code += "full = images >= FULL_PROFILE_IMAGES\n"
+    assert sorted(rule_statements(ast.parse(code))) == [
+        "images >= FULL_PROFILE_IMAGES",
+        "t.orp > 100",
+    ]
+
+
 def test_the_command_line_does_not_import_pytest():
     code = "import sys, pytest_gostcnn.__main__; print('pytest' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
