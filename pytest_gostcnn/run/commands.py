@@ -20,7 +20,8 @@ from pytest_gostcnn.reports.compare import compare as comparison_of
 from pytest_gostcnn.reports.load import ReportError, timings
 
 from . import summary
-from .options import BY_NAME, select_networks
+from .option_definitions import BY_NAME
+from .options import select_networks
 from .report import write_report
 
 

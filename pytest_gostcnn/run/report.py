@@ -20,7 +20,8 @@ from pytest_gostcnn.model.network import CYRILLIC, table_checksum
 from pytest_gostcnn.reports.files import write_atomically
 from pytest_gostcnn.reports.load import FORMAT  # the format written (and read back)
 
-from .options import REPORT_TEMPORARY_PREFIX, Options
+from .option_parsers import REPORT_TEMPORARY_PREFIX
+from .options import Options
 from .resolution import Resolved, layer_item_id, layer_params
 from .results import Assessment, Results
 
