@@ -18,7 +18,7 @@ import sys
 from pytest_gostcnn.reports import check
 from pytest_gostcnn.reports.plot import plot
 from pytest_gostcnn.run import commands
-from pytest_gostcnn.run.options import BY_NAME, OPTIONS
+from pytest_gostcnn.run.option_definitions import BY_NAME, OPTIONS
 
 # Every command that reads reports checks them: a report of --gost-tables=DIR needs its tables.
 TABLES_HELP = "the directory of tables a report of --gost-tables=DIR was run on"

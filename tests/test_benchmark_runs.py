@@ -304,7 +304,7 @@ def test_report_folder_that_cannot_be_written_is_refused_before_the_run(pytester
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("pytest_gostcnn.run.options.tempfile.mkstemp", refuse)
+    monkeypatch.setattr("pytest_gostcnn.run.option_parsers.tempfile.mkstemp", refuse)
     result = pytester.runpytest(*NUMPY_SMALL, f"--gost-report={pytester.path / 'r.json'}")
 
     assert result.ret == pytest.ExitCode.USAGE_ERROR

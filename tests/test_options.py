@@ -6,7 +6,8 @@ import re
 import pytest
 
 from pytest_gostcnn.performance.rounds import plan
-from pytest_gostcnn.run.options import BY_NAME, OPTIONS, RERUN_ORDER, Options
+from pytest_gostcnn.run.option_definitions import BY_NAME, OPTIONS, RERUN_ORDER
+from pytest_gostcnn.run.options import Options
 
 
 def test_every_option_is_parsed_by_its_own_parser_to_its_default():

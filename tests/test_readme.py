@@ -10,7 +10,7 @@ from gost_helpers import REPOSITORY
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.layers import LAYER_TYPES
 from pytest_gostcnn.model.network import load_networks
-from pytest_gostcnn.run.options import OPTIONS
+from pytest_gostcnn.run.option_definitions import OPTIONS
 
 README_PATH = REPOSITORY / "README.md"
 DOCS = REPOSITORY / "docs"

@@ -10,7 +10,7 @@ from pytest_gostcnn.performance.timing import (
     Spread,
     Timing,
 )
-from pytest_gostcnn.run.summary import noisy_line, spread_line
+from pytest_gostcnn.run.performance_summary import noisy_line, spread_line
 
 
 def timing(*cells: tuple[float, ...]) -> Timing:

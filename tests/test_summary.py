@@ -10,7 +10,7 @@ from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.designations import transliterate
 from pytest_gostcnn.plugin import rendering
-from pytest_gostcnn.run import summary
+from pytest_gostcnn.run import performance_summary
 from pytest_gostcnn.run.resolution import Resolved
 from pytest_gostcnn.run.results import Results
 from pytest_gostcnn.run.summary import last_line, terms
@@ -119,7 +119,7 @@ def test_a_progress_line_stands_alone_and_the_results_line_starts_again(written,
 def test_a_tests_time_keeps_its_figures_and_never_turns_exponential():
     # 2.004 s printed as "2" hid its digits; 12345 s as "1.23e+04" hid its size.
     times = (2.004, 0.01372, 57.3, 0.1, 0.99996, 99.996, 12345.6)
-    assert [summary._seconds(s) for s in times] == [
+    assert [performance_summary._seconds(s) for s in times] == [
         "2.00",
         "0.0137",
         "57.3",

@@ -1,8 +1,8 @@
 """The pytest hooks (entry point ``pytest11: gostcnn``); each delegates to the session.
 
 ``pytest --gost-backend=NAME`` with no test paths runs the suite in ``suite/conformance.py``.
-The options are declared in ``run/options.py``, the session object in ``session.py``, what
-each item does in ``items.py``.
+The options are declared in ``run/option_definitions.py``, the session object in
+``session.py``, what each item does in ``items.py``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gostcnn.run.options import OPTIONS
+from pytest_gostcnn.run.option_definitions import OPTIONS
 
 from . import items
 from .session import GostSession

@@ -1,6 +1,7 @@
 """What the session prints through pytest's terminal reporter: the section 8 and 9 summary
 after the run, and its last lines after every other summary. The lines themselves are
-``run/summary.py``'s; this module only places and colours them."""
+``run/``'s (``summary.py`` and each section's ``*_summary.py``); this module only places
+and colours them."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ from typing import Any
 
 from pytest_gostcnn.performance.rounds import Plan
 from pytest_gostcnn.run import outcome, summary
+from pytest_gostcnn.run.comparison_summary import comparison_lines
 from pytest_gostcnn.run.options import Options
+from pytest_gostcnn.run.performance_summary import performance_lines
 from pytest_gostcnn.run.resolution import Resolved
 from pytest_gostcnn.run.results import Results
+from pytest_gostcnn.run.verification_summary import verification_lines
 
 
 def progress(reporter: Any, line: str) -> None:
@@ -55,12 +59,12 @@ def terminal_summary(
     for line in stopped:
         reporter.write_line(line, red=not state["complete"], bold=True)
     reporter.write_sep("=", "GOST R 57700.36-2021, section 8: verification")
-    for line in summary.verification_lines(options, resolved, results, rerun):
+    for line in verification_lines(options, resolved, results, rerun):
         reporter.write_line(line)
     if results.benchmarked:
         reporter.write_sep("=", "GOST R 57700.36-2021, section 9: performance")
         conclusion = results.conclusion
-        lines = summary.performance_lines(
+        lines = performance_lines(
             run_plan,
             options.dtype,
             resolved.peak,
@@ -72,7 +76,7 @@ def terminal_summary(
             reporter.write_line(line)
     if results.conclusion.comparison is not None:
         reporter.write_sep("=", "ОРП against the baseline (--gost-compare)")
-        for line in summary.comparison_lines(results.conclusion.comparison):
+        for line in comparison_lines(results.conclusion.comparison):
             reporter.write_line(line, red=" FELL (" in line)
 
 

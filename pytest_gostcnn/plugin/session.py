@@ -18,7 +18,8 @@ import pytest
 from pytest_gostcnn.performance.estimate import RunEstimate
 from pytest_gostcnn.performance.rounds import Plan, plan
 from pytest_gostcnn.performance.timing import macs_per_image
-from pytest_gostcnn.run import outcome, summary
+from pytest_gostcnn.run import outcome
+from pytest_gostcnn.run.header import header_lines
 from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.resolution import Resolved
 from pytest_gostcnn.run.results import Results
@@ -122,7 +123,7 @@ class GostSession:
     # What the hooks ask. -------------------------------------------------------------------
 
     def report_header(self) -> list[str]:
-        return summary.header_lines(
+        return header_lines(
             self.options,
             self.resolved,
             self.plan,

@@ -20,7 +20,8 @@ from pytest_gostcnn.run.benchmark_options import (
     missing_histogram_packages,
     refused_option,
 )
-from pytest_gostcnn.run.options import OPTIONS, Options
+from pytest_gostcnn.run.option_definitions import OPTIONS
+from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.resolution import Resolved, resolve
 from pytest_gostcnn.run.resume import Baseline, baseline, resume
 

@@ -19,8 +19,10 @@ from pytest_gostcnn.reports.compare import FELL, configuration_differences
 from pytest_gostcnn.reports.compare import compare as comparison_of
 from pytest_gostcnn.reports.load import ReportError, timings
 
-from . import summary
-from .options import BY_NAME, select_networks
+from .comparison_summary import comparison_lines
+from .option_definitions import BY_NAME
+from .options import select_networks
+from .performance_summary import performance_lines
 from .report import write_report
 
 
@@ -77,7 +79,7 @@ def evaluate(paths: list[str], output: str | None, tables: str | None = None) ->
     report = merged.report
     options = report["options"]
     peak = Peak.from_dict(report["peak"]) if report["peak"] else None
-    lines = summary.performance_lines(
+    lines = performance_lines(
         plan(options["profile"], options["batch"], options["images"]),
         options["dtype"],
         peak,
@@ -114,7 +116,7 @@ def compare(baseline: str, now: str, allowed: float | None, tables: str | None =
         )
         return 2
     comparison = comparison_of(baseline, timings(then).values(), timings(later).values(), allowed)
-    for line in summary.comparison_lines(comparison):
+    for line in comparison_lines(comparison):
         print(line)
     fell = comparison.reason()
     if fell is not None:

@@ -25,7 +25,8 @@ from pytest_gostcnn.reports.files import write_atomically
 from pytest_gostcnn.reports.load import FORMAT  # the format written (and read back)
 
 from . import outcome
-from .options import REPORT_TEMPORARY_PREFIX, Options
+from .option_parsers import REPORT_TEMPORARY_PREFIX
+from .options import Options
 from .resolution import Resolved, layer_item_id, layer_params
 from .results import Conclusion, Results
 

@@ -1,0 +1,199 @@
+"""Section 9's lines, of a run or of merged reports: why a run is not compliant, the peak,
+each test's row with its audited rounds, spread and contention, and the evaluations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytest_gostcnn.machine.peak import Peak, si
+from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC
+from pytest_gostcnn.performance.contention import SHARED_LIMIT
+from pytest_gostcnn.performance.evaluation import Evaluation, describe
+from pytest_gostcnn.performance.rounds import Plan
+from pytest_gostcnn.performance.timing import NOISY_MEAN_ABOVE_MEDIAN, Timing
+
+CANONICAL_NON_COMPLIANT = (
+    "CANONICAL SET: NOT COMPLIANT (the widely used networks at full size, not the standard's "
+    "typical networks)"
+)
+NON_COMPLIANT = (
+    "QUICK PROFILE: NOT COMPLIANT (section 9.3 requires 1,000,000 images per cell; "
+    "run --gost-profile=full)"
+)
+IMAGES_NON_COMPLIANT = (
+    "IMAGES={images}: NOT COMPLIANT (section 9.3 requires 1,000,000 images per cell; "
+    "run --gost-profile=full instead of --gost-images)"
+)
+
+
+def performance_lines(
+    run_plan: Plan,
+    dtype: str,
+    peak: Peak | None,
+    table_set: str,
+    timings: Sequence[Timing],
+    evaluations: Sequence[Evaluation],
+) -> list[str]:
+    """Section 9's lines: of this run, or of merged reports
+    (``python -m pytest_gostcnn evaluate``)."""
+    counted = run_plan.meets_image_count  # 9.3's count
+    if counted:
+        lines = []
+    elif run_plan.requested is None:
+        lines = [NON_COMPLIANT]
+    else:
+        lines = [IMAGES_NON_COMPLIANT.format(images=run_plan.requested)]
+    if table_set == CANONICAL_SET:
+        lines.append(CANONICAL_NON_COMPLIANT)
+    if peak is None:
+        lines.append("no peak: ОРП needs --gost-peak=MAC/s (no estimate for this device)")
+    else:
+        label = "ESTIMATED " if peak.estimated else ""
+        lines.append(f"cell peak ({dtype}): {label}{peak.describe()}")
+    above = [
+        f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode}"
+        for t in timings
+        if t.orp is not None and t.orp > 100
+    ]
+    if above:
+        lines.append(
+            f"ОРП ABOVE 100 % ({', '.join(above)}): faster than the cell peak, so the peak "
+            "or the time is wrong: those tests failed and count in no evaluation (--gost-peak, "
+            "or a backend whose rounds end before its work)"
+        )
+    shared = [t for t in timings if t.shared_cells]
+    if shared:
+        lines.append(shared_line(shared))
+    noisy = [t for t in timings if t.spread.noisy]
+    if noisy:
+        lines.append(noisy_line(noisy))
+    if not timings:
+        lines.append(
+            "nothing was timed: no performance test finished (see the skip reasons, -rs: "
+            "e.g. --benchmark-disable, or a failed verification; or the run stopped)"
+        )
+    lines.append(
+        f"{'test':<40} {'images':>8} {'time s':>9} {'images/s':>9} {'MAC/s':>10} {'ОРП %':>7}"
+    )
+    for t in timings:
+        orp = "-" if t.orp is None else f"{t.orp:.3g}"
+        lines.append(
+            f"{t.designation:<40} {t.images:>8} "
+            f"{_seconds(t.seconds):>9} {t.images / t.seconds:>9.3g} {si(t.macs_per_second):>9}  "
+            f"{orp:>6}"
+        )
+        if len(t.cells) > 1:  # each cell too, so that a straggler shows
+            for cell in t.cells:
+                cell_orp = t.cell_orp(cell)
+                lines.append(
+                    f"{'  cell ' + str(cell.cell):<40} {cell.images:>8} {cell.seconds:>9.3g} "
+                    f"{cell.images / cell.seconds:>9.3g} "
+                    f"{si(t.cell_macs_per_second(cell)):>9}  "
+                    f"{'-' if cell_orp is None else f'{cell_orp:.3g}':>6}"
+                )
+        lines.append(f"  {audit_line(t)}")
+        lines.append(f"  {spread_line(t)}")
+        if any(cell.contention for cell in t.cells):
+            lines.append(f"  {contention_line(t)}")
+        lines.append(f"  {t.comment}")
+        lines += [f"  not compliant: {reason}" for reason in t.reasons if counted]
+    for evaluation in evaluations:
+        lines.append(f"evaluation {evaluation.designation}:")
+        lines += [f"  {line}" for line in describe(evaluation)]
+        lines += [f"  {line}" for line in evaluation.comment]
+        lines += [f"  not compliant: {reason}" for reason in evaluation.reasons]
+    return lines
+
+
+def audit_line(timing: Timing) -> str:
+    """The audited rounds of one test: which, the verdict, the worst array, and their
+    time, which the test's does not count."""
+    audits = [(cell.cell, a) for cell in timing.cells for a in cell.audits]
+    seconds = sum(cell.audit_seconds for cell in timing.cells)
+    if len(timing.cells) > 1:
+        rounds = "; ".join(
+            f"cell {cell.cell}: {', '.join(str(a.round) for a in cell.audits) or 'none'}"
+            for cell in timing.cells
+        )
+    else:
+        rounds = ", ".join(str(a.round) for _, a in audits) or "none"
+    failed = timing.failed_audits
+    if failed:
+        cell, audit = failed[0]
+        verdict = f"FAILED, round {audit.round}: {audit.failure}"
+    else:
+        ratios = [a for _, a in audits if a.worst_ratio is not None]
+        worst = max(ratios, key=lambda a: a.worst_ratio, default=None)
+        verdict = "passed" + (
+            f", worst СКО/СКОП {worst.worst_ratio:.3g} ({worst.worst_array})" if worst else ""
+        )
+    return (
+        f"audited rounds {rounds} of {timing.rounds}: {verdict}; "
+        f"{seconds:.3g} s, not counted in the time"
+    )
+
+
+def spread_line(timing: Timing) -> str:
+    """How the test's rounds spread: the median, the slowest against it, and the mean (the
+    ОРП's) above it."""
+    spread = timing.spread
+    side = "above" if spread.mean_above_median >= 0 else "below"
+    return (
+        f"rounds: median {spread.median_seconds:.3g} s, slowest round "
+        f"{spread.slowest_to_median:.3g}x the median, mean (the ОРП's) "
+        f"{_percent(abs(spread.mean_above_median))} % {side} the median"
+        + (" (NOISY)" if spread.noisy else "")
+    )
+
+
+def contention_line(timing: Timing) -> str:
+    """How long the test's threads waited for a core in its timed rounds, on each cell."""
+    parts = [
+        (f"cell {cell.cell}: " if len(timing.cells) > 1 else "")
+        + ("not measured" if cell.contention is None else cell.contention.describe())
+        + (" (SHARED)" if cell.contention is not None and cell.contention.shared else "")
+        for cell in timing.cells
+    ]
+    return "during the timed rounds: " + "; ".join(parts)
+
+
+def shared_line(shared: list[Timing]) -> str:
+    """The warning for the tests whose cell other processes shared."""
+    tests = ", ".join(
+        f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode} "
+        + "/".join(f"{100 * c.contention.wait_share:.0f} %" for c in t.shared_cells)
+        for t in shared
+    )
+    return (
+        f"CELL SHARED ({tests}): these tests' threads waited for a core more than "
+        f"{100 * SHARED_LIMIT:.0f} % of their ready time in the timed rounds: other work held "
+        "the cell's cores, so their times are not the cell's own and they are NOT COMPLIANT; "
+        "rerun on a quiet machine"
+    )
+
+
+def noisy_line(noisy: list[Timing]) -> str:
+    """The warning for the tests whose slow rounds moved their ОРП."""
+    tests = ", ".join(
+        f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode} {_percent(t.spread.orp_lowered)} %"
+        for t in noisy
+    )
+    return (
+        f"NOISY ROUNDS ({tests}): the mean round lies more than "
+        f"{100 * NOISY_MEAN_ABOVE_MEDIAN:.0f} % above the median, so slow rounds (another "
+        "process on the machine, throttling) lowered these ОРП by the share shown against "
+        "the median round's rate; rerun on a quiet machine or with more images"
+    )
+
+
+def _percent(share: float) -> str:
+    """A share in percent, to two figures, and never in exponent notation."""
+    return f"{100 * share:.2g}" if 100 * share < 10 else f"{100 * share:.0f}"
+
+
+def _seconds(seconds: float) -> str:
+    """A test's time in the table: three figures (2.00, not 2 for 2.004; 0.0137), whole
+    seconds from 100 (12346, not 1.23e+04)."""
+    if float(f"{seconds:.3g}") >= 100:
+        return f"{seconds:.0f}"
+    return f"{seconds:#.3g}"
