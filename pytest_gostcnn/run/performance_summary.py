@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pytest_gostcnn.judgement.compliance import above_peak, meets_image_count
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
@@ -36,7 +37,7 @@ def performance_lines(
 ) -> list[str]:
     """Section 9's lines: of this run, or of merged reports
     (``python -m pytest_gostcnn evaluate``)."""
-    counted = run_plan.meets_image_count  # 9.3's count
+    counted = meets_image_count(run_plan.profile, run_plan.requested)  # 9.3's count
     if counted:
         lines = []
     elif run_plan.requested is None:
@@ -50,11 +51,7 @@ def performance_lines(
     else:
         label = "ESTIMATED " if peak.estimated else ""
         lines.append(f"cell peak ({dtype}): {label}{peak.describe()}")
-    above = [
-        f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode}"
-        for t in timings
-        if t.orp is not None and t.orp > 100
-    ]
+    above = [f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode}" for t in timings if above_peak(t)]
     if above:
         lines.append(
             f"ОРП ABOVE 100 % ({', '.join(above)}): faster than the cell peak, so the peak "
