@@ -1,0 +1,210 @@
+"""``check``'s section 9: each performance test's figures recomputed from its round times and
+the cells' peaks (time, MAC/s, ОРП, spread, contention, audits), and the test a checkpoint
+kept at a boundary (``run.partial``) against the rounds it claims."""
+
+from __future__ import annotations
+
+import random
+
+from pytest_gostcnn.conformance.verification import PASSED_VERDICTS
+from pytest_gostcnn.model.network import CYRILLIC, Network
+from pytest_gostcnn.performance.audit_draw import audited_after
+from pytest_gostcnn.performance.contention import Contention
+from pytest_gostcnn.performance.images import ImageSet
+from pytest_gostcnn.performance.partial import PartialTest, boundary_rounds
+from pytest_gostcnn.performance.rounds import (
+    WARMUP_ROUNDS,
+    image_checksum,
+    plan,
+    training_data,
+)
+from pytest_gostcnn.performance.timing import Audit, Timing, macs_per_image
+
+from .agreement import agrees, compare
+
+
+def check_peak(peak: dict | None, where: str, found: list[str]) -> None:
+    """A peak given by its factors is their product (machine/peak.py)."""
+    if peak is None or peak["units"] is None:
+        return
+    product = peak["units"] * peak["clock_hz"] * peak["macs_per_cycle_per_unit"]
+    compare(found, where, peak, {"macs_per_second": product})
+
+
+def check_tests(
+    report: dict, timings: dict[tuple[str, str], Timing], networks: dict, found: list[str]
+) -> None:
+    options = report["options"]
+    check_peak(report["peak"], "peak", found)
+    peaks = {cell["cell"]: cell["peak"] for cell in report["cells"]}
+    if len(timings) != len(report["benchmarks"]):
+        found.append("benchmarks: a test appears more than once")
+    for stated in report["benchmarks"]:
+        timing = timings[(stated["network"], stated["mode"])]
+        where = f"benchmark {stated['designation']}"
+        if stated["network"] not in options["networks"] or stated["mode"] not in options["modes"]:
+            found.append(f"{where}: not a test of the selected networks and modes")
+        for key in ("dtype", "batch"):
+            if stated[key] != options[key]:
+                found.append(f"{where}: {key} {stated[key]!r}, the run's is {options[key]!r}")
+        network = networks.get(timing.latin)
+        if network is not None:
+            compare(found, where, stated, {"macs_per_image": macs_per_image(network, timing.mode)})
+        expected = plan(options["profile"], options["batch"], options["images"])
+        compare(found, where, stated, {"rounds": expected.rounds})
+        lengths = {len(c.round_seconds) for c in timing.cells}
+        if len(lengths) > 1:  # the system's rounds pair the cells' round by round
+            found.append(f"{where}: the cells hold {sorted(lengths)} round times, not the same")
+            continue
+        compare(
+            found,
+            where,
+            stated,
+            {
+                "images": timing.images,
+                "seconds": timing.seconds,
+                "macs_per_second": timing.macs_per_second,
+                "peak_macs_per_second": timing.peak_macs_per_second,
+                "orp_percent": timing.orp,
+            },
+        )
+        compare(found, f"{where}, spread", stated.get("spread", {}), timing.spread.as_dict())
+        if [c["cell"] for c in stated["cells"]] != list(range(options["cells"])):
+            found.append(f"{where}: cells {[c['cell'] for c in stated['cells']]}, not one per cell")
+        for cell, written in zip(timing.cells, stated["cells"], strict=True):
+            here = f"{where}, cell {cell.cell}"
+            if len(cell.round_seconds) != timing.rounds:
+                found.append(
+                    f"{here}: {len(cell.round_seconds)} round times for {timing.rounds} rounds"
+                )
+            compare(
+                found,
+                here,
+                written,
+                {
+                    "images": timing.rounds * timing.batch,
+                    "seconds": cell.seconds,
+                    "orp_percent": timing.cell_orp(cell),
+                },
+            )
+            check_peak(written["peak"], f"{here}, peak", found)
+            peak = cell.peak.macs_per_second if cell.peak else None
+            if not agrees(peaks.get(cell.cell), peak):
+                found.append(f"{here}: peak {peak!r}, the cell's is {peaks.get(cell.cell)!r}")
+            compare(found, f"{here}, spread", written.get("spread", {}), cell.spread.as_dict())
+            check_contention(here, cell.cell, cell.contention, written, report, found)
+            check_audits(here, cell.audits, timing.rounds, found)
+
+
+def check_contention(
+    here: str,
+    cell: int,
+    contention: Contention | None,
+    written: dict,
+    report: dict,
+    found: list[str],
+) -> None:
+    """A cell's contention counts: its shares and whether the cell was shared, recomputed,
+    and cell 0's cores the invocation's (the other cells' are other processes')."""
+    if contention is None:
+        return
+    compare(found, f"{here}, contention", written["contention"], contention.as_dict())
+    cores = report.get("invocation", {}).get("cell_cores")
+    if cell == 0 and cores is not None and contention.cores != cores:
+        found.append(
+            f"{here}: contention counted {contention.cores} cores, the invocation's cell "
+            f"has {cores}"
+        )
+
+
+def check_audits(here: str, audits: tuple[Audit, ...], rounds: int, found: list[str]) -> None:
+    """Each audit against its own figures, and its round among the ``rounds`` timed."""
+    for audit in audits:
+        if audit.passed and audit.worst_ratio is not None and audit.worst_ratio >= 1:
+            found.append(
+                f"{here}: audit of round {audit.round} passed with СКО/СКОП "
+                f"{audit.worst_ratio:g}, not below 1"
+            )
+        if not audit.passed and audit.failure is None:
+            found.append(f"{here}: audit of round {audit.round} failed without a failure")
+        if not 1 <= audit.round <= rounds:
+            found.append(f"{here}: audited round {audit.round} of {rounds} rounds")
+        if audit.passed != (audit.verdict in PASSED_VERDICTS):
+            found.append(
+                f"{here}: audit of round {audit.round} passed={audit.passed} "
+                f"with verdict {audit.verdict!r}"
+            )
+
+
+def check_partial(report: dict, networks: dict[str, Network], found: list[str]) -> None:
+    """The test a checkpoint kept at a boundary (``run.partial``): not a result, so nothing
+    is judged of it, but ``--gost-resume`` goes on from it, so it must be what a run of
+    these options leaves there: a test of the run that has no result, stopped at one of its
+    boundaries before its end, each cell with that many round times, audits that a draw of
+    the audited rounds can have made up to there (a failed one last), and each cell's first
+    image the one its (seed, cell) gives."""
+    stored = report["run"].get("partial")
+    if stored is None:
+        return
+    options, run = report["options"], report["run"]
+    test = PartialTest.from_dict(stored)
+    where = f"run.partial {stored['test']}"
+    if test.latin not in options["networks"] or test.mode not in options["modes"]:
+        found.append(f"{where}: not a test of the selected networks and modes")
+        return
+    for key in ("dtype", "batch"):
+        if stored[key] != options[key]:
+            found.append(f"{where}: {key} {stored[key]!r}, the run's is {options[key]!r}")
+    expected = plan(options["profile"], options["batch"], options["images"])
+    boundary = boundary_rounds(test.mode, training_data(test.dtype)[0])
+    compare(
+        found,
+        where,
+        stored,
+        {
+            "test": test.name,
+            "letter": CYRILLIC[test.latin],
+            "rounds": expected.rounds,
+            "boundary_rounds": boundary,
+        },
+    )
+    if not 0 < test.done < test.rounds or test.done % boundary:
+        found.append(
+            f"{where}: timed round {test.done} of {test.rounds} is not a boundary (every "
+            f"{boundary} rounds) before the test's end"
+        )
+    if test.name in run["finished"] or any(
+        (b["network"], b["mode"]) == test.key for b in report["benchmarks"]
+    ):
+        found.append(f"{where}: the test has a result or finished, yet is kept part-way")
+    stopped_in = run["stopped_in"] or {}  # its rounds done stop at a failed audit
+    failing = any(not a.passed for cell in test.cells for a in cell.audits)
+    later = stopped_in.get("test") == test.name and stopped_in["timed_rounds_done"] < test.done
+    if later and not failing:
+        found.append(
+            f"{where}: kept after timed round {test.done}, yet the run stopped in it after "
+            f"{stopped_in['timed_rounds_done']}"
+        )
+    if [c.cell for c in test.cells] != list(range(options["cells"])):
+        found.append(f"{where}: cells {[c.cell for c in test.cells]}, not one per cell")
+    network = networks.get(test.latin)
+    for cell, written in zip(test.cells, stored["cells"], strict=True):
+        here = f"{where}, cell {cell.cell}"
+        if len(cell.round_seconds) != test.done:
+            found.append(f"{here}: {len(cell.round_seconds)} round times for {test.done} rounds")
+        compare(found, here, written, {"seconds": sum(cell.round_seconds)})
+        check_contention(here, cell.cell, cell.contention, written, report, found)
+        check_audits(here, cell.audits, test.done, found)
+        rounds = [a.round for a in cell.audits]
+        failed = [n for n, a in enumerate(cell.audits) if not a.passed]
+        if rounds != sorted(set(rounds)) or (failed and failed[0] != len(rounds) - 1):
+            found.append(f"{here}: audited rounds {rounds}: not in order, once each, failed last")
+        elif not failed:
+            try:  # the rounds still to run are drawn given these: a draw must allow them
+                audited_after(test.rounds, test.done, rounds, random.Random(0))
+            except ValueError as exc:
+                found.append(f"{here}: {exc}")
+        if network is not None:
+            images = ImageSet(network.input_shape, options["seed"], cell.cell)
+            first = image_checksum(images.image(WARMUP_ROUNDS * test.batch))
+            compare(found, here, written, {"first_image_crc32": first})
