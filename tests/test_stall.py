@@ -127,7 +127,7 @@ def test_the_warm_up_round_gives_the_timed_rounds_deadline(shipped_networks):
 
 
 def test_the_barrier_after_an_audited_round_waits_for_the_audit_too(shipped_networks):
-    # Every cell audits the same rounds (one draw for all: plugin/checkpoint.audit_draw), so
+    # Every cell audits the same rounds (one draw for all: plugin/meeting.audit_draw), so
     # the others are auditing too; a replay can outlast the floor many times over.
     deadlines = [deadline for deadline, _ in met(shipped_networks, audited=(2,))]
     assert deadlines[2].startswith("60 s (20 x the warm-up round's ")

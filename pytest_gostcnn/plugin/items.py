@@ -38,7 +38,7 @@ from pytest_gostcnn.performance.rounds import (
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
 from pytest_gostcnn.run.resolution import case_steps, layer_item_id, layer_params
 
-from . import checkpoint
+from . import meeting, reporting
 from .session import GostSession
 
 
@@ -173,7 +173,7 @@ def run_benchmark_case(
     verification = _verified(session, latin, mode)
     _record_verdict(node, verification)
     own = verification.first_failure if verification.failed else None
-    failed = checkpoint.failures_on_cells(cells, own)
+    failed = meeting.failures_on_cells(cells, own)
     if failed:
         reasons = "; ".join(f"cell {cell}: {why}" for cell, why in failed)
         pytest.skip(
@@ -189,7 +189,7 @@ def run_benchmark_case(
     network = resolved.networks[latin]
     run_plan = session.plan
     rounds, error = None, None
-    barrier = checkpoint.barrier(cells, subject(network, mode), session.stalled)
+    barrier = meeting.barrier(cells, subject(network, mode), session.stalled)
     device = f"{cells.host}: {resolved.device}"
     partial = session.results.resumed_partial
     resume = partial.cells[cells.rank] if partial is not None and partial.key == case else None
@@ -206,7 +206,7 @@ def run_benchmark_case(
             audit=lambda audited: audit_round(
                 resolved.backend, network, mode, audited, options.rmse_threshold
             ),
-            draw=checkpoint.audit_draw(cells),
+            draw=meeting.audit_draw(cells),
             stall_timeout=options.stall_timeout,
             estimate=session.results.estimate,
             resume=resume,
@@ -255,7 +255,7 @@ def run_benchmark_case(
         batch=options.batch,
         rounds=run_plan.rounds,
         macs_per_image=macs_per_image(network, mode),
-        cells=checkpoint.timings_on_cells(cells, own_timing),
+        cells=meeting.timings_on_cells(cells, own_timing),
         **rounds.data_rules,
     )
     benchmark.extra_info.update(
@@ -273,7 +273,7 @@ def run_benchmark_case(
 
 def _boundary(session: GostSession, latin: str, mode: str, benchmark, device: str):
     """What a test's rounds call at each boundary (``Rounds.boundary``): a checkpoint of
-    the test so far, when one is due (``checkpoint.write_boundary``)."""
+    the test so far, when one is due (``reporting.write_boundary``)."""
     options, resolved = session.options, session.resolved
     if options.report is None:
         return None
@@ -293,7 +293,7 @@ def _boundary(session: GostSession, latin: str, mode: str, benchmark, device: st
         own = None  # the backend failed: its rounds are no place to go on from
         if rounds.error is None:
             own = rounds.partial(benchmark.stats.stats.data, resolved.cells.rank, device)
-        checkpoint.write_boundary(
+        reporting.write_boundary(
             session.config, options, resolved, session.results, clock, test, own
         )
 
@@ -395,7 +395,7 @@ def _audit_round(
 
 def _fail_if_any_cell(cells: Cells, error: str | None, stage: str) -> None:
     """Fail the item on every cell when one cell's backend failed (all stay in step)."""
-    failed = checkpoint.errors_on_cells(cells, error)
+    failed = meeting.errors_on_cells(cells, error)
     if failed:
         pytest.fail(
             "; ".join(f"cell {cell} failed while {stage}: {why}" for cell, why in failed),

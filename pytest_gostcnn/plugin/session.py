@@ -24,7 +24,7 @@ from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.resolution import Resolved
 from pytest_gostcnn.run.results import Results
 
-from . import checkpoint, rendering, startup
+from . import rendering, reporting, startup
 
 
 class GostSession:
@@ -168,13 +168,13 @@ class GostSession:
     def checkpoint(self, session: pytest.Session | None = None, stopped: str | None = None) -> None:
         """The report so far, after every performance test (``checkpoint``); one that could
         not be written stops ``session`` before its next item."""
-        checkpoint.write_checkpoint(self.config, self.options, self.resolved, self.results, stopped)
+        reporting.write_checkpoint(self.config, self.options, self.resolved, self.results, stopped)
         if session is not None and self.results.report_failure is not None:
             session.shouldstop = self.results.report_failure
 
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """The system's exit status and the report, once the items ran (``checkpoint``)."""
-        checkpoint.finish(session, exitstatus, self.options, self.resolved, self.results)
+        reporting.finish(session, exitstatus, self.options, self.resolved, self.results)
 
     def terminal_summary(self, reporter: Any) -> None:
         rendering.terminal_summary(

@@ -25,7 +25,7 @@ from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.resolution import Resolved, resolve
 from pytest_gostcnn.run.resume import Baseline, baseline, resume
 
-from . import checkpoint
+from . import meeting
 
 # resume.resume's answer: the finished tests, where from, the test stopped at a boundary.
 Resumed = tuple[dict[tuple[str, str], Timing], dict, PartialTest | None]
@@ -60,13 +60,13 @@ def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None, Bas
         error = f"--gost-backend: {exc}"
     except (TableError, ValueError, pytest.UsageError) as exc:  # ReportError: a ValueError
         error = str(exc)
-    errors = checkpoint.errors_on_cells(cells, error)
+    errors = meeting.errors_on_cells(cells, error)
     if errors:
         cell, why = errors[0]
         if not cells.is_root:  # one message for the job: cell 0 prints it, the others exit 4
             raise pytest.UsageError()
         raise pytest.UsageError(why if cells.size == 1 else f"cell {cell}: {why}")
-    missing = checkpoint.errors_on_cells(cells, resolved.unavailable)
+    missing = meeting.errors_on_cells(cells, resolved.unavailable)
     if missing and resolved.unavailable is None:
         resolved = resolved.without_backend(f"cell {missing[0][0]}: {missing[0][1]}")
     return options, resolved, resumed, compared
