@@ -1,5 +1,6 @@
 """The layer kernels of the NumPy backend: Appendix A's arithmetic, the work ordered for
-BLAS, the caches and the worker threads (docs/performance.md, "What the backend does").
+BLAS, the caches and the worker threads (docs/performance.md, "Why the NumPy kernels are
+shaped so").
 
 Arrays are the standard's, channels last (docs/standard.md §2). Kernels never write into
 their arguments; what they return is theirs alone, fresh or a result nobody holds any more

@@ -1,7 +1,8 @@
 """Compiled loops (Numba) for the steps that NumPy would run as many whole-map passes:
 depthwise convolution (section 6.6), max pooling's backward step (6.2), ReLU (6.3),
 shuffle (6.9) and a 1x1 convolution's BIASES (6.1). Each position is visited once, its
-channels the innermost, vectorised loop (docs/performance.md, "What the backend does").
+channels the innermost, vectorised loop (docs/performance.md, "Why the NumPy kernels are
+shaped so").
 
 Every function works on a range of units (rows of a map, flat elements or matrix rows, as
 its docstring says) so that the workspace's pool splits it over the threads

@@ -29,7 +29,8 @@ def _reads_the_map(layer: Layer) -> bool:
 def _subsampled(ws: Workspace, x: np.ndarray, layer: Layer) -> np.ndarray:
     """The map an unpadded 1x1 window reads: ``x`` itself at stride 1, else every S-th row
     and column of it copied into the workspace (a quarter of the map at S = 2), for one
-    GEMM over all of its rows (docs/performance.md, "Strided 1x1 layers")."""
+    GEMM over all of its rows (docs/performance.md, "Why the NumPy kernels are shaped
+    so")."""
     s = layer.params["S"]
     if s == 1:
         return x
