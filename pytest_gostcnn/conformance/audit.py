@@ -85,7 +85,7 @@ def verify_round(
         ref_residual = model.bound(representable(np.asarray(out_residual, dtype=np.float64)))
         return executor.train(network, model, ref_weights, ref_image, ref_residual), ref_weights
 
-    def run(verification: Verification) -> None:
+    def verify(verification: Verification) -> None:
         reference, ref_weights = suite_side(image.shape[0], prepare)
         master = [w for ws in ref_weights.values() for w in ws.values()]
         compare = comparer(verification, backend, threshold)
@@ -97,7 +97,7 @@ def verify_round(
             _check_range([reference.output, reference.input_residual], master, backend.dtype)
             compare_training(compare, network, result, updated, reference, ref_weights)
 
-    return guarded(subject, run)
+    return guarded(subject, verify)
 
 
 def _verify_integer_round(
@@ -121,9 +121,9 @@ def _verify_integer_round(
         except fixed_point.OutOfRange as exc:
             raise SuiteError(str(exc)) from exc
 
-    def run(verification: Verification) -> None:
+    def verify(verification: Verification) -> None:
         reference = suite_side(image.shape[0], prepare)
         scale = scales[network.layers[-1].number].outputs[0]
         comparer(verification, backend, threshold)("output", result, reference, scale=scale)
 
-    return guarded(f"{network.latin}-inference round", run)
+    return guarded(f"{network.latin}-inference round", verify)

@@ -194,11 +194,12 @@ def suite_side(batch: int, prepare: Callable[[], Any]) -> Any:
         ) from exc
 
 
-def guarded(subject: str, run: Callable[[Verification], None]) -> Verification:
-    """Run a verification; a backend that raises fails it with the exception as reason."""
+def guarded(subject: str, verify: Callable[[Verification], None]) -> Verification:
+    """A verification: ``verify`` fills it; a backend that raises fails it with the exception
+    as reason."""
     result = Verification(subject)
     try:
-        run(result)
+        verify(result)
     except SuiteError as exc:
         result.error, result.suite_failed = str(exc), True
     except ContractError as exc:

@@ -217,7 +217,7 @@ def verify_layer(
     def own() -> LayerData:
         return prepare_layer(layer, step, batch, seed, backend.dtype, draw_input, saturating)
 
-    def run(result: Verification) -> None:
+    def verify(result: Verification) -> None:
         data = suite_side(batch, prepare or own)
         if STEPS.index(data.last) < STEPS.index(step):
             raise ValueError(f"the prepared data reach {data.last}, not {step}")
@@ -237,4 +237,4 @@ def verify_layer(
         if data.scales is not None:
             result.scales = fixed_point.scale_record(data.scales)
 
-    return guarded(subject, run)
+    return guarded(subject, verify)

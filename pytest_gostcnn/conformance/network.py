@@ -57,7 +57,7 @@ def verify_network(
         )
         return host_weights, image, out_residual, ref_weights, reference
 
-    def run(result: Verification) -> None:
+    def verify(result: Verification) -> None:
         host_weights, image, out_residual, ref_weights, reference = suite_side(batch, prepare)
         loaded = backend.load_weights(network, host_weights)
         compare = comparer(result, backend, threshold)
@@ -72,7 +72,7 @@ def verify_network(
         backend.synchronize()
         compare_training(compare, network, got, loaded, reference, ref_weights)
 
-    return guarded(subject, run)
+    return guarded(subject, verify)
 
 
 def _verify_integer(
@@ -99,7 +99,7 @@ def _verify_integer(
         rng = np.random.default_rng(seed)
         return fixed_point.prepare_network(network, batch, rng, weights, itype)
 
-    def run(result: Verification) -> None:
+    def verify(result: Verification) -> None:
         data = suite_side(batch, prepare)
         result.scales = fixed_point.scale_record(data.scales)
         backend.use_scales(data.scales)
@@ -109,7 +109,7 @@ def _verify_integer(
         scale = data.scales[network.layers[-1].number].outputs[0]
         comparer(result, backend, threshold)("output", output, data.reference, scale=scale)
 
-    return guarded(subject, run)
+    return guarded(subject, verify)
 
 
 def compare_training(

@@ -189,22 +189,22 @@ def _check_judged(report: dict, judged: dict, found: list[str]) -> None:
 
 
 def _check_run(report: dict, found: list[str]) -> None:
-    run = report["run"]
+    state = report["run"]
     ended = report["exit_status"] is not None
     complete = (
         ended
-        and run["stopped"] is None
-        and not run["unfinished"]
-        and not run["other_items_not_run"]
+        and state["stopped"] is None
+        and not state["unfinished"]
+        and not state["other_items_not_run"]
     )
-    compare(found, "run", run, {"complete": complete})
-    compare(found, "report", report, {"complete": run["complete"]})
-    finished = set(run["finished"])
+    compare(found, "run", state, {"complete": complete})
+    compare(found, "report", report, {"complete": state["complete"]})
+    finished = set(state["finished"])
     for stated in report["benchmarks"]:
         name = benchmark_name(stated["network"], stated["mode"], stated["dtype"], stated["batch"])
         if name not in finished:
             found.append(f"run: {name} has a result but is not among the finished tests")
-    if set(run["finished"]) & set(run["unfinished"]):
+    if set(state["finished"]) & set(state["unfinished"]):
         found.append("run: a test is both finished and not finished")
 
 
