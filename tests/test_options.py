@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from pytest_gostcnn.performance.rounds import plan
+from pytest_gostcnn.performance.plan import plan
 from pytest_gostcnn.run.options import BY_NAME, OPTIONS, RERUN_ORDER, Options
 
 

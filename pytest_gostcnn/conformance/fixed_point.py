@@ -258,7 +258,7 @@ def calibrate(
 def calibration(
     dtype: str,
 ) -> Callable[[Network, executor.Weights, np.ndarray], tuple[executor.Weights, ScaleTable]]:
-    """``calibrate`` for a benchmark in ``dtype`` (``performance.rounds.Rounds``)."""
+    """``calibrate`` for a benchmark in ``dtype`` (``performance.rounds.TimedTest``)."""
     itype = integer_type(dtype)
 
     def calibrated(network, drawn, images):

@@ -194,7 +194,7 @@ class Timing:
     comment: str = ""
     table_set: str = DEFAULT_TABLE_SET  # the shipped set's name, or "user"
     requested_images: int | None = None  # --gost-images, when it chose the rounds
-    # Training's data (performance/rounds.py): rounds per segment from the drawn weights,
+    # Training's data (performance/training_data.py): rounds per segment from the drawn weights,
     # and the output residual's scale; None for inference, or in a report that predates them.
     segment_rounds: int | None = None
     residual_scale: float | None = None

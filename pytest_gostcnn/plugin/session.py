@@ -18,7 +18,7 @@ import pytest
 from pytest_gostcnn.judgement import Findings, judge
 from pytest_gostcnn.performance.estimate import RunEstimate
 from pytest_gostcnn.performance.evaluation import Run, software
-from pytest_gostcnn.performance.rounds import Plan, plan
+from pytest_gostcnn.performance.plan import Plan, plan
 from pytest_gostcnn.performance.timing import macs_per_image
 from pytest_gostcnn.reports.compare import compare
 from pytest_gostcnn.run import outcome, summary

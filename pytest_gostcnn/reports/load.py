@@ -14,7 +14,7 @@ from pytest_gostcnn.judgement import Findings, Provenance
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.machine.threads import THREAD_VARIABLES
 from pytest_gostcnn.performance.evaluation import Run
-from pytest_gostcnn.performance.rounds import plan
+from pytest_gostcnn.performance.plan import plan
 from pytest_gostcnn.performance.timing import Timing
 
 # The formats this version reads: the one it writes, and format 2, which called a test's

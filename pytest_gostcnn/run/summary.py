@@ -17,7 +17,7 @@ from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.designations import MODE_LETTERS, transliterate
 from pytest_gostcnn.performance.evaluation import Evaluation, describe
 from pytest_gostcnn.performance.partial import PartialTest
-from pytest_gostcnn.performance.rounds import Plan
+from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.timing import NOISY_MEAN_ABOVE_MEDIAN, Timing
 from pytest_gostcnn.reports.compare import Change, Comparison
 from pytest_gostcnn.reports.load import blas_setup
