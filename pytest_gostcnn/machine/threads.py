@@ -1,7 +1,6 @@
 """The cell's cores and what decides how many threads run on them: the environment, BLAS.
 
-BLAS threads that wait by spinning collapse when other processes share the cores (a round
-of Ш at 2 BLAS threads beside two busy loops took 11x its single-threaded time), so a
+BLAS threads that wait by spinning collapse when other processes share the cores, so a
 backend that parallelises itself runs BLAS on one thread (docs/performance.md, "Threads").
 """
 
