@@ -1,7 +1,7 @@
 """The range of section 9.3's training data over one segment (docs/standard.md §7.8).
 
 A training test runs its iterations in segments of K; each starts from the drawn weights
-(``performance/rounds.py``, ``benchmark_weights``), on the cell's images (U(-127, 128)) and
+(``performance/training_data.py``, ``benchmark_weights``), on the cell's images (U(-127, 128)) and
 an output residual from U(-1, 1) x r. This script runs one segment per network and batch
 and prints, for each class of array (forward maps, backward residuals, weight gradients,
 weights), the largest |value| and the low end of the non-zero ones, against the type::
@@ -32,7 +32,7 @@ from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.model.network import Network, load_networks
 from pytest_gostcnn.performance.images import ImageSet
-from pytest_gostcnn.performance.rounds import TRAINING_DATA, benchmark_weights
+from pytest_gostcnn.performance.training_data import TRAINING_DATA, benchmark_weights
 from pytest_gostcnn.run.options import select_networks
 
 # The suite's own segment lengths and residual scales (docs/standard.md §7.8).

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from pytest_gostcnn.model.network import LATIN
-from pytest_gostcnn.performance.rounds import Plan
+from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.plugin.items import audit_round
 
 HERE = Path(__file__).parent
@@ -57,9 +57,9 @@ def read_report(path: Path) -> dict:
 
 TINY_FULL = '''"""The full profile shrunk to 4 images per test, so a compliant run fits, and
 the cell's sharing not measured, so that the machine's load decides nothing."""
-from pytest_gostcnn.performance import contention, rounds
+from pytest_gostcnn.performance import contention, plan
 
-rounds.FULL_PROFILE_IMAGES = 4
+plan.FULL_PROFILE_IMAGES = 4
 contention.waited_seconds = lambda tasks="": None
 '''
 TABLE = """letter: {letter}

@@ -21,7 +21,8 @@ from pytest_gostcnn.conformance.verification import (
     verify_round,
 )
 from pytest_gostcnn.performance.audit_draw import AUDIT_EVERY, AUDIT_WINDOW, audited_rounds
-from pytest_gostcnn.performance.rounds import Rounds, plan
+from pytest_gostcnn.performance.plan import plan
+from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 
 
 class NumpyXp(XpBackend):
@@ -37,13 +38,8 @@ class NumpyXp(XpBackend):
 def timed(backend, network, mode, run_plan=SMALL_PLAN, draw_seed=0, threshold=None):
     """Every round of one test, warm-up first, as ``benchmark.pedantic`` runs them."""
     rounds = Rounds(
-        backend,
-        network,
-        mode,
-        run_plan,
-        seed=3,
-        audit=auditor(backend, network, mode, threshold),
-        draw=random.Random(draw_seed),
+        TimedTest(backend, network, mode, run_plan, seed=3),
+        Links(audit=auditor(backend, network, mode, threshold), draw=random.Random(draw_seed)),
     )
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):
         arguments, _ = rounds.setup()
@@ -77,7 +73,9 @@ def test_the_audited_rounds_do_not_follow_from_the_session_seed(shipped_networks
     backend = NumpyBackend("float32")
     network = shipped_networks["Sh"]
     first, second = (
-        Rounds(backend, network, "inference", plan("full", 1), seed=0, audit=print).audited
+        Rounds(
+            TimedTest(backend, network, "inference", plan("full", 1), seed=0), Links(audit=print)
+        ).audited
         for _ in range(2)
     )
     assert len(first) == len(second) == 102 and first != second
@@ -108,13 +106,8 @@ def test_the_audit_runs_after_the_timed_target_not_inside_it(shipped_networks):
     backend = NumpyBackend("float32")
     network = shipped_networks["Sh"]
     rounds = Rounds(
-        backend,
-        network,
-        "inference",
-        SMALL_PLAN,
-        seed=3,
-        audit=auditor(backend, network, "inference"),
-        draw=random.Random(0),
+        TimedTest(backend, network, "inference", SMALL_PLAN, seed=3),
+        Links(audit=auditor(backend, network, "inference"), draw=random.Random(0)),
     )
     for _ in range(SMALL_PLAN.warmup_rounds + rounds.audited[0]):
         arguments, _ = rounds.setup()
@@ -175,7 +168,7 @@ def test_a_round_whose_reference_outgrows_the_data_type_gets_no_verdict(shipped_
     # the float64 reference passes what the type holds, an overflowing backend is not at
     # fault: the audit says so instead of calling it not correct (and the test fails).
     network = shipped_networks["Sh"]
-    rounds = Rounds(NumpyBackend("float32"), network, "training", SMALL_PLAN, seed=3)
+    rounds = Rounds(TimedTest(NumpyBackend("float32"), network, "training", SMALL_PLAN, seed=3))
     grown = {n: {k: a * 1e20 for k, a in ws.items()} for n, ws in rounds.host_weights.items()}
     image = rounds.images.batch(0, 1)
     residual = np.ones((1, *network.output_shape)) * 2.0**-20
@@ -191,7 +184,7 @@ def test_a_round_whose_reference_outgrows_the_data_type_gets_no_verdict(shipped_
 
 def test_a_float16_round_is_judged_against_float16s_range(shipped_networks):
     network = shipped_networks["Sh"]
-    rounds = Rounds(NumpyBackend("float32"), network, "inference", SMALL_PLAN, seed=3)
+    rounds = Rounds(TimedTest(NumpyBackend("float32"), network, "inference", SMALL_PLAN, seed=3))
     image = rounds.images.batch(0, 1) * 100  # outputs past 65504, well inside float32
 
     result = verify_round(

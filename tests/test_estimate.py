@@ -3,7 +3,8 @@ clock the test sets: each test's warm-up gives a MAC rate, each finished test it
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.performance.estimate import RunEstimate, duration
-from pytest_gostcnn.performance.rounds import Plan, Rounds
+from pytest_gostcnn.performance.plan import Plan
+from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.performance.timing import macs_per_image
 
 
@@ -171,13 +172,8 @@ def test_the_runs_first_total_is_printed_before_the_first_timed_round(shipped_ne
     estimate = RunEstimate([(("Sh", "inference"), "Ш (Sh) inference", macs)])
     events: list[str] = []
     rounds = Rounds(
-        NumpyBackend("float32"),
-        network,
-        "inference",
-        run_plan,
-        seed=0,
-        progress=events.append,
-        estimate=estimate,
+        TimedTest(NumpyBackend("float32"), network, "inference", run_plan, seed=0),
+        Links(progress=events.append, estimate=estimate),
     )
 
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):  # as benchmark.pedantic does

@@ -27,7 +27,8 @@ from pytest_gostcnn.performance import audit_draw, partial
 from pytest_gostcnn.performance.audit_draw import AUDIT_WINDOW, audited_after, audited_rounds
 from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
-from pytest_gostcnn.performance.rounds import Plan, Rounds
+from pytest_gostcnn.performance.plan import Plan
+from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.reports.check import check_report
 from pytest_gostcnn.reports.merge import merge_reports
 
@@ -115,24 +116,28 @@ def test_a_test_resumed_at_a_boundary_computes_the_rounds_an_uninterrupted_one_d
         boundaries.append(rounds.number)
         assert rounds.partial([1.0] * rounds.number, 0, "cpu").round_seconds[-1] == 1.0
 
-    whole = Rounds(backend, tiny, mode, plan, seed=5, boundary=boundary)
+    whole = Rounds(TimedTest(backend, tiny, mode, plan, seed=5), Links(boundary=boundary))
     _drive(whole, plan, through)
     assert boundaries == [16, 32]  # a boundary every 16 rounds, never the test's last
     kept = PartialCell(0, "cpu", (1.0,) * 16, whole.first_image)
-    again, resumed = Rounds(backend, tiny, mode, plan, seed=5, resume=kept), {}
+    again, resumed = Rounds(TimedTest(backend, tiny, mode, plan, seed=5), resume=kept), {}
     _drive(again, plan, resumed)
     assert sorted(resumed) == list(range(17, 41)) and again.done == 40
     for number, output in resumed.items():
         np.testing.assert_array_equal(output, through[number], err_msg=f"round {number}")
     with pytest.raises(ValueError, match="not a boundary"):
-        Rounds(backend, tiny, mode, plan, seed=5, resume=PartialCell(0, "cpu", (1.0,) * 15, ""))
+        Rounds(
+            TimedTest(backend, tiny, mode, plan, seed=5),
+            resume=PartialCell(0, "cpu", (1.0,) * 15, ""),
+        )
 
 
 def test_a_resumed_test_counts_its_contention_on_from_its_checkpoint(tiny):
     """The counts cover the same timed rounds as the test's times: the checkpoint's and this
     run's; a checkpoint without counts leaves them unknown, not a part's."""
     backend, plan = NumpyBackend("float32"), Plan(None, 40, 1, 1, 40)
-    cores = Rounds(backend, tiny, "inference", plan, seed=5).meter.cores
+    test = TimedTest(backend, tiny, "inference", plan, seed=5)
+    cores = Rounds(test).meter.cores
     earlier = Contention(1000.0, 500.0, cores, None, None)
     kept = PartialCell(0, "cpu", (1.0,) * 16, "", contention=earlier)
     at_boundary = []
@@ -140,14 +145,14 @@ def test_a_resumed_test_counts_its_contention_on_from_its_checkpoint(tiny):
     def boundary(rounds):
         at_boundary.append(rounds.partial([1.0] * (rounds.number - 16), 0, "cpu").contention)
 
-    again = Rounds(backend, tiny, "inference", plan, seed=5, resume=kept, boundary=boundary)
+    again = Rounds(test, Links(boundary=boundary), resume=kept)
     _drive(again, plan, {})
     counted = again.meter.contention()
     assert 1000.0 < counted.wall_seconds < 1100.0 and 500.0 < counted.cpu_seconds < 600.0
     assert counted.cores == cores and counted.wait_seconds is None  # not measured before
     assert [c.wall_seconds > 1000.0 for c in at_boundary] == [True]  # round 32, carried on
     unknown = PartialCell(0, "cpu", (1.0,) * 16, "")  # a checkpoint before the counts
-    again = Rounds(backend, tiny, "inference", plan, seed=5, resume=unknown, boundary=boundary)
+    again = Rounds(test, Links(boundary=boundary), resume=unknown)
     _drive(again, plan, {})
     assert again.meter.contention() is None and at_boundary[-1] is None
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_gostcnn.performance.cells import Cells
-from pytest_gostcnn.performance.rounds import plan
+from pytest_gostcnn.performance.plan import plan
 from pytest_gostcnn.performance.timing import CellTiming, Timing
 from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.outcome import ExitCode, exit_status, not_run, run_state, stop_reason

@@ -20,7 +20,7 @@ from gost_helpers import FIXED_CLOCK, SCHEMA_VALIDATOR, TINY, directory, suite
 
 from pytest_gostcnn.judgement import compliance
 from pytest_gostcnn.model.network import LATIN
-from pytest_gostcnn.performance import rounds
+from pytest_gostcnn.performance import plan as plan_module
 from pytest_gostcnn.reports.check import check_report
 from pytest_gostcnn.reports.load import configuration, differences
 from pytest_gostcnn.reports.merge import MergeError, merge_reports
@@ -100,7 +100,7 @@ def run_dir(path: Path) -> Path:
 @pytest.fixture(autouse=True)
 def tiny_full_profile(monkeypatch):
     """The checker in this process reads the full profile as the runs did (4 images)."""
-    monkeypatch.setattr(rounds, "FULL_PROFILE_IMAGES", 4)
+    monkeypatch.setattr(plan_module, "FULL_PROFILE_IMAGES", 4)
 
 
 @pytest.fixture(scope="module")
@@ -164,7 +164,7 @@ def test_check_passes_on_every_report_the_suite_writes(whole, singles):
 
 
 def test_check_passes_on_a_run_of_an_image_count_and_names_its_count_edited(tmp_path, monkeypatch):
-    monkeypatch.setattr(rounds, "FULL_PROFILE_IMAGES", 1_000_000)  # this run is not shrunk
+    monkeypatch.setattr(plan_module, "FULL_PROFILE_IMAGES", 1_000_000)  # this run is not shrunk
     path = run_dir(tmp_path)
     args = ("--gost-tables=tiny", "--gost-batch=2", "--gost-images=5", "--gost-mode=inference")
     run = suite(path, "--gost-backend=numpy", *args, "--gost-networks=M,G")
@@ -294,8 +294,8 @@ def test_check_fails_on_each_kind_of_tampering(whole, kind):
 
 
 def _command(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    plugin = "import runpy, sys; from pytest_gostcnn.performance import rounds; "
-    plugin += "rounds.FULL_PROFILE_IMAGES = 4; sys.argv = ['pytest_gostcnn', *sys.argv[1:]]; "
+    plugin = "import runpy, sys; from pytest_gostcnn.performance import plan; "
+    plugin += "plan.FULL_PROFILE_IMAGES = 4; sys.argv = ['pytest_gostcnn', *sys.argv[1:]]; "
     plugin += "runpy.run_module('pytest_gostcnn', run_name='__main__')"
     return subprocess.run(
         [sys.executable, "-c", plugin, *args], cwd=cwd, capture_output=True, text=True

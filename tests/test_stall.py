@@ -10,10 +10,10 @@ from gost_helpers import SMALL_PLAN
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.performance import rounds as rounds_module
 from pytest_gostcnn.performance.cells import Cells, CellsError, Deadline
-from pytest_gostcnn.performance.rounds import (
+from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
+from pytest_gostcnn.performance.stall import (
     STALL_DEFAULT_SECONDS,
     STALL_FLOOR_SECONDS,
-    Rounds,
     stall_deadline,
 )
 from pytest_gostcnn.performance.timing import Audit
@@ -85,14 +85,12 @@ def met(shipped_networks, stall_timeout=None, audited=()) -> list[tuple[str, str
         return Audit(audited_round.number, True, "correct", None, None, None)
 
     rounds = Rounds(
-        NumpyBackend("float32"),
-        shipped_networks["Sh"],
-        "inference",
-        SMALL_PLAN,
-        seed=3,
-        barrier=lambda deadline, where: barriers.append((str(deadline), where)),
-        stall_timeout=stall_timeout,
-        audit=audit if audited else None,
+        TimedTest(NumpyBackend("float32"), shipped_networks["Sh"], "inference", SMALL_PLAN, seed=3),
+        Links(
+            barrier=lambda deadline, where: barriers.append((str(deadline), where)),
+            audit=audit if audited else None,
+            stall_timeout=stall_timeout,
+        ),
     )
     rounds.audited = audited
     real = rounds_module.time.monotonic

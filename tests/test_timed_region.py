@@ -9,6 +9,7 @@ plain NumPy backend's, measured in the same test, never with a wall time.
 
 import random
 import statistics
+import time
 import warnings
 
 import gost_test_backends as mutants
@@ -18,10 +19,16 @@ from gost_helpers import auditor, directory, suite, swept
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
-from pytest_gostcnn.performance import rounds as rounds_module
 from pytest_gostcnn.performance.images import ResidualSet
-from pytest_gostcnn.performance.rounds import Plan, Rounds, segment_start
+from pytest_gostcnn.performance.plan import Plan
+from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.performance.timing import CellTiming, Timing, macs_per_image
+from pytest_gostcnn.performance.training_data import (
+    RESIDUAL_SCALE,
+    SEGMENT_ROUNDS,
+    benchmark_weights,
+    segment_start,
+)
 
 FACTOR = 3.0  # generous: the machine is shared, the escape it guards against is 100x-1000x
 
@@ -29,22 +36,18 @@ FACTOR = 3.0  # generous: the machine is shared, the escape it guards against is
 def drive(backend, network, mode, run_plan, audit=True, draw_seed=0, segment_rounds=None):
     """Every round of one test; returns the Rounds and each timed round's target seconds."""
     rounds = Rounds(
-        backend,
-        network,
-        mode,
-        run_plan,
-        seed=3,
-        audit=auditor(backend, network, mode) if audit else None,
-        draw=random.Random(draw_seed),
-        segment_rounds=segment_rounds,
+        TimedTest(backend, network, mode, run_plan, seed=3, segment_rounds=segment_rounds),
+        Links(
+            audit=auditor(backend, network, mode) if audit else None, draw=random.Random(draw_seed)
+        ),
     )
     seconds = []
     for call in range(run_plan.warmup_rounds + run_plan.rounds):
         arguments, _ = rounds.setup()
-        started = rounds_module.time.perf_counter()
+        started = time.perf_counter()
         rounds.target(*arguments)
         if call >= run_plan.warmup_rounds:
-            seconds.append(rounds_module.time.perf_counter() - started)
+            seconds.append(time.perf_counter() - started)
         rounds.teardown(*arguments)
     assert rounds.error is None, rounds.error
     return rounds, seconds
@@ -132,13 +135,8 @@ def _round_calls(network, audited, segment_rounds=2):
     backend = Recording("float32")
     run_plan = Plan("quick", rounds=6, warmup_rounds=1, batch=1)
     rounds = Rounds(
-        backend,
-        network,
-        "training",
-        run_plan,
-        seed=3,
-        segment_rounds=segment_rounds,
-        audit=auditor(backend, network, "training"),
+        TimedTest(backend, network, "training", run_plan, seed=3, segment_rounds=segment_rounds),
+        Links(audit=auditor(backend, network, "training")),
     )
     rounds.audited = audited
     calls = []
@@ -171,10 +169,7 @@ def test_no_call_before_or_in_a_round_tells_an_audited_one(shipped_networks):
     ]
     # Each round reads its output; a segment's last round (and the warm-up's) the weights too.
     reads = [sum(1 for c in calls if c[0] == "to_host") for calls in unaudited]
-    weights = sum(
-        len(ws)
-        for ws in rounds_module.benchmark_weights(network, np.random.default_rng(0)).values()
-    )
+    weights = sum(len(ws) for ws in benchmark_weights(network, np.random.default_rng(0)).values())
     assert reads == [2 + weights, 1, 2 + weights, 1, 2 + weights, 1, 2 + weights]
 
 
@@ -182,14 +177,12 @@ def test_the_output_residual_follows_from_the_round_alone(shipped_networks):
     network = shipped_networks["Sh"]
     backend = Recording("float32")
     run_plan = Plan("quick", rounds=3, warmup_rounds=1, batch=2)
-    rounds = Rounds(backend, network, "training", run_plan, seed=3, cell=1)
+    rounds = Rounds(TimedTest(backend, network, "training", run_plan, seed=3, cell=1))
     for number in range(4):
         backend.log = []
         rounds.setup()
         sent = [c for c in backend.log if c[0] == "to_device" and c[1][1:] == network.output_shape]
-        residual = ResidualSet(3, 1, rounds_module.RESIDUAL_SCALE).batch(
-            number, (2, *network.output_shape)
-        )
+        residual = ResidualSet(3, 1, RESIDUAL_SCALE).batch(number, (2, *network.output_shape))
         assert sent[-1][2] == residual.tobytes()
 
 
@@ -222,13 +215,8 @@ def test_a_correct_backend_passes_audits_across_segments_on_every_network(shippe
     run_plan = Plan("quick", rounds=5, warmup_rounds=1, batch=1)
     backend = NumpyBackend("float32")
     rounds = Rounds(
-        backend,
-        network,
-        "training",
-        run_plan,
-        seed=3,
-        segment_rounds=2,
-        audit=auditor(backend, network, "training"),
+        TimedTest(backend, network, "training", run_plan, seed=3, segment_rounds=2),
+        Links(audit=auditor(backend, network, "training")),
     )
     rounds.audited = (2, 4, 5)  # segments' last rounds, and the test's last (a new segment's)
     with warnings.catch_warnings():
@@ -258,7 +246,7 @@ def test_a_long_training_run_on_tiny_tables_passes_every_audit(tmp_path):
     tests = run.report["benchmarks"]
     assert len(tests) == 6
     for test in tests:
-        assert test["rounds"] == 200 and test["segment_rounds"] == rounds_module.SEGMENT_ROUNDS
-        assert test["residual_scale"] == rounds_module.RESIDUAL_SCALE
+        assert test["rounds"] == 200 and test["segment_rounds"] == SEGMENT_ROUNDS
+        assert test["residual_scale"] == RESIDUAL_SCALE
         audits = [a for cell in test["cells"] for a in cell["audits"]]
         assert len(audits) >= 2 and all(a["passed"] for a in audits), audits

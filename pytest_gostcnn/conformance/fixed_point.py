@@ -38,8 +38,7 @@ from pytest_gostcnn.model.network import Network
 from .error_model import ErrorModelKernels, ValueAndVariance
 
 # Average pooling: how much more the window's propagated errors keep of their variance than
-# independent errors would (measured on the canonical networks at B = 1: up to 1.8x the
-# independent RMS at a 7x7 global pooling in int16; docs/verification.md).
+# independent errors would (docs/verification.md, "int8 and int16", has the measurements).
 CORRELATION = 4.0
 # No rounding but the requantisations, which FixedPointKernels adds itself.
 EXACT = Precision(0.0, 0.0, 0.0, lambda a: np.asarray(a, dtype=np.float64), underflow=0.0)
@@ -258,7 +257,7 @@ def calibrate(
 def calibration(
     dtype: str,
 ) -> Callable[[Network, executor.Weights, np.ndarray], tuple[executor.Weights, ScaleTable]]:
-    """``calibrate`` for a benchmark in ``dtype`` (``performance.rounds.Rounds``)."""
+    """``calibrate`` for a benchmark in ``dtype`` (``performance.rounds.TimedTest``)."""
     itype = integer_type(dtype)
 
     def calibrated(network, drawn, images):

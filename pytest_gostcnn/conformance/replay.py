@@ -36,8 +36,8 @@ def replay(
     for float16 training) and carry the update's modelled error into the next round. The
     drift must be carried: a correct implementation's gradients err within their СКОП, its
     weights drift from the reference's by that much each round, and the rounds after read
-    them (the plain reference alone fails a correct float32 backend on С by 2.7x at a
-    segment's second round, float16 on Ш by 200x).
+    them: the plain reference alone fails a correct backend (docs/benchmarking.md,
+    "Audited rounds").
     """
     precision = PRECISIONS[dtype]
     model = ErrorModelKernels(precision, PRECISIONS[master_dtype(dtype)])

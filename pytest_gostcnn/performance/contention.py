@@ -19,8 +19,7 @@ from pytest_gostcnn.machine.threads import cell_cores
 
 # The test's threads waited for a core more than this share of the time they were ready to
 # run: the cell was shared, and the time is not the cell's own. On cores of their own they
-# wait only to be woken: 0.0 to 2.4 % in 48 tests on a quiet machine; shared runs waited
-# 10.7 to 92 % (docs/benchmarking.md, "A shared cell").
+# wait only to be woken, far less (docs/benchmarking.md, "A shared cell", has the runs).
 SHARED_LIMIT = 0.10
 
 

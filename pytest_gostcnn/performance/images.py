@@ -10,6 +10,8 @@ so an audit rebuilds any round's residual from (seed, cell, r) alone.
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from pytest_gostcnn.model.data import INPUT_RANGE
@@ -42,6 +44,11 @@ class ImageSet:
         for offset in range(count):
             out[offset] = self.image(start + offset)
         return out
+
+
+def image_checksum(image: np.ndarray) -> str:
+    """The checksum a report keeps of a cell's first timed image (cells must differ)."""
+    return f"{zlib.crc32(image.tobytes()):08x}"
 
 
 class ResidualSet:

@@ -26,9 +26,9 @@ from .timing import Audit
 INFERENCE_BOUNDARY_ROUNDS = 16
 # A checkpoint inside a test is written at a boundary once at least CHECKPOINT_SECONDS have
 # passed since the test began or since the last one, and at least 1 / CHECKPOINT_SHARE times
-# the last one's writing time: writing costs at most that share of the run (a full report of
-# twelve full-profile tests takes about 20 s to write; docs/report.md), and a kill loses at
-# most that time and one boundary's rounds.
+# the last one's writing time: writing costs at most that share of the run (a full report
+# is large and slow to write; docs/report.md), and a kill loses at most that time and one
+# boundary's rounds.
 CHECKPOINT_SECONDS = 300.0
 CHECKPOINT_SHARE = 0.01
 

@@ -3,8 +3,8 @@
 A round is one training iteration (9.3) or one forward pass (9.4) over one batch of the
 cell's own images; preparing the batch is the round's untimed setup (docs/benchmarking.md).
 A round ends when its results are on the host: the timed region reads them back. Training
-runs in segments of ``SEGMENT_ROUNDS`` rounds, each from the drawn weights. A few rounds,
-drawn where the backend cannot see, are audited after they end: their results are checked
+runs in segments (``training_data.py``), each from the drawn weights. A few rounds, drawn
+where the backend cannot see, are audited after they end: their results are checked
 against the float64 reference, replayed from the segment's start (standard.md §7.7).
 """
 
@@ -14,7 +14,6 @@ import dataclasses
 import math
 import random
 import time
-import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -30,100 +29,12 @@ from .audit_draw import audited_after, audited_rounds
 from .cells import Deadline
 from .contention import ContentionMeter
 from .estimate import RunEstimate, duration
-from .images import ImageSet, ResidualSet
+from .images import ImageSet, ResidualSet, image_checksum
 from .partial import PartialCell, boundary_rounds
-from .timing import FULL_PROFILE_IMAGES, Audit, macs_per_image
-
-PROFILES = ("quick", "full")
-# The quick profile: enough images for a stable mean on a CPU, few enough that all six
-# networks in both modes run in minutes. Its results are never compliant (9.3 wants 10^6).
-QUICK_IMAGES = 16
-QUICK_MIN_ROUNDS = 3
-WARMUP_ROUNDS = 1
-# Section 9's training data (standard.md §7.8): weights from U(-a, a), a = sqrt(6 / fan-in),
-# and the output residual from U(-1, 1) x the type's scale. The update has no learning rate,
-# so weights grow over rounds on random data: training sets them back to the drawn values
-# every segment of SEGMENT_ROUNDS rounds. float32: 2^-28 keeps every value of a 16-round
-# segment in range and far above the subnormals, with updates large enough to see. float16
-# (float32 masters): its backward residuals are normal only from about 2^-5, where one update
-# already moves the weights by more than their size, so every round is a segment of its own.
-RESIDUAL_SCALE = 2.0**-28
-SEGMENT_ROUNDS = 16
-TRAINING_DATA = {"float32": (SEGMENT_ROUNDS, RESIDUAL_SCALE), "float16": (1, 2.0**-2)}
-
-
-def training_data(dtype: str) -> tuple[int, float]:
-    """(rounds per segment, output residual scale) of a training test in ``dtype``."""
-    return TRAINING_DATA.get(dtype, TRAINING_DATA["float32"])
-
-
-# A stalled cell (docs/cells.md): with several cells, each round starts at a watched barrier,
-# and a cell that has not reached it by the deadline ends the job. The rounds of a test do
-# the same work as its warm-up round, so a cell that takes STALL_FACTOR times as long is
-# not running; the floor leaves room for what has nothing to do with the round (a busy
-# node's scheduler, paging, a collector's pause). Before the warm-up has given a rate
-# (loading the weights, the warm-up round, which may compile a GPU backend's kernels) the
-# deadline is the default, or --gost-stall-timeout, which sets every deadline outright.
-STALL_FACTOR = 20
-STALL_FLOOR_SECONDS = 60.0
-STALL_DEFAULT_SECONDS = 1800.0
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The timed rounds of one test on one cell: chosen by a profile, or by an image count
-    (``requested``, ``--gost-images=N``; then ``profile`` is None)."""
-
-    profile: str | None
-    rounds: int
-    warmup_rounds: int
-    batch: int
-    requested: int | None = None
-
-    @property
-    def images(self) -> int:
-        return self.rounds * self.batch
-
-    @property
-    def label(self) -> str:
-        """What chose the rounds, as the labels say it: ``quick``, ``full``, ``images=N``."""
-        return self.profile if self.requested is None else f"images={self.requested}"
-
-    @property
-    def meets_image_count(self) -> bool:
-        """Section 9.3: 1,000,000 images per cell: the full profile, or an image count that
-        asks at least that many (never one below it, whatever the rounding adds)."""
-        if self.requested is not None:
-            return self.requested >= FULL_PROFILE_IMAGES
-        return self.profile == "full" and self.images >= FULL_PROFILE_IMAGES
-
-
-def plan(profile: str, batch: int, images: int | None = None) -> Plan:
-    """The rounds of a test: ceil(images / B) for an image count of at least one batch
-    (which replaces the profile; ``run/resolution.py`` checks it), else the profile's."""
-    if images is not None:
-        return Plan(None, math.ceil(images / batch), WARMUP_ROUNDS, batch, images)
-    if profile == "full":
-        rounds = math.ceil(FULL_PROFILE_IMAGES / batch)
-    else:
-        rounds = max(QUICK_MIN_ROUNDS, math.ceil(QUICK_IMAGES / batch))
-    return Plan(profile, rounds, WARMUP_ROUNDS, batch)
-
-
-def stall_deadline(stall_timeout: float | None, warmup_seconds: float | None) -> Deadline:
-    """How long a cell waits at a round's barrier for the others: ``--gost-stall-timeout``
-    when given, else the default until the warm-up round has been timed, then
-    ``STALL_FACTOR`` times it (from the barrier before it to the one after), at least
-    ``STALL_FLOOR_SECONDS``."""
-    if stall_timeout is not None:
-        return Deadline(stall_timeout, "--gost-stall-timeout")
-    if warmup_seconds is None:
-        return Deadline(STALL_DEFAULT_SECONDS, "the default until the warm-up round is timed")
-    return Deadline(
-        max(STALL_FLOOR_SECONDS, STALL_FACTOR * warmup_seconds),
-        f"{STALL_FACTOR} x the warm-up round's {warmup_seconds:.3g} s, at least "
-        f"{STALL_FLOOR_SECONDS:g} s",
-    )
+from .plan import Plan
+from .stall import stall_deadline
+from .timing import Audit, macs_per_image
+from .training_data import benchmark_weights, segment_start, training_data
 
 
 def subject(network: Network, mode: str) -> str:
@@ -131,31 +42,60 @@ def subject(network: Network, mode: str) -> str:
     return f"{network.letter} ({network.latin}) {mode}"
 
 
-def benchmark_weights(network: Network, rng: np.random.Generator) -> dict:
-    """Weights from U(-a, a), a = sqrt(6 / fan-in): activations keep their scale."""
-    weights = {}
-    for layer in network.weight_layers:
-        bound = math.sqrt(6.0 / layer.fan_in)
-        weights[layer.number] = {
-            name: rng.uniform(-bound, bound, size=shape)
-            for name, shape in layer.weight_shapes.items()
-        }
-    return weights
-
-
-def image_checksum(image: np.ndarray) -> str:
-    """The checksum a report keeps of a cell's first timed image (cells must differ)."""
-    return f"{zlib.crc32(image.tobytes()):08x}"
-
-
-def segment_start(number: int, segment_rounds: int) -> int:
-    """The first timed round (from 1) of the segment timed round ``number`` lies in."""
-    return number - (number - 1) % segment_rounds
-
-
 # An integer type's calibration: (network, drawn weights, first images) -> (integer weights,
 # scales); the plugin passes conformance.fixed_point's.
 Calibrate = Callable[[Network, dict, np.ndarray], tuple[dict, ScaleTable]]
+
+
+@dataclass(frozen=True)
+class TimedTest:
+    """What one test times on one cell: ``network`` in ``mode`` on ``backend``, the rounds of
+    ``plan``, on the data of (``seed``, ``cell``).
+
+    Args:
+        segment_rounds: training's rounds per segment; None: ``training_data``'s for the
+            backend's type.
+        calibrate: an integer type's (inference only): the integer weights and the scales,
+            fixed from the drawn weights and the first batch.
+    """
+
+    backend: Backend
+    network: Network
+    mode: str
+    plan: Plan
+    seed: int
+    cell: int = 0
+    segment_rounds: int | None = None
+    calibrate: Calibrate | None = None
+
+
+@dataclass(frozen=True)
+class Links:
+    """How one test's rounds reach the rest of the session; each may be left out (a unit
+    test's rounds run alone).
+
+    Args:
+        progress: takes the progress lines (every 10 s, and the estimate's after the
+            warm-up).
+        barrier: ``barrier(deadline, where)``, with several cells: meets the others before
+            each round and after the last, giving up on a cell not there by ``deadline``
+            (``stall_deadline``) and naming the round it was in (``where``).
+        audit: checks a round ``audited_rounds`` draws, after it ends, untimed.
+        draw: the audits' randomness; by default the operating system's.
+        stall_timeout: ``--gost-stall-timeout``, every barrier's deadline.
+        estimate: the whole run's, told when this test begins and when its warm-up ends.
+        boundary: ``boundary(rounds)``, told in the teardown of each boundary's round
+            (``partial.boundary_rounds``) but the test's last, untimed, that a checkpoint
+            may be written (the plugin decides whether).
+    """
+
+    progress: Callable[[str], None] | None = None
+    barrier: Callable[[Deadline, str], None] | None = None
+    audit: Callable[[AuditedRound], Audit] | None = None
+    draw: random.Random | None = None
+    stall_timeout: float | None = None
+    estimate: RunEstimate | None = None
+    boundary: Callable[[Rounds], None] | None = None
 
 
 @dataclass
@@ -177,17 +117,8 @@ class AuditedRound:
 
 
 class Rounds:
-    """The setup, the timed target and the teardown of every round of one test, with
-    progress reports; ``audit`` checks the rounds ``audited_rounds`` draws (with ``draw``,
-    by default the operating system's randomness), after each ends, untimed. ``estimate``,
-    the whole run's, hears when this test begins and when its warm-up ends.
-
-    ``barrier(deadline, where)``, with several cells, meets the others before each round
-    and after the last (``end``), giving up on a cell that is not there by ``deadline``
-    (``stall_deadline``) and naming the round that cell was in (``where``).
-
-    An integer type's test (inference only) needs ``calibrate(network, weights, images)``:
-    the integer weights and the scales, fixed from the drawn weights and the first batch.
+    """The setup, the timed target and the teardown of every round of one ``test``, with
+    progress reports and audits (``links``).
 
     Training: the warm-up rounds start from the weights loaded with the test and form a
     segment of their own; timed round n starts a segment when (n - 1) is a multiple of
@@ -199,37 +130,22 @@ class Rounds:
 
     ``resume``: this cell's share of the test stopped at a boundary (``PartialCell``); the
     timed rounds go on from the next, after this run's own warm-up, the audits done kept
-    and the rest drawn given them (``audited_after``). ``boundary(rounds)`` is told, in the
-    teardown of each boundary's round (``partial.boundary_rounds``) but the test's last,
-    untimed, that a checkpoint may be written (the plugin decides whether)."""
+    and the rest drawn given them (``audited_after``)."""
 
     def __init__(
-        self,
-        backend: Backend,
-        network: Network,
-        mode: str,
-        run_plan: Plan,
-        seed: int,
-        cell: int = 0,
-        progress: Callable[[str], None] | None = None,
-        barrier: Callable[[Deadline, str], None] | None = None,
-        audit: Callable[[AuditedRound], Audit] | None = None,
-        draw: random.Random | None = None,
-        stall_timeout: float | None = None,
-        estimate: RunEstimate | None = None,
-        segment_rounds: int | None = None,
-        resume: PartialCell | None = None,
-        boundary: Callable[[Rounds], None] | None = None,
-        calibrate: Calibrate | None = None,
+        self, test: TimedTest, links: Links | None = None, resume: PartialCell | None = None
     ) -> None:
+        links = Links() if links is None else links
+        backend, network, mode, run_plan = test.backend, test.network, test.mode, test.plan
         default_rounds, self.residual_scale = training_data(backend.dtype)
-        segment_rounds = default_rounds if segment_rounds is None else segment_rounds
+        segment_rounds = default_rounds if test.segment_rounds is None else test.segment_rounds
         if segment_rounds < 1:
             raise ValueError(f"segment_rounds {segment_rounds}: a segment has at least 1 round")
         self.backend, self.network, self.mode, self.plan = backend, network, mode, run_plan
-        rng = np.random.default_rng([seed, cell])
+        self.links = links
+        rng = np.random.default_rng([test.seed, test.cell])
         self.host_weights = benchmark_weights(network, rng)
-        self.images = ImageSet(network.input_shape, seed, cell)
+        self.images = ImageSet(network.input_shape, test.seed, test.cell)
         # An integer type: weights and scales calibrated once on the first batch of images
         # (docs/benchmarking.md), handed over before the weights and before every round.
         self.itype = integer_type(backend.dtype)
@@ -237,21 +153,16 @@ class Rounds:
         if self.itype is not None:
             if mode != "inference":
                 raise ValueError(f"{backend.dtype} is timed in inference only")
-            if calibrate is None:
+            if test.calibrate is None:
                 raise ValueError(f"a {backend.dtype} benchmark needs its calibration (calibrate)")
             first_batch = self.images.batch(0, run_plan.batch)
-            self.host_weights, self.scales = calibrate(network, self.host_weights, first_batch)
+            self.host_weights, self.scales = test.calibrate(network, self.host_weights, first_batch)
             backend.use_scales(self.scales)
         self.weights = backend.load_weights(network, self.host_weights)
-        self.residuals = ResidualSet(seed, cell, self.residual_scale)
+        self.residuals = ResidualSet(test.seed, test.cell, self.residual_scale)
         self.segment_rounds = segment_rounds
-        self.progress = progress
-        self.barrier = barrier
-        self.stall_timeout = stall_timeout
         self.warmup_seconds: float | None = None  # the last warm-up round, barrier to barrier
         self.left_barrier: float | None = None
-        self.audit = audit
-        self.boundary = boundary
         self.boundary_rounds = boundary_rounds(mode, segment_rounds)
         # Timed rounds a stopped run did (resumed), their seconds, audits and checks' time.
         self.start = 0 if resume is None else len(resume.round_seconds)
@@ -264,8 +175,8 @@ class Rounds:
                 f"resumed after timed round {self.start} of {run_plan.rounds}: not a boundary "
                 f"(every {self.boundary_rounds} rounds) before the test's end"
             )
-        draw = draw or random.SystemRandom()
-        if not audit:
+        draw = links.draw or random.SystemRandom()
+        if not links.audit:
             self.audited: tuple[int, ...] = ()
         elif resume is None:
             self.audited = audited_rounds(run_plan.rounds, draw)
@@ -285,7 +196,6 @@ class Rounds:
         self.done = self.start  # timed rounds that ended
         self.pending: int | None = None  # the timed round now running, if audited
         self.result: Any = None
-        self.estimate = estimate
         # A resumed test's counts go on from its stopped run's, over the same rounds as its
         # times (unknown when its checkpoint predates them).
         self.meter = ContentionMeter(
@@ -337,7 +247,7 @@ class Rounds:
             self.error = _failure(exc, "preparing a batch")
         self.next_image += batch
         self._report()
-        if self.barrier is not None:  # every cell's round starts together
+        if self.links.barrier is not None:  # every cell's round starts together
             ended = self.calls - 1
             self._meet(self._round_name(ended) if ended else f"preparing {self._round_name(1)}")
         if number >= 1:
@@ -346,25 +256,18 @@ class Rounds:
 
     def end(self) -> None:
         """After the last round: every cell meets the others once more (with a barrier)."""
-        if self.barrier is not None:
+        if self.links.barrier is not None:
             self._meet(self._round_name(self.calls))
 
     @property
     def deadline(self) -> Deadline:
-        """``stall_deadline``; after an audited round, plus ``STALL_FACTOR`` times this cell's
-        audit of it: every cell audits the same rounds (the plugin gives every cell one
-        draw), and a replay from the segment's start can outlast many rounds."""
-        deadline = stall_deadline(self.stall_timeout, self.warmup_seconds)
-        if self.audit_before_barrier is None or self.stall_timeout is not None:
-            return deadline
-        return Deadline(
-            deadline.seconds + STALL_FACTOR * self.audit_before_barrier,
-            f"{deadline.source}, plus {STALL_FACTOR} x this cell's "
-            f"{self.audit_before_barrier:.3g} s audit of the round",
+        """``stall_deadline``, given this cell's audit since the last barrier, if any."""
+        return stall_deadline(
+            self.links.stall_timeout, self.warmup_seconds, self.audit_before_barrier
         )
 
     def _meet(self, ended: str) -> None:
-        self.barrier(self.deadline, ended)
+        self.links.barrier(self.deadline, ended)
         self.audit_before_barrier = None
         now = time.monotonic()
         if self.calls == self.plan.warmup_rounds + 1 and self.left_barrier is not None:
@@ -380,16 +283,18 @@ class Rounds:
     def _estimate(self) -> None:
         """Tell the run's estimate that this test began, or that its warm-up rounds ended
         (the first timed round is being set up), and print the total it then gives."""
-        if self.estimate is None:
+        if self.links.estimate is None:
             return
         key = (self.network.latin, self.mode)
         if self.calls == 1:
-            self.estimate.began(key)
+            self.links.estimate.began(key)
         if self.calls == self.plan.warmup_rounds + 1:
             images = self.plan.warmup_rounds * self.plan.batch
-            line = self.estimate.warmed_up(key, macs_per_image(self.network, self.mode) * images)
-            if line is not None and self.progress is not None:
-                self.progress(line)
+            line = self.links.estimate.warmed_up(
+                key, macs_per_image(self.network, self.mode) * images
+            )
+            if line is not None and self.links.progress is not None:
+                self.links.progress(line)
 
     def _image(self, number: int) -> np.ndarray:
         """The host images of timed round ``number`` (0 or less: a warm-up round)."""
@@ -451,13 +356,13 @@ class Rounds:
         if pending is not None and self.error is None:
             started = time.monotonic()
             audited = self._rebuilt(pending, result)
-            audit = self.audit(audited)
+            audit = self.links.audit(audited)
             seconds = time.monotonic() - started
             self.audit_seconds += seconds
             self.audit_before_barrier = seconds
             self.audits.append(dataclasses.replace(audit, seconds=seconds))
-        if self.boundary is not None and self.at_boundary:
-            self.boundary(self)
+        if self.links.boundary is not None and self.at_boundary:
+            self.links.boundary(self)
 
     @property
     def at_boundary(self) -> bool:
@@ -505,7 +410,7 @@ class Rounds:
 
     def _report(self, every: float = 10.0) -> None:
         now = time.monotonic()
-        if self.progress is None or now - self.last_report < every:
+        if self.links.progress is None or now - self.last_report < every:
             return
         self.last_report = now
         total = (self.plan.rounds + self.plan.warmup_rounds) * self.plan.batch
@@ -516,11 +421,11 @@ class Rounds:
             f"{subject(self.network, self.mode)}: {done}/{total} images "
             f"({100 * done / total:.1f}%), {rate:.3g} images/s, about {duration(left)} left"
         )
-        if self.estimate is not None:
+        if self.links.estimate is not None:
             kept = self.start * self.plan.batch  # the estimate counts this run's rounds
             key = (self.network.latin, self.mode)
-            line += "; " + self.estimate.status(key, (done - kept) / (total - kept))
-        self.progress(line)
+            line += "; " + self.links.estimate.status(key, (done - kept) / (total - kept))
+        self.links.progress(line)
 
 
 def delivered(result: executor.TrainingResult, weights: dict, segment_end: bool) -> list:

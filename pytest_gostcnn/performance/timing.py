@@ -20,12 +20,9 @@ from .contention import Contention
 from .designations import benchmark_name, designate_test
 
 FULL_PROFILE_IMAGES = 1_000_000  # section 9.3: each cell's own set of 1,000,000 images
-# The ОРП divides by the mean round (the time over the rounds); the median round is what a
-# typical round took. Where the mean lies more than this share above the median, slow
-# rounds (another process on the machine, throttling) lowered the ОРП by about that much.
-# Quick runs on a quiet 2-core machine put the mean up to 9.4 % above the median (one of
-# their 8 rounds 1.6x the others), a busy loop beside them 15 % and 24 %: a lower threshold
-# would call quiet runs noisy (docs/benchmarking.md, "Noise", has the runs).
+# The ОРП divides by the mean round, the median is a typical round's: a mean more than this
+# above the median, which quiet runs stay below, says slow rounds lowered the ОРП by about
+# that much (docs/benchmarking.md, "Noise", has the runs).
 NOISY_MEAN_ABOVE_MEDIAN = 0.10
 
 
@@ -190,7 +187,7 @@ class Timing:
     rounds: int
     macs_per_image: int
     cells: tuple[CellTiming, ...]
-    # Training's data (performance/rounds.py): rounds per segment from the drawn weights,
+    # Training's data (performance/training_data.py): rounds per segment from the drawn weights,
     # and the output residual's scale; None for inference, or in a report that predates them.
     segment_rounds: int | None = None
     residual_scale: float | None = None

@@ -29,12 +29,8 @@ from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialTest
-from pytest_gostcnn.performance.rounds import (
-    AuditedRound,
-    Rounds,
-    stall_deadline,
-    subject,
-)
+from pytest_gostcnn.performance.rounds import AuditedRound, Links, Rounds, TimedTest, subject
+from pytest_gostcnn.performance.stall import stall_deadline
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
 from pytest_gostcnn.run.resolution import case_steps, layer_item_id, layer_params
 
@@ -194,13 +190,16 @@ def run_benchmark_case(
     partial = session.results.resumed_partial
     resume = partial.cells[cells.rank] if partial is not None and partial.key == case else None
     try:
-        rounds = Rounds(
+        test = TimedTest(
             resolved.backend,
             network,
             mode,
             run_plan,
             options.seed,
             cells.rank,
+            calibrate=calibration(options.dtype) if integer_type(options.dtype) else None,
+        )
+        links = Links(
             session.progress,
             barrier=barrier,
             audit=lambda audited: audit_round(
@@ -209,10 +208,9 @@ def run_benchmark_case(
             draw=meeting.audit_draw(cells),
             stall_timeout=options.stall_timeout,
             estimate=session.results.estimate,
-            resume=resume,
             boundary=_boundary(session, latin, mode, benchmark, device),
-            calibrate=calibration(options.dtype) if integer_type(options.dtype) else None,
         )
+        rounds = Rounds(test, links, resume)
     except Exception as exc:  # the backend's failure fails the item on every cell
         error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
     if barrier is not None:  # a cell hung loading its weights must not hold the others

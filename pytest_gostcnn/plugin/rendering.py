@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from pytest_gostcnn.performance.rounds import Plan
+from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.run import outcome, summary
 from pytest_gostcnn.run.comparison_summary import comparison_lines
 from pytest_gostcnn.run.options import Options

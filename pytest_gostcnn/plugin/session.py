@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_gostcnn.performance.estimate import RunEstimate
-from pytest_gostcnn.performance.rounds import Plan, plan
+from pytest_gostcnn.performance.plan import Plan, plan
 from pytest_gostcnn.performance.timing import macs_per_image
 from pytest_gostcnn.run import outcome
 from pytest_gostcnn.run.header import header_lines

@@ -10,15 +10,11 @@ from pytest_gostcnn.conformance.verification import PASSED_VERDICTS
 from pytest_gostcnn.model.network import CYRILLIC, Network
 from pytest_gostcnn.performance.audit_draw import audited_after
 from pytest_gostcnn.performance.contention import Contention
-from pytest_gostcnn.performance.images import ImageSet
+from pytest_gostcnn.performance.images import ImageSet, image_checksum
 from pytest_gostcnn.performance.partial import PartialTest, boundary_rounds
-from pytest_gostcnn.performance.rounds import (
-    WARMUP_ROUNDS,
-    image_checksum,
-    plan,
-    training_data,
-)
+from pytest_gostcnn.performance.plan import WARMUP_ROUNDS, plan
 from pytest_gostcnn.performance.timing import Audit, Timing, macs_per_image
+from pytest_gostcnn.performance.training_data import training_data
 
 from .agreement import agrees, compare
 

@@ -11,7 +11,7 @@ import sys
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.network import Network, TableError, load_networks
-from pytest_gostcnn.performance.rounds import plan
+from pytest_gostcnn.performance.plan import plan
 from pytest_gostcnn.reference.iteration import training_iteration
 from pytest_gostcnn.reports import merge
 from pytest_gostcnn.reports.check import checked_report

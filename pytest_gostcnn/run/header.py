@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_gostcnn.performance.partial import PartialTest
-from pytest_gostcnn.performance.rounds import Plan
+from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.timing import Timing
 from pytest_gostcnn.reports.load import blas_setup
 

@@ -14,9 +14,8 @@ from typing import Any
 
 from pytest_gostcnn.model.data import WEIGHT_READINGS
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
-from pytest_gostcnn.performance.rounds import (
-    PROFILES,
-    QUICK_IMAGES,
+from pytest_gostcnn.performance.plan import PROFILES, QUICK_IMAGES
+from pytest_gostcnn.performance.stall import (
     STALL_DEFAULT_SECONDS,
     STALL_FACTOR,
     STALL_FLOOR_SECONDS,

@@ -10,7 +10,7 @@ from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.evaluation import Evaluation, describe
-from pytest_gostcnn.performance.rounds import Plan
+from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.timing import NOISY_MEAN_ABOVE_MEDIAN, Timing
 
 CANONICAL_NON_COMPLIANT = (
