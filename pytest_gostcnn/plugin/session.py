@@ -1,6 +1,7 @@
 """The plugin object of one pytest run, a facade over the run's parts: ``startup`` (the
-options parsed and resolved, the cells agreed), ``checkpoint`` (where the cells meet, and
-the report), ``rendering`` (the summary); the outcome rules and the lines are in ``run/``.
+options parsed and resolved, the cells agreed), ``reporting`` (the report at checkpoints
+and at the end, where the run is concluded; ``meeting`` holds where the cells meet),
+``rendering`` (the summary); the outcome rules and the lines are in ``run/``.
 
 ``hooks.py`` registers one ``GostSession`` in ``pytest_configure`` and each hook delegates
 to it; the suite's items (``items.py``) add their results to ``GostSession.results``, which
