@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from pytest_gostcnn.machine import pool
 from pytest_gostcnn.model.layers import Layer
 
 
@@ -47,8 +48,30 @@ def rows(a: np.ndarray) -> np.ndarray:
 
 
 def matmul(a: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """``a`` [B][X][Y][L] times ``matrix`` [L][F]: the map [B][X][Y][F], one GEMM."""
-    return (rows(a) @ matrix).reshape(*a.shape[:-1], matrix.shape[-1])
+    """``a`` [B][X][Y][L] times ``matrix`` [L][F]: the map [B][X][Y][F], one GEMM per slab
+    of the map's rows on each core (every output the same sum as one GEMM's)."""
+    out = np.empty((*a.shape[:-1], matrix.shape[-1]), dtype=np.result_type(a, matrix))
+    axis = 1 if a.shape[1] >= pool.threads() else 0  # cut X, or the batch if X is short
+
+    def part(span: slice) -> None:
+        index = (slice(None), span) if axis == 1 else (span,)
+        out[index] = (rows(a[index]) @ matrix).reshape(out[index].shape)
+
+    pool.split(a.shape[axis], out.size * matrix.shape[0], part)
+    return out
+
+
+def transposed_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a.T @ b`` of two maps as matrices [B*X*Y][F] and [B*X*Y][L]: the [F][L] sums over
+    every position, a slab of ``b``'s channels on each core (each sum as one GEMM's)."""
+    left = rows(a)
+    out = np.empty((a.shape[-1], b.shape[-1]), dtype=np.result_type(a, b))
+
+    def part(span: slice) -> None:
+        out[:, span] = left.T @ rows(b[..., span])
+
+    pool.split(b.shape[-1], out.size * left.shape[0], part)
+    return out
 
 
 def offsets(layer: Layer) -> Iterator[tuple[int, int, tuple[slice, ...]]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from pytest_gostcnn.conformance.replay import SegmentReplay
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.plugin.items import audit_round
@@ -152,5 +153,7 @@ SMALL_PLAN = Plan("quick", rounds=3, warmup_rounds=1, batch=1)
 
 
 def auditor(backend, network, mode, threshold=None):
-    """The audit the plugin runs after each drawn round (plugin/items.py)."""
-    return lambda audited: audit_round(backend, network, mode, audited, threshold)
+    """The audit the plugin runs after each drawn round (plugin/items.py), one replay of a
+    segment shared by its audits."""
+    replayed = SegmentReplay(network, backend.dtype)
+    return lambda audited: audit_round(backend, network, mode, audited, threshold, replayed)

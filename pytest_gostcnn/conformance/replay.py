@@ -9,7 +9,7 @@ before the round, which a backend could notice (docs/benchmarking.md, "Audited r
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -20,15 +20,10 @@ from pytest_gostcnn.model.network import Network
 from .error_model import ErrorModelKernels, ValueAndVariance
 
 
-def replay(
-    network: Network,
-    dtype: str,
-    drawn: executor.Weights,
-    earlier: Iterable[tuple[np.ndarray, np.ndarray]],
-) -> dict[int, dict[str, ValueAndVariance]]:
-    """The weights after training iterations on ``earlier`` (the host image and output
-    residual of each round, in order) from the ``drawn`` weights, with the error a correct
-    implementation may have gathered in them.
+class Replay:
+    """The weights through one segment's rounds, replayed from the ``drawn`` weights a round
+    at a time: the audit of a later round of the segment goes on from where the audit of an
+    earlier one stopped (``advance``), instead of replaying the segment again.
 
     Each iteration runs the float64 reference and its error model on the values the
     backend is handed (image, residual and loaded weights rounded to ``dtype``); after each
@@ -39,34 +34,76 @@ def replay(
     them: the plain reference alone fails a correct backend (docs/benchmarking.md,
     "Audited rounds").
     """
-    precision = PRECISIONS[dtype]
-    model = ErrorModelKernels(precision, PRECISIONS[master_dtype(dtype)])
-    stored = PRECISIONS[master_dtype(dtype)].round
-    values = {
-        n: {k: precision.round(np.asarray(a, dtype=np.float64)) for k, a in ws.items()}
-        for n, ws in drawn.items()
-    }
-    carried = {n: {k: np.zeros_like(a) for k, a in ws.items()} for n, ws in values.items()}
-    for image, residual in earlier:
-        weights = {
-            n: {k: read(model, values[n][k], carried[n][k]) for k in ws} for n, ws in values.items()
+
+    def __init__(self, network: Network, dtype: str, drawn: executor.Weights) -> None:
+        self.network = network
+        self.precision = PRECISIONS[dtype]
+        self.model = ErrorModelKernels(self.precision, PRECISIONS[master_dtype(dtype)])
+        self.stored = PRECISIONS[master_dtype(dtype)].round
+        self.values = {
+            n: {k: self.precision.round(np.asarray(a, dtype=np.float64)) for k, a in ws.items()}
+            for n, ws in drawn.items()
         }
-        executor.train(
-            network,
-            model,
-            weights,
-            model.bound(precision.round(np.asarray(image, dtype=np.float64))),
-            model.bound(precision.round(np.asarray(residual, dtype=np.float64))),
-        )
-        for n, ws in weights.items():
-            for k, w in ws.items():
-                # The read's rounding (a float16 copy of a float32 master) is made anew
-                # each round, not carried: only the update's error is.
-                carried[n][k] = np.maximum(w.var - read(model, values[n][k], 0.0).var, 0.0)
-                values[n][k] = stored(w.value)
-    return {
-        n: {k: read(model, values[n][k], carried[n][k]) for k in ws} for n, ws in values.items()
-    }
+        self.carried = {
+            n: {k: np.zeros_like(a) for k, a in ws.items()} for n, ws in self.values.items()
+        }
+        self.rounds = 0  # the rounds replayed so far
+
+    def advance(self, rounds: Iterable[tuple[np.ndarray, np.ndarray]]) -> None:
+        """Replay ``rounds`` (the host image and output residual of each, in order)."""
+        model, precision = self.model, self.precision
+        for image, residual in rounds:
+            weights = self.weights()
+            executor.train(
+                self.network,
+                model,
+                weights,
+                model.bound(precision.round(np.asarray(image, dtype=np.float64))),
+                model.bound(precision.round(np.asarray(residual, dtype=np.float64))),
+            )
+            for n, ws in weights.items():
+                for k, w in ws.items():
+                    # The read's rounding (a float16 copy of a float32 master) is made anew
+                    # each round, not carried: only the update's error is.
+                    self.carried[n][k] = np.maximum(
+                        w.var - read(model, self.values[n][k], 0.0).var, 0.0
+                    )
+                    self.values[n][k] = self.stored(w.value)
+            self.rounds += 1
+
+    def weights(self) -> dict[int, dict[str, ValueAndVariance]]:
+        """The weights after the rounds replayed, with the error they may have gathered."""
+        return {
+            n: {k: read(self.model, self.values[n][k], self.carried[n][k]) for k in ws}
+            for n, ws in self.values.items()
+        }
+
+
+class SegmentReplay:
+    """One test's replay of the segment its latest audit was in: the audit of a later round
+    of that segment goes on from it (a segment's audits replay it once, whatever their
+    number); one of another segment starts anew from the drawn weights."""
+
+    def __init__(self, network: Network, dtype: str) -> None:
+        self.network, self.dtype = network, dtype
+        self.segment: int | None = None
+        self.replay: Replay | None = None
+
+    def before(
+        self,
+        number: int,
+        segment: int,
+        drawn: executor.Weights,
+        data: Callable[[int], tuple[np.ndarray, np.ndarray]],
+    ) -> dict[int, dict[str, ValueAndVariance]]:
+        """The weights timed round ``number`` starts from, its segment starting at timed
+        round ``segment`` from the ``drawn`` weights; ``data(n)``: round n's image and
+        output residual."""
+        if self.replay is None or self.segment != segment or segment + self.replay.rounds > number:
+            self.replay = None  # the last segment's arrays go before the next one's are made
+            self.segment, self.replay = segment, Replay(self.network, self.dtype, drawn)
+        self.replay.advance(data(n) for n in range(segment + self.replay.rounds, number))
+        return self.replay.weights()
 
 
 def read(model: ErrorModelKernels, value: np.ndarray, carried) -> ValueAndVariance:

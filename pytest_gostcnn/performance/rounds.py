@@ -101,8 +101,9 @@ class Links:
 @dataclass
 class AuditedRound:
     """What an audit checks of one timed round, rebuilt on the host after it ended: the data
-    it was given (regenerated), the weights its segment started from, the data of the
-    segment's rounds before it (training: the audit replays them), and what it gave back."""
+    it was given (regenerated), the weights its segment started from, where its segment
+    starts and each round's data (training: the audit replays the rounds before it), and
+    what it gave back."""
 
     number: int  # the timed round, from 1
     image: np.ndarray
@@ -110,9 +111,10 @@ class AuditedRound:
     weights: dict  # the drawn host arrays, by row and name
     result: Any  # the backend's output map (inference) or TrainingResult (training)
     updated: dict | None  # training: the backend's weights after the round, on the device
-    # Training: (image, residual) of each earlier round of the segment, made as read.
-    earlier: Iterable[tuple[np.ndarray, np.ndarray]] = ()
-    replayed: int = 0  # how many rounds ``earlier`` holds
+    # Training: the first timed round of the round's segment, and (image, residual) of a
+    # timed round by its number, made when asked.
+    segment: int = 1
+    data: Callable[[int], tuple[np.ndarray, np.ndarray]] | None = None
     scales: ScaleTable | None = None  # an integer type's calibrated scales
 
 
@@ -395,8 +397,6 @@ class Rounds:
             return AuditedRound(
                 number, image, None, self.host_weights, result, None, scales=self.scales
             )
-        start = segment_start(number, self.segment_rounds)
-        earlier = ((self._image(n), self._residual(n)) for n in range(start, number))
         return AuditedRound(
             number,
             image,
@@ -404,8 +404,8 @@ class Rounds:
             self.host_weights,
             result,
             self.weights,
-            earlier,
-            replayed=number - start,
+            segment=segment_start(number, self.segment_rounds),
+            data=lambda n: (self._image(n), self._residual(n)),
         )
 
     def _report(self, every: float = 10.0) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_gostcnn.conformance.fixed_point import calibration
 from pytest_gostcnn.conformance.layer_cases import LayerCase
-from pytest_gostcnn.conformance.replay import replay
+from pytest_gostcnn.conformance.replay import SegmentReplay
 from pytest_gostcnn.conformance.verification import (
     LayerData,
     Verification,
@@ -199,11 +199,12 @@ def run_benchmark_case(
             cells.rank,
             calibrate=calibration(options.dtype) if integer_type(options.dtype) else None,
         )
+        replayed = SegmentReplay(network, resolved.backend.dtype)  # the test's audits share it
         links = Links(
             session.progress,
             barrier=barrier,
             audit=lambda audited: audit_round(
-                resolved.backend, network, mode, audited, options.rmse_threshold
+                resolved.backend, network, mode, audited, options.rmse_threshold, replayed
             ),
             draw=meeting.audit_draw(cells),
             stall_timeout=options.stall_timeout,
@@ -354,20 +355,31 @@ def _record_timing(
 
 
 def audit_round(
-    backend, network, mode: str, audited: AuditedRound, threshold: float | None
+    backend,
+    network,
+    mode: str,
+    audited: AuditedRound,
+    threshold: float | None,
+    replayed: SegmentReplay,
 ) -> Audit:
     """Section 8's comparison on one timed round (``verify_round``), as the round's audit;
-    a training round's weights replayed from its segment's start (``replay``)."""
+    a training round's weights replayed from its segment's start, on from where the test's
+    last audit in that segment left them (``replayed``)."""
     with one_blas_thread():
-        return _audit_round(backend, network, mode, audited, threshold)
+        return _audit_round(backend, network, mode, audited, threshold, replayed)
 
 
 def _audit_round(
-    backend, network, mode: str, audited: AuditedRound, threshold: float | None
+    backend,
+    network,
+    mode: str,
+    audited: AuditedRound,
+    threshold: float | None,
+    replayed: SegmentReplay,
 ) -> Audit:
     weights = audited.weights
     if mode == "training":
-        weights = replay(network, backend.dtype, weights, audited.earlier)
+        weights = replayed.before(audited.number, audited.segment, weights, audited.data)
     result = verify_round(
         backend,
         network,

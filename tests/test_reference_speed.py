@@ -1,0 +1,124 @@
+"""The suite's own float64 work at the machine's speed, and no other result for it: the
+reference's products split over the cell's cores sum as one product does, and a segment's
+audits replay it once (docs/benchmarking.md, "Audited rounds")."""
+
+import numpy as np
+import pytest
+
+from pytest_gostcnn.conformance.replay import Replay, SegmentReplay
+from pytest_gostcnn.machine import pool
+from pytest_gostcnn.machine.threads import one_blas_thread
+from pytest_gostcnn.model.layers import make_layer
+from pytest_gostcnn.performance.training_data import benchmark_weights
+from pytest_gostcnn.reference import conv
+
+# Layers whose products the pool splits in three (each part at least PARALLEL_MIN_MACS): a
+# 3x3 layer, a strided one, a 1x1 one on a map shorter than the threads (split by the batch).
+CONVOLUTIONS = [
+    dict(shape=(48, 48, 64), F=64, Rx=3, Ry=3, S=1, Px=1, Py=1, batch=2),
+    dict(shape=(28, 28, 64), F=128, Rx=3, Ry=3, S=2, Px=1, Py=1, batch=8),
+    dict(shape=(2, 2, 512), F=1024, Rx=1, Ry=1, S=1, Px=0, Py=0, batch=8),
+]
+
+
+def _steps(layer, x, weights, r) -> list[np.ndarray]:
+    grads = conv.gradient(layer, [x], [r])
+    return [
+        conv.forward(layer, [x], weights)[0],
+        conv.backward(layer, [x], [None], [r], weights)[0],
+        grads["filters"],
+        grads["biases"],
+    ]
+
+
+@pytest.mark.parametrize("case", CONVOLUTIONS, ids=lambda c: f"{c['shape']}-F{c['F']}-S{c['S']}")
+def test_a_product_split_over_the_cores_gives_the_one_threads_sums_bit_for_bit(case, monkeypatch):
+    case = dict(case)
+    shape, batch = case.pop("shape"), case.pop("batch")
+    layer = make_layer("conv", [shape], **case)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((batch, *shape))
+    weights = {name: rng.standard_normal(s) for name, s in layer.weight_shapes.items()}
+    r = rng.standard_normal((batch, *layer.out_shapes[0]))
+    results = {}
+    with one_blas_thread():
+        for threads in (1, 2, 3):
+            monkeypatch.setattr(pool, "threads", lambda threads=threads: threads)
+            results[threads] = _steps(layer, x, weights, r)
+    for threads in (2, 3):
+        for one, split in zip(results[1], results[threads], strict=True):
+            np.testing.assert_array_equal(split, one)
+
+
+def test_a_product_split_wrongly_would_be_caught(monkeypatch):
+    # The test above earns its keep only if a split that drops a slab fails it.
+    layer = make_layer("conv", [(48, 48, 64)], F=64, Rx=3, Ry=3, S=1, Px=1, Py=1)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 48, 48, 64))
+    weights = {name: rng.standard_normal(s) for name, s in layer.weight_shapes.items()}
+    whole = conv.forward(layer, [x], weights)[0]
+    monkeypatch.setattr(pool, "threads", lambda: 2)
+    monkeypatch.setattr(pool, "spans", lambda length, parts: [slice(0, length // 2)])
+    with pytest.raises(AssertionError):
+        np.testing.assert_array_equal(conv.forward(layer, [x], weights)[0], whole)
+
+
+def test_the_pools_slices_cover_every_row_once():
+    for length in (1, 2, 7, 64):
+        for parts in (1, 2, 3, 16):
+            covered = [i for span in pool.spans(length, parts) for i in range(length)[span]]
+            assert covered == list(range(length))
+
+
+def test_a_product_is_split_in_parts_of_at_least_the_pools_minimum(monkeypatch):
+    monkeypatch.setattr(pool, "threads", lambda: 4)
+    for macs, parts in [(pool.PARALLEL_MIN_MACS - 1, 1), (3 * pool.PARALLEL_MIN_MACS, 3)]:
+        seen = []
+        pool.split(8, macs, seen.append)
+        assert len(seen) == parts and sorted(s.start for s in seen)[0] == 0
+
+
+def _data(network):
+    """Round n's image and output residual, the same whenever asked (as the rounds make them)."""
+
+    def data(n):
+        rng = np.random.default_rng(n)
+        image = rng.uniform(-127, 128, (1, *network.input_shape))
+        return image, rng.uniform(-1, 1, (1, *network.output_shape)) * 2.0**-28
+
+    return data
+
+
+def _same(a, b) -> None:
+    for n, ws in a.items():
+        for k, w in ws.items():
+            np.testing.assert_array_equal(w.value, b[n][k].value)
+            np.testing.assert_array_equal(w.var, b[n][k].var)
+
+
+def test_a_segments_later_audit_goes_on_from_the_earlier_ones_replay(shipped_networks):
+    network = shipped_networks["Sh"]
+    drawn = benchmark_weights(network, np.random.default_rng(0))
+    data = _data(network)
+    shared = SegmentReplay(network, "float32")
+    with one_blas_thread():
+        shared.before(3, 1, drawn, data)  # rounds 1 and 2 replayed
+        weights = shared.before(5, 1, drawn, data)  # rounds 3 and 4 more, not 1 to 4 again
+        assert shared.replay.rounds == 4
+        fresh = Replay(network, "float32", drawn)
+        fresh.advance(data(n) for n in range(1, 5))
+    _same(weights, fresh.weights())
+
+
+def test_an_audit_in_another_segment_replays_from_the_drawn_weights(shipped_networks):
+    network = shipped_networks["Sh"]
+    drawn = benchmark_weights(network, np.random.default_rng(0))
+    data = _data(network)
+    shared = SegmentReplay(network, "float32")
+    with one_blas_thread():
+        shared.before(3, 1, drawn, data)
+        weights = shared.before(18, 17, drawn, data)  # segment 17..32: round 17 alone
+        assert (shared.segment, shared.replay.rounds) == (17, 1)
+        fresh = Replay(network, "float32", drawn)
+        fresh.advance([data(17)])
+    _same(weights, fresh.weights())
