@@ -365,33 +365,22 @@ def audit_round(
     """Section 8's comparison on one timed round (``verify_round``), as the round's audit;
     a training round's weights replayed from its segment's start, on from where the test's
     last audit in that segment left them (``replayed``)."""
-    with one_blas_thread():
-        return _audit_round(backend, network, mode, audited, threshold, replayed)
-
-
-def _audit_round(
-    backend,
-    network,
-    mode: str,
-    audited: AuditedRound,
-    threshold: float | None,
-    replayed: SegmentReplay,
-) -> Audit:
     weights = audited.weights
-    if mode == "training":
-        weights = replayed.before(audited.number, audited.segment, weights, audited.data)
-    result = verify_round(
-        backend,
-        network,
-        mode,
-        weights,
-        audited.image,
-        audited.out_residual,
-        audited.result,
-        audited.updated,
-        threshold,
-        scales=audited.scales,
-    )
+    with one_blas_thread():
+        if mode == "training":
+            weights = replayed.before(audited.number, audited.segment, weights, audited.data)
+        result = verify_round(
+            backend,
+            network,
+            mode,
+            weights,
+            audited.image,
+            audited.out_residual,
+            audited.result,
+            audited.updated,
+            threshold,
+            scales=audited.scales,
+        )
     worst = result.worst
     return Audit(
         round=audited.number,
