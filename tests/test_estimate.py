@@ -2,7 +2,7 @@
 clock the test sets: each test's warm-up gives a MAC rate, each finished test its time."""
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
-from pytest_gostcnn.performance.estimate import RunEstimate, duration
+from pytest_gostcnn.performance.estimate import RunEstimate, audit_iterations, duration
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.performance.timing import macs_per_image
@@ -18,12 +18,12 @@ class Clock:
         return self.now
 
 
-def estimate_of(*macs: int) -> tuple[RunEstimate, Clock]:
+def estimate_of(*macs: int, audit_work=None) -> tuple[RunEstimate, Clock]:
     """Tests "A", "B", ... of the given MACs (all their rounds'), in run order."""
     clock = Clock()
     labels = "ABCDEFGH"[: len(macs)]
     return RunEstimate(
-        [(label, label, m) for label, m in zip(labels, macs, strict=True)], clock
+        [(label, label, m) for label, m in zip(labels, macs, strict=True)], clock, audit_work
     ), clock
 
 
@@ -47,8 +47,8 @@ def test_first_warm_up_rate_estimates_every_test_from_its_own_macs():
     assert estimate.total_seconds() == 1000 / 10 + 3000 / 10
     assert line == (
         "run estimate: about 7 min for the rounds of 2 benchmark tests (1 from its own "
-        "warm-up, 1 estimated from A's warm-up, 10 MAC/s; their audits and the verification "
-        "not counted)"
+        "warm-up, 1 estimated from A's warm-up, 10 MAC/s); their audits not counted until a "
+        "test's are measured"
     )
 
 
@@ -63,7 +63,8 @@ def test_a_later_tests_own_warm_up_replaces_the_guess_for_it():
     assert estimate.total_seconds() == 100 + 3000 / 30
     assert line == (
         "run estimate refined: about 3 min for the rounds of 2 benchmark tests, about 99 s left "
-        "(1 measured, 1 from its own warm-up)"
+        "(1 measured, 1 from its own warm-up); their audits not counted until a test's are "
+        "measured"
     )
 
 
@@ -184,5 +185,36 @@ def test_the_runs_first_total_is_printed_before_the_first_timed_round(shipped_ne
 
     assert events[0] == "round"  # the warm-up
     assert events[1].startswith("run estimate: about ")
-    assert "for the rounds of 1 benchmark test (1 from its own warm-up;" in events[1]
+    assert "for the rounds of 1 benchmark test (1 from its own warm-up)" in events[1]
     assert events[2:] == ["round", "round"]
+
+
+def test_the_audits_of_the_tests_to_come_are_estimated_from_the_finished_tests_audits():
+    estimate, clock = estimate_of(1000, 3000, audit_work={"A": 200.0, "B": 600.0})
+    warm_up(estimate, clock, "A", macs=10, seconds=1.0)
+    assert estimate.audit_seconds() is None  # no audit measured yet
+    clock.now = 151.0
+    estimate.finished("A", audit_seconds=50.0)  # 0.25 s per MAC of audit work
+
+    assert estimate.audit_seconds() == 50.0 + 600.0 * 0.25
+    estimate.began("B")
+    clock.now += 10.0
+    # The time left counts B's rounds and its audits still to come.
+    assert estimate.status("B", 0.5).endswith(f"about {duration(10 + 150)} left")
+
+
+def test_a_tests_audit_work_counts_each_audit_and_each_segment_replayed_once():
+    # Two timed rounds: both audited, every draw. Inference: one iteration each; training in
+    # one segment: round 1's, then round 2's replaying round 1 first; each round a segment
+    # of its own: no replay.
+    assert audit_iterations(2, None) == 2
+    assert audit_iterations(2, 16) == 3
+    assert audit_iterations(2, 1) == 2
+
+
+def test_section_8s_float64_rate_estimates_the_audits_before_any_test_has_finished():
+    estimate, clock = estimate_of(1000, audit_work={"A": 400.0})
+    estimate.verified(seconds=2.0, macs=100.0)  # 0.02 s per MAC
+    line = warm_up(estimate, clock, "A", macs=10, seconds=1.0)
+    assert estimate.audit_seconds() == 400.0 * 0.02
+    assert "about 8.0 s for their audits (at the rate of section 8's float64 iterations)" in line

@@ -126,12 +126,14 @@ def singles(tmp_path_factory):
 def _same_but_audits(report: dict) -> dict:
     """A report less what differs between runs of the same times: when it was written and
     how it was started (its command line, the load), the audited rounds (drawn by the
-    operating system), the checks' own seconds, the cells' real wall and CPU times and what
-    says the run was resumed or merged."""
+    operating system), the checks' own seconds, the cells' real wall and CPU times, the
+    suite's own seconds and what says the run was resumed or merged."""
     report = copy.deepcopy(report)
     for key in ("created", "merged_from", "invocation"):
         report.pop(key, None)
     report["run"]["resumed_from"] = None
+    for cell in report["cells"]:
+        cell.pop("suite_seconds", None)
     for test in report["benchmarks"]:
         for cell in test["cells"]:
             cell["audits"] = cell["audit_seconds"] = cell["contention"] = None

@@ -6,16 +6,25 @@ once it ended; before that, its MACs (per image, times the images of all its rou
 rate: its own warm-up round's once it has one, else the rate of the tests that finished
 (their MACs over their time) or, before any has, the latest warm-up's. The six networks
 reach rates several times apart on one machine, so every line names what it rests on.
+
+Its audits (the suite's float64 work, apart from its time) are measured once it ended;
+before that, their work (the float64 iterations a draw of its audited rounds runs, times
+its MACs per iteration) at the rate the finished tests' audits ran or, before any has,
+the rate of section 8's verification of the networks, the same float64 iterations.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pytest_gostcnn.machine.peak import si
+
+from .audit_draw import audited_rounds
+from .training_data import segment_start
 
 # A refined total is printed at a test's start when it moved by more than this share from
 # the last one printed: the guess is no finer than that (the networks' rates differ by
@@ -31,6 +40,8 @@ class _Test:
     rate: float | None = None  # MAC/s of its warm-up rounds
     seconds: float | None = None  # its rounds' measured time, once it ended
     dropped: bool = False  # skipped or failed before its first round: not counted
+    audit_work: float = 0.0  # MACs of the float64 iterations its audits are expected to run
+    audit_seconds: float | None = None  # its audits' measured time, once it ended
 
 
 class RunEstimate:
@@ -41,10 +52,16 @@ class RunEstimate:
         self,
         tests: Iterable[tuple[Hashable, str, int]],
         clock: Callable[[], float] = time.monotonic,
+        audit_work: Mapping[Hashable, float] | None = None,
     ) -> None:
-        self._tests = {key: _Test(label, macs) for key, label, macs in tests}
+        """``audit_work``: each test's expected audit work (``_Test.audit_work``)."""
+        work = audit_work or {}
+        self._tests = {
+            key: _Test(label, macs, audit_work=work.get(key, 0.0)) for key, label, macs in tests
+        }
         self._clock = clock
         self._said: float | None = None  # the total the last printed line gave
+        self._verified: list[tuple[float, float]] = []  # (seconds, MACs) of section 8's
 
     def began(self, key: Hashable) -> None:
         """The test's first round is being set up. A test before it that never began was
@@ -71,23 +88,36 @@ class RunEstimate:
             return None
         self._said = total
         if first:
-            return (
-                f"run estimate: {self._total(total)} ({self._sources()}; their audits and "
-                "the verification not counted)"
-            )
+            return f"run estimate: {self._total(total)} ({self._sources()}){self._audits()}"
         return (
             f"run estimate refined: {self._total(total)}, about "
-            f"{duration(self._left())} left ({self._sources()})"
+            f"{duration(self._left() + self._audits_left())} left ({self._sources()})"
+            f"{self._audits()}"
         )
 
     def finished(self, key: Hashable, audit_seconds: float = 0.0) -> None:
         """The test's rounds ended: their measured time, less its audits' ``audit_seconds``,
-        replaces the estimate."""
+        replaces the estimate, and so do its audits'."""
         test = self._tests[key]
         if test.began is None:
             test.dropped = True
         else:
             test.seconds = self._clock() - test.began - audit_seconds
+            test.audit_seconds = audit_seconds
+
+    def verified(self, seconds: float, macs: float) -> None:
+        """Section 8 verified a network in ``seconds``: one float64 iteration of ``macs``
+        (its MACs per image, times the batch), with its error model, as an audit runs."""
+        if seconds > 0 and macs > 0:
+            self._verified.append((seconds, macs))
+
+    def audit_seconds(self) -> float | None:
+        """All counted tests' audits: measured, or their work at the audit rate; None
+        before any rate is known."""
+        rate = self._audit_rate()
+        if rate is None:
+            return None
+        return sum(self._audit(test, rate) for test in self._counted)
 
     def total_seconds(self) -> float | None:
         """All counted tests' time: measured, from their own warm-up, or guessed; None
@@ -113,7 +143,8 @@ class RunEstimate:
             current_left = max(0.0, self._seconds(test, basis[0]) - elapsed)
         pending = [t for t in counted if t.began is None]
         left = current_left + sum(self._seconds(t, basis[0]) for t in pending)
-        done = elapsed + sum(t.seconds for t in counted if t.seconds is not None)
+        left += self._audits_left()
+        done = elapsed + sum(t.seconds + t.audit_seconds for t in counted if t.seconds is not None)
         share = 100 * done / (done + left) if done + left > 0 else 100.0
         line = f"{where}, {share:.1f} % of the estimated time, about {duration(left)} left"
         if pending:
@@ -153,6 +184,36 @@ class RunEstimate:
             if t.seconds is None
         )
 
+    def _audit_rate(self) -> float | None:
+        """Seconds per MAC of audit work: the finished tests' audits', else section 8's."""
+        finished = [t for t in self._counted if t.audit_seconds is not None and t.audit_work]
+        if finished:
+            return sum(t.audit_seconds for t in finished) / sum(t.audit_work for t in finished)
+        if self._verified:
+            return sum(s for s, _ in self._verified) / sum(m for _, m in self._verified)
+        return None
+
+    @staticmethod
+    def _audit(test: _Test, rate: float) -> float:
+        return test.audit_seconds if test.audit_seconds is not None else test.audit_work * rate
+
+    def _audits_left(self) -> float:
+        """The audits of the tests not finished (0 before any audit rate is known)."""
+        rate = self._audit_rate()
+        if rate is None:
+            return 0.0
+        return sum(t.audit_work * rate for t in self._counted if t.seconds is None)
+
+    def _audits(self) -> str:
+        """The audits' part of a line: their time and what it rests on, or that it is not
+        known yet."""
+        total = self.audit_seconds()
+        if total is None:
+            return "; their audits not counted until a test's are measured"
+        finished = any(t.audit_seconds is not None and t.audit_work for t in self._counted)
+        basis = "the finished tests' audits" if finished else "section 8's float64 iterations"
+        return f"; and about {duration(total)} for their audits (at the rate of {basis})"
+
     def _total(self, total: float) -> str:
         count = len(self._counted)
         return f"about {duration(total)} for the rounds of {count} benchmark {_tests(count)}"
@@ -169,6 +230,23 @@ class RunEstimate:
         if guessed:
             parts.append(f"{guessed} estimated from {self._basis()[1]}")
         return ", ".join(parts)
+
+
+def audit_iterations(rounds: int, segment_rounds: int | None, draws: int = 64) -> float:
+    """The float64 iterations a test of ``rounds`` timed rounds runs for its audits, on
+    average over draws of its audited rounds (a fixed generator's, not the test's): one an
+    audit in inference; in training (segments of ``segment_rounds``) one an audit, and each
+    segment with audits replayed once, up to its last audited round
+    (``conformance/replay.py``, ``SegmentReplay``)."""
+    generator = random.Random(0)
+    total = 0
+    for _ in range(draws):
+        audited = audited_rounds(rounds, generator)
+        total += len(audited)
+        if segment_rounds is not None:
+            last = {segment_start(r, segment_rounds): r for r in audited}
+            total += sum(r - start for start, r in last.items())
+    return total / draws
 
 
 def _tests(count: int) -> str:

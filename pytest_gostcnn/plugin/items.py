@@ -7,6 +7,7 @@ lives in ``conformance/verification.py`` and ``performance/rounds.py``.
 from __future__ import annotations
 
 import math
+import time
 import zlib
 
 import numpy as np
@@ -28,7 +29,7 @@ from pytest_gostcnn.machine.threads import one_blas_thread
 from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.designations import benchmark_name
-from pytest_gostcnn.performance.partial import CheckpointClock, PartialTest
+from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell, PartialTest
 from pytest_gostcnn.performance.rounds import AuditedRound, Links, Rounds, TimedTest, subject
 from pytest_gostcnn.performance.stall import stall_deadline
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
@@ -78,6 +79,7 @@ def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pyte
     prepare = None
     if layer_case.network_shape:  # large: the case's steps share one draw and reference
         prepare = _shared_data(session, layer_case)
+    started = time.monotonic()
     with one_blas_thread():  # the float64 reference, sized to never collapse
         result = verify_layer(
             session.resolved.backend,
@@ -91,6 +93,7 @@ def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pyte
             prepare=prepare,
             saturating=layer_case.saturating,
         )
+    session.results.suite_seconds["layer_verification"] += time.monotonic() - started
     result.rows = layer_case.rows
     session.results.layers.append(result)
     _record_verdict(node, result)
@@ -131,19 +134,25 @@ def run_network_case(session: GostSession, case: tuple[str, str], node: pytest.I
 
 def _verified(session: GostSession, latin: str, mode: str) -> Verification:
     """This session's verification of a network in a mode, run now if it has not been."""
-    options, verified = session.options, session.results.networks
-    if (latin, mode) not in verified:
+    options, results = session.options, session.results
+    if (latin, mode) not in results.networks:
+        network = session.resolved.networks[latin]
+        started = time.monotonic()
         with one_blas_thread():
-            verified[(latin, mode)] = verify_network(
+            results.networks[(latin, mode)] = verify_network(
                 session.resolved.backend,
-                session.resolved.networks[latin],
+                network,
                 mode,
                 options.batch,
                 case_seed(options.seed, network_id(options.batch, latin, mode)),
                 options.rmse_threshold,
                 options.weights,
             )
-    return verified[(latin, mode)]
+        seconds = time.monotonic() - started
+        results.suite_seconds["network_verification"] += seconds
+        if results.estimate is not None:  # the float64 iterations an audit runs, as fast
+            results.estimate.verified(seconds, macs_per_image(network, mode) * options.batch)
+    return results.networks[(latin, mode)]
 
 
 def _record_verdict(node: pytest.Item, result: Verification) -> None:
@@ -189,6 +198,7 @@ def run_benchmark_case(
     device = f"{cells.host}: {resolved.device}"
     partial = session.results.resumed_partial
     resume = partial.cells[cells.rank] if partial is not None and partial.key == case else None
+    started, checkpoints = time.monotonic(), session.results.suite_seconds["checkpoints"]
     try:
         test = TimedTest(
             resolved.backend,
@@ -227,6 +237,7 @@ def run_benchmark_case(
         warmup_rounds=run_plan.warmup_rounds,
     )
     rounds.end()
+    _count_suite_work(session, rounds, benchmark, resume, started, checkpoints)
     session.results.timing_now = None
     session.results.partial = None  # the test went to its end: its checkpoints are spent
     if session.results.estimate is not None:
@@ -268,6 +279,25 @@ def run_benchmark_case(
         }
     )
     _record_timing(session, timing, node)
+
+
+def _count_suite_work(
+    session: GostSession,
+    rounds: Rounds,
+    benchmark,
+    resume: PartialCell | None,
+    started: float,
+    checkpoints: float,
+) -> None:
+    """A test's own work beside its timed rounds (``Results.suite_seconds``): this run's
+    audits, and the rest of its time less the timed rounds and the checkpoints written since
+    ``checkpoints``: loading the weights, the warm-up, each round's setup and teardown."""
+    work = session.results.suite_seconds
+    timed = sum(benchmark.stats.stats.data) if benchmark.stats is not None else 0.0
+    audits = rounds.audit_seconds - (resume.audit_seconds if resume is not None else 0.0)
+    around = time.monotonic() - started - timed - audits - (work["checkpoints"] - checkpoints)
+    work["audits"] += audits
+    work["round_setup"] += max(0.0, around)
 
 
 def _boundary(session: GostSession, latin: str, mode: str, benchmark, device: str):

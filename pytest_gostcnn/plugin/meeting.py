@@ -73,6 +73,7 @@ def cell_report(
         "failures": results.failures,
         "exit_status": None if status is None else int(status),
         "exit_reason": reason,
+        "suite_seconds": dict(results.suite_seconds),
     }
 
 

@@ -74,6 +74,7 @@ def terminal_summary(
         )
         for line in lines:
             reporter.write_line(line)
+    reporter.write_line(summary.suite_time_line(results, resolved.cells.size))
     if results.conclusion.comparison is not None:
         reporter.write_sep("=", "ОРП against the baseline (--gost-compare)")
         for line in comparison_lines(results.conclusion.comparison):

@@ -72,6 +72,20 @@ def write_checkpoint(
     """
     if options.report is None or results.report_failure is not None:
         return
+    started = time.monotonic()
+    try:
+        _checkpoint(config, options, resolved, results, stopped)
+    finally:
+        results.suite_seconds["checkpoints"] += time.monotonic() - started
+
+
+def _checkpoint(
+    config: pytest.Config,
+    options: Options,
+    resolved: Resolved,
+    results: Results,
+    stopped: str | None,
+) -> None:
     if stopped is None:
         gathered = meeting.cell_reports(resolved, results, None, None)
         why = None

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from pytest_gostcnn.performance.estimate import RunEstimate
+from pytest_gostcnn.performance.estimate import RunEstimate, audit_iterations
 from pytest_gostcnn.performance.plan import Plan, plan
 from pytest_gostcnn.performance.timing import macs_per_image
+from pytest_gostcnn.performance.training_data import training_data
 from pytest_gostcnn.run import outcome
 from pytest_gostcnn.run.header import header_lines
 from pytest_gostcnn.run.options import Options
@@ -155,7 +156,7 @@ class GostSession:
             for name in ("gost_network_case", "gost_benchmark_case")
             if name in p
         }
-        results.estimate = _run_estimate(self.resolved, self.plan, results)
+        results.estimate = _run_estimate(self.resolved, self.plan, results, self.options.dtype)
 
     def reported(self, item: pytest.Item, report: pytest.TestReport) -> None:
         if not item.get_closest_marker("gost_suite"):
@@ -190,11 +191,11 @@ class GostSession:
         return outcome.not_run(self.options, self.results)
 
 
-def _run_estimate(resolved: Resolved, run_plan: Plan, results: Results) -> RunEstimate:
+def _run_estimate(resolved: Resolved, run_plan: Plan, results: Results, dtype: str) -> RunEstimate:
     """The estimate of the selected benchmark tests still to time, in the order they
-    will run (a test kept from --gost-resume is not timed again)."""
+    will run (a test kept from --gost-resume is not timed again), and of their audits."""
     partial = results.resumed_partial
-    tests = []
+    tests, work = [], {}
     for latin, mode in results.benchmark_items.values():
         if (latin, mode) in results.resumed:
             continue
@@ -203,9 +204,11 @@ def _run_estimate(resolved: Resolved, run_plan: Plan, results: Results) -> RunEs
             rounds -= partial.done  # goes on from its last boundary
         network = resolved.networks[latin]
         label = f"{network.letter} ({latin}) {mode}"
-        macs = macs_per_image(network, mode) * rounds * run_plan.batch
-        tests.append(((latin, mode), label, macs))
-    return RunEstimate(tests)
+        per_round = macs_per_image(network, mode) * run_plan.batch
+        tests.append(((latin, mode), label, per_round * rounds))
+        segment = training_data(dtype)[0] if mode == "training" else None
+        work[(latin, mode)] = per_round * audit_iterations(run_plan.rounds, segment)
+    return RunEstimate(tests, audit_work=work)
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

@@ -136,9 +136,15 @@ def _merged_report(
         "layer_item_ids": layer_ids,
     }
     cells = [dict(cell, failures=[]) for cell in first["cells"]]
+    for cell in cells:
+        cell.pop("suite_seconds", None)  # the jobs' own work, summed below where all state it
     for _, report in reports:
         for cell in report["cells"]:
             cells[cell["cell"]]["failures"] += cell["failures"]
+    if all("suite_seconds" in cell for _, report in reports for cell in report["cells"]):
+        for merged in cells:
+            stated = [r["cells"][merged["cell"]]["suite_seconds"] for _, r in reports]
+            merged["suite_seconds"] = {kind: sum(s[kind] for s in stated) for kind in stated[0]}
     timed = {
         benchmark_name(e["network"], e["mode"], e["dtype"], e["batch"]) for _, e in tests.values()
     }

@@ -13,6 +13,18 @@ from pytest_gostcnn.performance.rounds import Rounds
 from pytest_gostcnn.performance.timing import Timing
 from pytest_gostcnn.reports.compare import Comparison
 
+# The suite's own work, apart from the timed rounds, by kind (the report's cells'
+# ``suite_seconds``): section 8's layer steps and networks, the audits, what a test does
+# around its timed rounds (loading the weights, the warm-up, each round's untimed setup and
+# teardown, the barriers), the report's checkpoints.
+SUITE_WORK = (
+    "layer_verification",
+    "network_verification",
+    "audits",
+    "round_setup",
+    "checkpoints",
+)
+
 
 @dataclass(frozen=True)
 class Conclusion(judgement.Judgement):
@@ -66,6 +78,8 @@ class Results:
     resumed_partial: PartialTest | None = None
     # The suite's side of the network-shape layer case being verified, shared by its steps.
     layer_data: dict[str, object] = field(default_factory=dict)
+    # This cell's seconds of the suite's own work, by kind (SUITE_WORK).
+    suite_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(SUITE_WORK, 0.0))
 
     @property
     def verified_any(self) -> bool:

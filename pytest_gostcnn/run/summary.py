@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_gostcnn.performance.designations import MODE_LETTERS, transliterate
+from pytest_gostcnn.performance.estimate import duration
 
 from .options import Options
 from .resolution import Resolved
@@ -148,3 +149,26 @@ def last_line(results: Results, conclusion: Conclusion) -> str:
     if not conclusion.evaluations:
         parts.append("no evaluation (no benchmark ran)")
     return "GOST R 57700.36-2021: " + "; ".join(parts)
+
+
+def suite_time_line(results: Results, cells: int = 1) -> str:
+    """The suite's own time beside the timed rounds', on cell 0 (where the summary is): the
+    audits, section 8's verification, what the tests did around their timed rounds and the
+    checkpoints (``Results.suite_seconds``), against this run's timed rounds."""
+    work = results.suite_seconds
+    timed = sum(
+        timing.cells[0].seconds
+        for key, timing in results.timings.items()
+        if key not in results.resumed
+    )
+    verification = work["layer_verification"] + work["network_verification"]
+    whose = "cell 0's " if cells > 1 else ""
+    return (
+        f"the suite's own time ({whose}beside {duration(timed)} of timed rounds): "
+        f"{duration(sum(work.values()))}: audits {duration(work['audits'])}, section 8's "
+        f"verification {duration(verification)} (layer steps "
+        f"{duration(work['layer_verification'])}, networks "
+        f"{duration(work['network_verification'])}), around the timed rounds "
+        f"{duration(work['round_setup'])} (loading, warm-up, each round's setup), "
+        f"checkpoints {duration(work['checkpoints'])}"
+    )
