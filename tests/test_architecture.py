@@ -187,9 +187,9 @@ def _called(call: ast.Call) -> str | None:
 
 
 def test_the_judge_is_given_findings_built_in_one_place():
-    # One road: report -> findings -> judge; Findings are built by judgement/findings.py alone.
+    # One road: report -> findings -> judge; Findings are built by judgement/from_report.py alone.
     builders = {module for module, _ in _calls("Findings")}
-    assert builders == {"pytest_gostcnn.judgement.findings"}
+    assert builders == {"pytest_gostcnn.judgement.from_report"}
     judged = [(module, call) for module, call in _calls("judge")]
     assert judged and all(
         len(call.args) == 1

@@ -244,7 +244,7 @@ def test_report_write_is_atomic_and_leaves_no_partial_file(tmp_path, monkeypatch
     def refuse(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr("pytest_gostcnn.run.report.os.replace", refuse)
+    monkeypatch.setattr("pytest_gostcnn.reports.files.os.replace", refuse)
     with pytest.raises(OSError):
         write_report(path, {"a": 2})
     assert json.loads(path.read_text()) == {"a": 1}
@@ -337,9 +337,9 @@ def test_an_orp_above_100_percent_fails_the_test_and_counts_in_no_evaluation(pyt
     # One line names the peak, where it came from, and both ways out.
     result.stdout.fnmatch_lines(
         [
-            "*Ш (Sh) inference: ОРП * % is above 100 % of the cell peak (given (--gost-peak)), "
-            "so the time or the peak is wrong: not a result. Either the peak is wrong (check "
-            "the value given to --gost-peak) or the backend's rounds end before its work does*",
+            "*ТП-Ш-П-float32-B1: ОРП * % is above 100 % of the cell peak 1 MAC/s (given "
+            "(--gost-peak)): not a result. Either the peak is wrong (check the value given to "
+            "--gost-peak) or the backend's rounds end before its work does*",
             "ОРП ABOVE 100 % (Ш (Sh) inference): *those tests failed and count in no evaluation*",
         ]
     )
@@ -373,7 +373,7 @@ def test_an_unwritable_report_is_one_clear_line_not_a_crash(pytester, monkeypatc
     def refuse(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr("pytest_gostcnn.run.report.os.replace", refuse)
+    monkeypatch.setattr("pytest_gostcnn.reports.files.os.replace", refuse)
     report = pytester.path / "r.json"
     crashes = InternalErrors()
     result = pytester.runpytest(
@@ -400,7 +400,7 @@ def test_a_report_that_cannot_be_written_mid_run_stops_it_at_once_with_exit_3(
             raise OSError("disk full")
         replace(source, target)
 
-    monkeypatch.setattr("pytest_gostcnn.run.report.os.replace", second_fails)
+    monkeypatch.setattr("pytest_gostcnn.reports.files.os.replace", second_fails)
     report = pytester.path / "r.json"
     tiny = ("--gost-tables=tiny", "--gost-batch=1", "--gost-mode=inference")
     result = pytester.runpytest(
@@ -469,7 +469,7 @@ def test_a_run_prints_its_estimate_before_timing_and_each_tests_spread_after(pyt
     result.stdout.fnmatch_lines(
         [
             "gostcnn: run estimate: about * for the rounds of 1 benchmark test (1 from its own "
-            "warm-up; *",
+            "warm-up)*",
             "ТП-Ш-П-float32-B1 (quick, non-compliant) *",
             "  audited rounds *",
             "  rounds: median * s, slowest round *x the median, mean (the ОРП's) * % * the median*",

@@ -47,7 +47,6 @@ def compliant_facts(**changes) -> Findings:
         threshold=None,
         provenances={latin: Provenance("reconstruction", shipped=True) for latin in SIX},
         timings=tuple(timing(latin, mode) for latin in SIX for mode in MODES),
-        cells=1,
         cell_failures=(),
         particulars=RUN,
         evaluated=MODES,
@@ -120,7 +119,7 @@ MISSED = [
     (
         "canonical-set",
         {
-            "table_set": "canonical",
+            "particulars": dataclasses.replace(RUN, table_set="canonical"),
             "provenances": {latin: Provenance("canonical", shipped=True) for latin in SIX},
         },
         "tables: the canonical set, the widely used networks at full size, not the standard's "
@@ -150,7 +149,10 @@ MISSED = [
     ),
     (
         "cell-failed",
-        {"cells": 2, "cell_failures": ((1, ("test_network[Sh-inference-B2]",)),)},
+        {
+            "particulars": dataclasses.replace(RUN, cells=2),
+            "cell_failures": ((1, ("test_network[Sh-inference-B2]",)),),
+        },
         "cell 1: 1 item of the suite failed (first: test_network[Sh-inference-B2])",
     ),
     (

@@ -205,12 +205,14 @@ def every_round_between(monkeypatch):
 
 def _apart(report):
     """A report less when it was written, how it was started and where it resumed from, its
-    cells' contention counts (times), and its audits apart, by test and round, less their
+    cells' contention counts and the suite's own seconds (times), and its audits apart, by test and round, less their
     seconds (the drawn rounds of the two windows differ)."""
     report, audits = copy.deepcopy(report), {}
     report.pop("created")
     report.pop("invocation")  # its command line and load differ
     report["run"]["resumed_from"] = None
+    for cell in report["cells"]:
+        assert cell.pop("suite_seconds")["network_verification"] > 0  # the suite's own: times
     for test in report["benchmarks"]:
         for cell in test["cells"]:
             assert cell.pop("contention")["wall_seconds"] > 0  # counted, times apart

@@ -4,11 +4,10 @@ above ``conformance`` and ``performance``, since it needs both. One road in:
 report -> ``findings`` -> ``judge`` -> ``judged_fields`` -> report."""
 
 from .compliance import Findings, Provenance, no_result
-from .findings import findings
-from .judge import JUDGED_FIELDS, Judgement, judge, judged, judged_fields
+from .from_report import findings
+from .judge import Judgement, judge, judged, judged_fields
 
 __all__ = [
-    "JUDGED_FIELDS",
     "Findings",
     "Judgement",
     "Provenance",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pytest_gostcnn.conformance.verification import FAILED_VERDICTS
-from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET, LATIN
+from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, LATIN
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.evaluation import Particulars
 from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, CellTiming, Timing
@@ -67,7 +67,7 @@ class Reason:
 @dataclass(frozen=True)
 class Findings:
     """What the judge is given: what a run found (every cell's, on cell 0) and the options
-    it ran with, as its report states them (``findings.findings``, the one builder)."""
+    it ran with, as its report states them (``from_report.findings``, the one builder)."""
 
     modes: tuple[str, ...]
     profile: str | None  # None where --gost-images chose the rounds
@@ -79,11 +79,11 @@ class Findings:
     threshold: float | None
     provenances: Mapping[str, Provenance]
     timings: tuple[Timing, ...]
-    cells: int
     cell_failures: tuple[tuple[int, tuple[str, ...]], ...]  # (cell, failed item names)
-    particulars: Particulars  # what a result's and an evaluation's comments state (9.7)
-    evaluated: tuple[str, ...] = ()  # the modes evaluated (9.8): those benchmarked
-    table_set: str = DEFAULT_TABLE_SET  # the shipped set's name, or "user"
+    # What a result's and an evaluation's comments state (9.7): the type, batch, cells,
+    # device, peak, software and table set (the shipped set's name, or "user").
+    particulars: Particulars
+    evaluated: tuple[str, ...] = ()  # the modes evaluated (9.8): those with a test begun
     # The selected items the run has not run (yet, or ever: it stopped): how many outside
     # section 9, and the performance tests by name.
     not_run: tuple[int, list[str]] = (0, [])
@@ -247,7 +247,7 @@ def threshold_derived(findings: Findings) -> list[Reason]:
 
 def tables_count(findings: Findings) -> list[Reason]:
     reasons = []
-    if findings.table_set == CANONICAL_SET:
+    if findings.particulars.table_set == CANONICAL_SET:
         reasons.append(Reason("canonical set", NOT_TYPICAL))
     for latin in findings.networks:
         provenance = findings.provenances[latin]
@@ -353,7 +353,7 @@ def cells_unshared(findings: Findings) -> list[Reason]:
 def cells_passed(findings: Findings) -> list[Reason]:
     reasons = []
     for cell, items in findings.cell_failures:
-        where = f"cell {cell}: " if findings.cells > 1 else ""
+        where = f"cell {cell}: " if findings.particulars.cells > 1 else ""
         reasons.append(
             Reason(
                 "items failed",

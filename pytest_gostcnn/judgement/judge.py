@@ -26,9 +26,6 @@ from pytest_gostcnn.performance.timing import Timing
 
 from .compliance import Compliance, Findings, assess, counted, meets_image_count
 
-# The fields of a report the judge writes, in the order a report holds them.
-JUDGED_FIELDS = ("compliant", "noncompliance_reasons", "benchmarks", "evaluations")
-
 
 @dataclass(frozen=True)
 class Judgement:
@@ -51,7 +48,7 @@ def judge(findings: Findings) -> Judgement:
             comment=result_comment(findings.particulars),
             # A designation names the run's table set and image count.
             meets_image_count=met,
-            table_set=findings.table_set,
+            table_set=findings.particulars.table_set,
             requested_images=findings.images,
         )
         for timing in findings.timings
@@ -63,7 +60,8 @@ def judge(findings: Findings) -> Judgement:
 
 
 def judged_fields(judgement: Judgement) -> dict:
-    """The report's fields that state ``judgement`` (``JUDGED_FIELDS``)."""
+    """The report's fields that state ``judgement``: the compliance, each test, each
+    evaluation."""
     return {
         "compliant": judgement.compliance.compliant,
         "noncompliance_reasons": judgement.compliance.texts(),
@@ -85,8 +83,8 @@ def _evaluations(
     met: bool,
     images: int | None = None,
 ) -> list[Evaluation]:
-    """Section 9.8 for each of ``modes`` over the results that count in that mode (not a
-    test whose audit failed), with its comment, designation and reasons. ``met``: the
+    """Section 9.8 for each of ``modes`` over the results that count in that mode
+    (``compliance.counted``), with its comment, designation and reasons. ``met``: the
     rounds hold section 9.3's image count; ``images``: the ``--gost-images`` count, when
     it chose the rounds instead of a profile."""
     timings = list(timings)

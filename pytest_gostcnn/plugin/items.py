@@ -25,6 +25,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_round,
 )
 from pytest_gostcnn.judgement import no_result
+from pytest_gostcnn.judgement.compliance import above_peak
 from pytest_gostcnn.machine.threads import one_blas_thread
 from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.performance.cells import Cells
@@ -333,8 +334,9 @@ def _record_timing(
     session: GostSession, timing: Timing, node: pytest.Item, resumed: bool = False
 ) -> None:
     """A test's timing into the session's results and the item's properties; the item
-    fails when an audit of its rounds failed. ``resumed``: the timing is the stopped run's
-    (``--gost-resume``), not timed again."""
+    fails when the judge finds it no result (an audit of its rounds failed, or a cell's
+    ОРП is above 100 %). ``resumed``: the timing is the stopped run's (``--gost-resume``),
+    not timed again."""
     options = session.options
     session.results.timings[(timing.latin, timing.mode)] = timing
     if resumed:
@@ -349,19 +351,21 @@ def _record_timing(
         *([("gost_resumed_from", options.resume)] if resumed else []),
         ("gost_mean_above_median_percent", f"{100 * timing.spread.mean_above_median:.3g}"),
     ]
-    reasons = no_result(timing)  # the judge's: a failed audit, an ОРП above 100 %
-    if not reasons:
+    if not no_result(timing):  # the judge's: a failed audit, an ОРП above 100 %
         return
     if not timing.failed_audits:
+        cell, orp = above_peak(timing)[0]
+        where = f" on cell {cell.cell}" if len(timing.cells) > 1 else ""
         way_out = (
-            "give the cell's true peak with --gost-peak=MAC/s, e.g. 2.5T"
-            if any(cell.peak.estimated for cell in timing.cells)
-            else "check the value given to --gost-peak"
+            "check the value given to --gost-peak"
+            if not cell.peak.estimated
+            else "give the cell's true peak with --gost-peak=MAC/s, e.g. 2.5T"
         )
         pytest.fail(
-            f"{reasons[0].text}. Either the peak is wrong ({way_out}) or the backend's rounds "
-            "end before its work does (a round ends when its results reach the host: "
-            "docs/benchmarking.md, One round)",
+            f"{timing.name}: ОРП {orp:.3g} %{where} is above 100 % of the cell peak "
+            f"{cell.peak.describe()}: not a result. Either the peak is wrong ({way_out}) or "
+            "the backend's rounds end before its work does (a round ends when its results "
+            "reach the host: docs/benchmarking.md, One round)",
             pytrace=False,
         )
     cell, audit = timing.failed_audits[0]

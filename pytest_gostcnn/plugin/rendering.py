@@ -68,7 +68,7 @@ def terminal_summary(
             run_plan,
             options.dtype,
             resolved.peak,
-            resolved.table_set,
+            conclusion.compliance,
             conclusion.timings,
             conclusion.evaluations,
         )

@@ -20,7 +20,6 @@ from pytest_gostcnn.performance.estimate import RunEstimate, audit_iterations
 from pytest_gostcnn.performance.plan import Plan, plan
 from pytest_gostcnn.performance.timing import macs_per_image
 from pytest_gostcnn.performance.training_data import training_data
-from pytest_gostcnn.run import outcome
 from pytest_gostcnn.run.header import header_lines
 from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.resolution import Resolved
@@ -168,14 +167,14 @@ class GostSession:
             self.results.skips.append(_skip_reason(report))
 
     def checkpoint(self, session: pytest.Session | None = None, stopped: str | None = None) -> None:
-        """The report so far, after every performance test (``checkpoint``); one that could
-        not be written stops ``session`` before its next item."""
+        """The report so far, after every performance test (``reporting.write_checkpoint``);
+        one that could not be written stops ``session`` before its next item."""
         reporting.write_checkpoint(self.config, self.options, self.resolved, self.results, stopped)
         if session is not None and self.results.report_failure is not None:
             session.shouldstop = self.results.report_failure
 
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
-        """The system's exit status and the report, once the items ran (``checkpoint``)."""
+        """The system's exit status and the report, once the items ran (``reporting.finish``)."""
         reporting.finish(session, exitstatus, self.options, self.resolved, self.results)
 
     def terminal_summary(self, reporter: Any) -> None:
@@ -185,10 +184,6 @@ class GostSession:
 
     def last_lines(self, reporter: Any) -> None:
         rendering.last_lines(reporter, self.options, self.results)
-
-    def not_run(self) -> tuple[int, list[str]]:
-        """The selected items of the suite that have not run (``outcome.not_run``)."""
-        return outcome.not_run(self.options, self.results)
 
 
 def _run_estimate(resolved: Resolved, run_plan: Plan, results: Results, dtype: str) -> RunEstimate:

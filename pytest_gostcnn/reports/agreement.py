@@ -15,7 +15,7 @@ def agrees(stated: object, computed: object) -> bool:
     return stated == computed
 
 
-def compare(found: list[str], where: str, stated: dict, computed: dict) -> None:
+def compare_figures(found: list[str], where: str, stated: dict, computed: dict) -> None:
     for key, value in computed.items():
         written = stated.get(key)
         if agrees(written, value):

@@ -27,7 +27,7 @@ from pytest_gostcnn.model.network import (
 )
 from pytest_gostcnn.performance.designations import benchmark_name
 
-from .agreement import agrees, compare
+from .agreement import agrees, compare_figures
 from .check_tests import check_partial, check_tests
 from .load import ReportError, read_report
 from .load import timings as report_timings
@@ -91,12 +91,12 @@ def _tables(report: dict, directory: str | Path | None, found: list[str]) -> dic
             )
     if sorted(options["table_checksums"]) != sorted(options["networks"]):
         found.append("tables: the checksums do not name exactly the selected networks")
-    compare(found, "options", options, {"tables_held": len(networks)})
+    compare_figures(found, "options", options, {"tables_held": len(networks)})
     shipped = options["table_set"] != USER_TABLES
     for latin, stated in options["provenance"].items():
         if latin in networks:
             kind = networks[latin].provenance
-            compare(
+            compare_figures(
                 found, f"options.provenance.{latin}", stated, {"kind": kind, "shipped": shipped}
             )
     return networks
@@ -156,7 +156,7 @@ def _passed(check: dict) -> bool:
 def _check_judged(report: dict, judged: dict, found: list[str]) -> None:
     """The report's judged fields against the judge's own (``judgement.judged_fields``) for
     the report's findings: the plugin wrote them on the same road, so they agree."""
-    compare(
+    compare_figures(
         found,
         "report",
         report,
@@ -165,7 +165,7 @@ def _check_judged(report: dict, judged: dict, found: list[str]) -> None:
     tests = {(test["network"], test["mode"]): test for test in judged["benchmarks"]}
     for stated in report["benchmarks"]:
         test = tests[(stated["network"], stated["mode"])]
-        compare(
+        compare_figures(
             found,
             f"benchmark {stated['designation']}",
             stated,
@@ -185,7 +185,9 @@ def _check_judged(report: dict, judged: dict, found: list[str]) -> None:
         if evaluation is None:
             found.append(f"{where}: {stated['mode']} is not a mode of the run")
         else:
-            compare(found, where, stated, {k: v for k, v in evaluation.items() if k != "comment"})
+            compare_figures(
+                found, where, stated, {k: v for k, v in evaluation.items() if k != "comment"}
+            )
 
 
 def _check_run(report: dict, found: list[str]) -> None:
@@ -197,8 +199,8 @@ def _check_run(report: dict, found: list[str]) -> None:
         and not state["unfinished"]
         and not state["other_items_not_run"]
     )
-    compare(found, "run", state, {"complete": complete})
-    compare(found, "report", report, {"complete": state["complete"]})
+    compare_figures(found, "run", state, {"complete": complete})
+    compare_figures(found, "report", report, {"complete": state["complete"]})
     finished = set(state["finished"])
     for stated in report["benchmarks"]:
         name = benchmark_name(stated["network"], stated["mode"], stated["dtype"], stated["batch"])

@@ -16,7 +16,7 @@ from pytest_gostcnn.performance.plan import WARMUP_ROUNDS, plan
 from pytest_gostcnn.performance.timing import Audit, Timing, macs_per_image
 from pytest_gostcnn.performance.training_data import training_data
 
-from .agreement import agrees, compare
+from .agreement import agrees, compare_figures
 
 
 def check_peak(peak: dict | None, where: str, found: list[str]) -> None:
@@ -24,7 +24,7 @@ def check_peak(peak: dict | None, where: str, found: list[str]) -> None:
     if peak is None or peak["units"] is None:
         return
     product = peak["units"] * peak["clock_hz"] * peak["macs_per_cycle_per_unit"]
-    compare(found, where, peak, {"macs_per_second": product})
+    compare_figures(found, where, peak, {"macs_per_second": product})
 
 
 def check_tests(
@@ -45,14 +45,16 @@ def check_tests(
                 found.append(f"{where}: {key} {stated[key]!r}, the run's is {options[key]!r}")
         network = networks.get(timing.latin)
         if network is not None:
-            compare(found, where, stated, {"macs_per_image": macs_per_image(network, timing.mode)})
+            compare_figures(
+                found, where, stated, {"macs_per_image": macs_per_image(network, timing.mode)}
+            )
         expected = plan(options["profile"], options["batch"], options["images"])
-        compare(found, where, stated, {"rounds": expected.rounds})
+        compare_figures(found, where, stated, {"rounds": expected.rounds})
         lengths = {len(c.round_seconds) for c in timing.cells}
         if len(lengths) > 1:  # the system's rounds pair the cells' round by round
             found.append(f"{where}: the cells hold {sorted(lengths)} round times, not the same")
             continue
-        compare(
+        compare_figures(
             found,
             where,
             stated,
@@ -64,7 +66,9 @@ def check_tests(
                 "orp_percent": timing.orp,
             },
         )
-        compare(found, f"{where}, spread", stated.get("spread", {}), timing.spread.as_dict())
+        compare_figures(
+            found, f"{where}, spread", stated.get("spread", {}), timing.spread.as_dict()
+        )
         if [c["cell"] for c in stated["cells"]] != list(range(options["cells"])):
             found.append(f"{where}: cells {[c['cell'] for c in stated['cells']]}, not one per cell")
         for cell, written in zip(timing.cells, stated["cells"], strict=True):
@@ -73,7 +77,7 @@ def check_tests(
                 found.append(
                     f"{here}: {len(cell.round_seconds)} round times for {timing.rounds} rounds"
                 )
-            compare(
+            compare_figures(
                 found,
                 here,
                 written,
@@ -87,7 +91,9 @@ def check_tests(
             peak = cell.peak.macs_per_second if cell.peak else None
             if not agrees(peaks.get(cell.cell), peak):
                 found.append(f"{here}: peak {peak!r}, the cell's is {peaks.get(cell.cell)!r}")
-            compare(found, f"{here}, spread", written.get("spread", {}), cell.spread.as_dict())
+            compare_figures(
+                found, f"{here}, spread", written.get("spread", {}), cell.spread.as_dict()
+            )
             check_contention(here, cell.cell, cell.contention, written, report, found)
             check_audits(here, cell.audits, timing.rounds, found)
 
@@ -104,7 +110,7 @@ def check_contention(
     and cell 0's cores the invocation's (the other cells' are other processes')."""
     if contention is None:
         return
-    compare(found, f"{here}, contention", written["contention"], contention.as_dict())
+    compare_figures(found, f"{here}, contention", written["contention"], contention.as_dict())
     cores = report.get("invocation", {}).get("cell_cores")
     if cell == 0 and cores is not None and contention.cores != cores:
         found.append(
@@ -142,7 +148,7 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
     stored = report["run"].get("partial")
     if stored is None:
         return
-    options, run = report["options"], report["run"]
+    options, state = report["options"], report["run"]
     test = PartialTest.from_dict(stored)
     where = f"run.partial {stored['test']}"
     if test.latin not in options["networks"] or test.mode not in options["modes"]:
@@ -153,7 +159,7 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
             found.append(f"{where}: {key} {stored[key]!r}, the run's is {options[key]!r}")
     expected = plan(options["profile"], options["batch"], options["images"])
     boundary = boundary_rounds(test.mode, training_data(test.dtype)[0])
-    compare(
+    compare_figures(
         found,
         where,
         stored,
@@ -169,11 +175,11 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
             f"{where}: timed round {test.done} of {test.rounds} is not a boundary (every "
             f"{boundary} rounds) before the test's end"
         )
-    if test.name in run["finished"] or any(
+    if test.name in state["finished"] or any(
         (b["network"], b["mode"]) == test.key for b in report["benchmarks"]
     ):
         found.append(f"{where}: the test has a result or finished, yet is kept part-way")
-    stopped_in = run["stopped_in"] or {}  # its rounds done stop at a failed audit
+    stopped_in = state["stopped_in"] or {}  # its rounds done stop at a failed audit
     failing = any(not a.passed for cell in test.cells for a in cell.audits)
     later = stopped_in.get("test") == test.name and stopped_in["timed_rounds_done"] < test.done
     if later and not failing:
@@ -188,7 +194,7 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
         here = f"{where}, cell {cell.cell}"
         if len(cell.round_seconds) != test.done:
             found.append(f"{here}: {len(cell.round_seconds)} round times for {test.done} rounds")
-        compare(found, here, written, {"seconds": sum(cell.round_seconds)})
+        compare_figures(found, here, written, {"seconds": sum(cell.round_seconds)})
         check_contention(here, cell.cell, cell.contention, written, report, found)
         check_audits(here, cell.audits, test.done, found)
         rounds = [a.round for a in cell.audits]
@@ -203,4 +209,4 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
         if network is not None:
             images = ImageSet(network.input_shape, options["seed"], cell.cell)
             first = image_checksum(images.image(WARMUP_ROUNDS * test.batch))
-            compare(found, here, written, {"first_image_crc32": first})
+            compare_figures(found, here, written, {"first_image_crc32": first})

@@ -149,6 +149,9 @@ def _merged_report(
         benchmark_name(e["network"], e["mode"], e["dtype"], e["batch"]) for _, e in tests.values()
     }
     finished = _unique(name for _, r in reports for name in r["run"]["finished"])
+    began = _unique(
+        name for _, r in reports for name in r["run"].get("began", r["run"]["finished"])
+    )
     unfinished = _unique(
         name for _, r in reports for name in r["run"]["unfinished"] if name not in timed
     )
@@ -190,6 +193,7 @@ def _merged_report(
             "stopped": stopped,
             "stopped_in": None,
             "finished": finished,
+            "began": began,
             "unfinished": unfinished,
             "other_items_not_run": others,
             "resumed_from": None,

@@ -83,7 +83,7 @@ def evaluate(paths: list[str], output: str | None, tables: str | None = None) ->
         plan(options["profile"], options["batch"], options["images"]),
         options["dtype"],
         peak,
-        options["table_set"],
+        merged.compliance,
         merged.timings,
         merged.evaluations,
     )

@@ -107,6 +107,15 @@ def run_state(
         if node in results.outcomes or (latin, mode) in results.resumed
     ]
     finished += [t.name for t in results.resumed.values() if t.name not in finished]
+    began = list(
+        dict.fromkeys(
+            [
+                benchmark_name(latin, mode, options.dtype, options.batch)
+                for latin, mode in results.benchmarked
+            ]
+            + [t.name for t in results.resumed.values()]
+        )
+    )
     stopped_in = None
     if results.timing_now is not None and (stopped or others or tests):
         name, rounds = results.timing_now
@@ -121,6 +130,7 @@ def run_state(
         "stopped": stopped,
         "stopped_in": stopped_in,
         "finished": finished,
+        "began": began,
         "unfinished": tests,
         "other_items_not_run": others,
         "resumed_from": results.resumed_from,

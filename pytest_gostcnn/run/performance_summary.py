@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_gostcnn.judgement.compliance import above_peak, meets_image_count
+from pytest_gostcnn.judgement.compliance import Compliance, above_peak
 from pytest_gostcnn.machine.peak import Peak, si
-from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC
+from pytest_gostcnn.model.network import CYRILLIC
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.evaluation import Evaluation, describe
 from pytest_gostcnn.performance.plan import Plan
@@ -31,20 +31,22 @@ def performance_lines(
     run_plan: Plan,
     dtype: str,
     peak: Peak | None,
-    table_set: str,
+    compliance: Compliance,
     timings: Sequence[Timing],
     evaluations: Sequence[Evaluation],
 ) -> list[str]:
     """Section 9's lines: of this run, or of merged reports
-    (``python -m pytest_gostcnn evaluate``)."""
-    counted = meets_image_count(run_plan.profile, run_plan.requested)  # 9.3's count
+    (``python -m pytest_gostcnn evaluate``); the banners say what the judge found
+    (``compliance``: the image count, the canonical set)."""
+    found = {reason.short for reason in compliance.reasons}
+    counted = not ({"quick profile", f"images={run_plan.requested}"} & found)  # 9.3's count
     if counted:
         lines = []
     elif run_plan.requested is None:
         lines = [NON_COMPLIANT]
     else:
         lines = [IMAGES_NON_COMPLIANT.format(images=run_plan.requested)]
-    if table_set == CANONICAL_SET:
+    if "canonical set" in found:
         lines.append(CANONICAL_NON_COMPLIANT)
     if peak is None:
         lines.append("no peak: ОРП needs --gost-peak=MAC/s (no estimate for this device)")

@@ -11,13 +11,13 @@ temporary name in the same folder and renamed, so a report on disk is always who
 from __future__ import annotations
 
 import json
-import os
 import platform
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pytest_gostcnn.judgement import findings, judge, judged
 from pytest_gostcnn.machine.facts import cpu_model, libraries
+from pytest_gostcnn.machine.threads import cell_cores
 from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.network import CYRILLIC, table_checksum
 from pytest_gostcnn.reports.compare import compare
@@ -41,7 +41,7 @@ def configuration_fields(options: Options, resolved: Resolved) -> dict:
     return {
         "system": {
             "cpu_model": cpu_model(),
-            "cpu_cores": len(os.sched_getaffinity(0)),
+            "cpu_cores": cell_cores(),
             "platform": platform.platform(),
             "python": platform.python_version(),
             "libraries": libraries(),

@@ -35,7 +35,6 @@ def findings(report: dict) -> Findings:
             latin: Provenance(p["kind"], p["shipped"]) for latin, p in options["provenance"].items()
         },
         timings=tuple(Timing.from_dict(test) for test in report["benchmarks"]),
-        cells=options["cells"],
         cell_failures=tuple(
             (cell["cell"], tuple(item for item, _ in cell["failures"]))
             for cell in report["cells"]
@@ -43,7 +42,6 @@ def findings(report: dict) -> Findings:
         ),
         particulars=particulars(report),
         evaluated=evaluated(report),
-        table_set=options["table_set"],
         not_run=(state["other_items_not_run"], list(state["unfinished"])),
         ended=report["exit_status"] is not None,
         images=options["images"],
@@ -51,13 +49,17 @@ def findings(report: dict) -> Findings:
 
 
 def evaluated(report: dict) -> tuple[str, ...]:
-    """The modes evaluated (9.8): those with a performance test that has a result, finished
-    (ran, even to a skip or a failure) or is being timed; none where the backend was not
-    there to time."""
+    """The modes evaluated (9.8): those with a performance test that has a result or whose
+    item began (``run.began``; in a report that predates it, one that finished or was being
+    timed); none where the backend was not there to time."""
     options, state = report["options"], report["run"]
     if report["system"]["backend"]["unavailable"] is not None:
         return ()
-    began = {*state["finished"], *([state["stopped_in"]["test"]] if state["stopped_in"] else [])}
+    if "began" in state:
+        began = set(state["began"])
+    else:
+        stopped_in = [state["stopped_in"]["test"]] if state["stopped_in"] else []
+        began = {*state["finished"], *stopped_in}
     timed = {test["mode"] for test in report["benchmarks"]}
     return tuple(
         mode
