@@ -205,8 +205,8 @@ def every_round_between(monkeypatch):
 
 def _apart(report):
     """A report less when it was written, how it was started and where it resumed from, its
-    cells' contention counts and the suite's own seconds (times), and its audits apart, by test and round, less their
-    seconds (the drawn rounds of the two windows differ)."""
+    cells' contention counts and the suite's own seconds (times), and its audits apart, by
+    test and round, less their seconds (the drawn rounds of the two windows differ)."""
     report, audits = copy.deepcopy(report), {}
     report.pop("created")
     report.pop("invocation")  # its command line and load differ
