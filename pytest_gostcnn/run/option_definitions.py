@@ -211,7 +211,8 @@ OPTIONS: tuple[Option, ...] = (
         "compare_fail",
         "PERCENT",
         "fail a test, and exit 6, when its median round is more than PERCENT slower than "
-        "the baseline's (--gost-compare) at 95 % confidence (a bootstrap of both runs' rounds)",
+        "the baseline's (--gost-compare) at 95 per cent confidence (a bootstrap of both runs' "
+        "rounds)",
         parse.percent,
         rerun="never",
     ),
