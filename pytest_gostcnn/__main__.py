@@ -6,7 +6,7 @@ python -m pytest_gostcnn reference [--tables SET_OR_DIR] [--networks R,Sh] [--ba
 python -m pytest_gostcnn check REPORT... [--tables DIR]
 python -m pytest_gostcnn evaluate REPORT... [-o PATH] [--tables DIR]
 python -m pytest_gostcnn compare BASELINE REPORT [--fail PERCENT] [--tables DIR]
-python -m pytest_gostcnn plot REPORT -o FILE.svg
+python -m pytest_gostcnn plot REPORT -o FILE.svg [--tables DIR]
 """
 
 from __future__ import annotations
@@ -24,6 +24,13 @@ from pytest_gostcnn.run.option_definitions import BY_NAME, OPTIONS
 TABLES_HELP = "the directory of tables a report of --gost-tables=DIR was run on"
 
 
+def _directory(text: str) -> str:
+    """``--tables DIR``: a directory that exists (else a report would check without it)."""
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text}: no such directory")
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "check":
@@ -33,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "compare":
         return commands.compare(args.baseline, args.report, args.fail, args.tables)
     if args.command == "plot":
-        return plot(args.report, args.output)
+        return plot(args.report, args.output, args.tables)
     if args.command == "tables":
         return commands.tables(args.tables)
     return commands.reference(args.tables, args.networks, args.batch, args.seed, args.weights)
@@ -54,27 +61,28 @@ def _parser() -> argparse.ArgumentParser:
         help="recompute every figure of --gost-report files and name each disagreement",
     )
     checker.add_argument("reports", nargs="+", metavar="REPORT")
-    checker.add_argument("--tables", metavar="DIR", help=TABLES_HELP)
+    checker.add_argument("--tables", metavar="DIR", type=_directory, help=TABLES_HELP)
     evaluate = sub.add_parser(
         "evaluate",
         help="merge the reports of runs of one configuration into one evaluation per mode",
     )
     evaluate.add_argument("reports", nargs="+", metavar="REPORT")
     evaluate.add_argument("-o", "--output", metavar="PATH", help="write the merged report here")
-    evaluate.add_argument("--tables", metavar="DIR", help=TABLES_HELP)
+    evaluate.add_argument("--tables", metavar="DIR", type=_directory, help=TABLES_HELP)
     comparing = sub.add_parser(
         "compare",
-        help="each test's ОРП in REPORT against BASELINE's; exit 6 when one fell below --fail",
+        help="each test in REPORT against BASELINE's; exit 6 when one is slower beyond --fail",
     )
     comparing.add_argument("baseline", metavar="BASELINE", help="the report to compare with")
     comparing.add_argument("report", metavar="REPORT", help="the report of the run now")
     BY_NAME["compare_fail"].add_argument(comparing, "--fail")
-    comparing.add_argument("--tables", metavar="DIR", help=TABLES_HELP)
+    comparing.add_argument("--tables", metavar="DIR", type=_directory, help=TABLES_HELP)
     plotting = sub.add_parser(
         "plot", help="draw a --gost-report's evaluation (section 9.8) as an SVG picture"
     )
     plotting.add_argument("report", metavar="REPORT", help="a report written by --gost-report")
     plotting.add_argument("-o", "--output", metavar="FILE.svg", required=True, help="the picture")
+    plotting.add_argument("--tables", metavar="DIR", type=_directory, help=TABLES_HELP)
     # The same options as the plugin's --gost-*, with the same checks.
     BY_NAME["tables"].add_argument(tables)
     for option in OPTIONS:

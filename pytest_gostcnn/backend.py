@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import abc
 import importlib
+import sys
+from collections.abc import Sequence
 from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
 
 import numpy as np
 
@@ -135,19 +138,54 @@ class Backend(abc.ABC):
         return executor.train(network, self, weights, image, out_residual)
 
 
+def _import(module_name: str, search: Sequence[tuple[str, Path]]):
+    """``module_name`` imported; when its top package is not importable, from the first
+    folder of ``search`` that holds it, put first on ``sys.path`` (pytest's ``prepend``)."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.partition(".")[0]
+        if exc.name != top:
+            raise
+        for _, folder in search:
+            if (folder / f"{top}.py").is_file() or (folder / top).is_dir():
+                sys.path.insert(0, str(folder))
+                return importlib.import_module(module_name)
+        raise
+
+
 def registered_backends() -> dict[str, EntryPoint]:
     """The backends registered under the entry-point group, by name."""
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def load_backend_class(name: str) -> type[Backend]:
-    """The backend class for ``--gost-backend=NAME``: a registered name or ``module:Class``."""
+def load_backend_class(name: str, search: Sequence[tuple[str, Path]] = ()) -> type[Backend]:
+    """The backend class for ``--gost-backend=NAME``: a registered name or ``module:Class``.
+
+    Args:
+        name: the registered name, or ``module:Class``.
+        search: (what it is, folder) where ``module`` is looked for when it is not
+            importable, in order, as pytest finds test code: the invocation directory, the
+            rootdir. The folder it is found in goes first on ``sys.path``.
+    """
     available = ", ".join(sorted(registered_backends())) or "none"
     hint = f"available backends: {available}; or name a class as package.module:Class"
     if ":" in name:
         module_name, _, attribute = name.partition(":")
         try:
-            module = importlib.import_module(module_name)
+            module = _import(module_name, search)
+        except ModuleNotFoundError as exc:
+            top = module_name.partition(".")[0]
+            if exc.name != top:
+                raise BackendError(
+                    f"backend {name!r}: module {module_name!r} failed to import: "
+                    f"{type(exc).__name__}: {exc} ({hint})"
+                ) from exc
+            looked = ", ".join(["sys.path", *(f"the {what} {folder}" for what, folder in search)])
+            raise BackendError(
+                f"backend {name!r}: no module {top!r} ({top}.py or a package {top}/) in "
+                f"{looked} ({hint})"
+            ) from None
         except Exception as exc:  # any import-time failure is the backend's, reported as such
             raise BackendError(
                 f"backend {name!r}: module {module_name!r} failed to import: "

@@ -63,6 +63,13 @@ from pytest_gostcnn.performance import contention, plan
 plan.FULL_PROFILE_IMAGES = 4
 contention.waited_seconds = lambda tasks="": None
 '''
+# The cell's sharing alone not measured (``-p gost_unshared``), for runs whose times are the
+# fixed clock's and so never the machine's.
+UNSHARED = '''"""The cell's sharing not measured: the machine's load decides nothing."""
+from pytest_gostcnn.performance import contention
+
+contention.waited_seconds = lambda tasks="": None
+'''
 TABLE = """letter: {letter}
 name: tiny {letter}
 provenance: {provenance}
@@ -85,6 +92,7 @@ def tick():
     return _now
 '''
 FIXED_CLOCK = "--benchmark-timer=gost_test_clock.tick"
+UNMEASURED_SHARING = ("-p", "gost_unshared")
 
 
 @dataclass
@@ -124,6 +132,7 @@ def directory(path: Path, provenance: str = "official") -> Path:
     ):
         (path / name).write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
     (path / "gost_tiny_full.py").write_text(TINY_FULL, encoding="utf-8")
+    (path / "gost_unshared.py").write_text(UNSHARED, encoding="utf-8")
     (path / "gost_test_clock.py").write_text(CLOCK, encoding="utf-8")
     return path
 

@@ -275,7 +275,8 @@ def test_the_command_writes_the_picture_of_a_real_report(written, tmp_path):
     output = tmp_path / "evaluation.svg"
 
     done = subprocess.run(
-        [sys.executable, "-m", "pytest_gostcnn", "plot", str(written), "-o", str(output)],
+        [sys.executable, "-m", "pytest_gostcnn", "plot", str(written), "-o", str(output)]
+        + ["--tables", str(written.parent / "tiny")],
         capture_output=True,
         text=True,
         check=False,
@@ -289,11 +290,11 @@ def test_the_command_writes_the_picture_of_a_real_report(written, tmp_path):
     assert list(tmp_path.iterdir()) == [output]  # no temporary file beside it
 
 
-def refused(capsys, tmp_path: Path, report_path: Path, output: Path, says: str) -> None:
+def refused(capsys, tmp_path: Path, report_path: Path, output: Path, says: str, *more: str) -> None:
     """The command exits 1 with one line on stderr that says ``says``, and writes nothing."""
     before = set(tmp_path.rglob("*"))
 
-    status = main(["plot", str(report_path), "-o", str(output)])
+    status = main(["plot", str(report_path), "-o", str(output), *more])
 
     captured = capsys.readouterr()
     assert status == 1
@@ -323,6 +324,35 @@ def test_a_file_that_is_not_a_report_is_one_line_naming_it(capsys, tmp_path, con
         path.write_bytes(content)
 
     refused(capsys, tmp_path, path, tmp_path / "out.svg", f"{path}: {says}")
+
+
+def test_a_report_whose_orp_was_edited_does_not_check_and_is_refused(
+    capsys, tmp_path, report, written
+):
+    report["benchmarks"][0]["orp_percent"] *= 2
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(report), encoding="utf-8")
+    tables = str(written.parent / "tiny")
+
+    refused(
+        capsys,
+        tmp_path,
+        path,
+        tmp_path / "out.svg",
+        f"{path}: does not check",
+        *("--tables", tables),
+    )
+
+
+def test_a_tables_directory_that_does_not_exist_is_refused_naming_it(capsys, written, tmp_path):
+    for command in ("plot", "check", "evaluate", "compare"):
+        args = [command, str(written), *([str(written)] if command == "compare" else [])]
+        args += [*(["-o", str(tmp_path / "o.svg")] if command == "plot" else [])]
+        with pytest.raises(SystemExit) as exited:
+            main([*args, "--tables", "/no/such/dir"])
+        assert exited.value.code == 2
+        (line,) = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+        assert "/no/such/dir: no such directory" in line
 
 
 def test_a_report_with_nothing_benchmarked_is_one_line(capsys, tmp_path):
@@ -361,14 +391,30 @@ def test_a_result_that_is_not_a_percent_is_one_line(capsys, tmp_path, report, pe
 def test_output_into_a_missing_folder_is_one_line(capsys, tmp_path, written):
     output = tmp_path / "no" / "such" / "evaluation.svg"
 
-    refused(capsys, tmp_path, written, output, f"-o {output}: folder {output.parent} does not")
+    refused(
+        capsys,
+        tmp_path,
+        written,
+        output,
+        f"-o {output}: folder {output.parent} does not",
+        "--tables",
+        str(written.parent / "tiny"),
+    )
 
 
 @pytest.mark.parametrize("name", ["evaluation.png", "evaluation.pdf", "evaluation"])
 def test_output_the_command_does_not_write_is_refused(capsys, tmp_path, written, name):
     output = tmp_path / name
 
-    refused(capsys, tmp_path, written, output, f"-o {output}: plot writes SVG only")
+    refused(
+        capsys,
+        tmp_path,
+        written,
+        output,
+        f"-o {output}: plot writes SVG only",
+        "--tables",
+        str(written.parent / "tiny"),
+    )
 
 
 def test_a_failed_write_leaves_the_old_picture_and_no_temporary_file(
@@ -382,7 +428,7 @@ def test_a_failed_write_leaves_the_old_picture_and_no_temporary_file(
 
     monkeypatch.setattr("pytest_gostcnn.reports.files.os.replace", full_disk)
     says = f"-o {output}: cannot write in {tmp_path} (No space left"
-    refused(capsys, tmp_path, written, output, says)
+    refused(capsys, tmp_path, written, output, says, "--tables", str(written.parent / "tiny"))
     assert output.read_text(encoding="utf-8") == "the old picture"
 
 
@@ -390,5 +436,13 @@ def test_output_onto_the_report_itself_is_refused_and_keeps_the_report(capsys, t
     path = tmp_path / "report.json"
     path.write_bytes(written.read_bytes())
 
-    refused(capsys, tmp_path, path, path, f"-o {path}: is the report itself")
+    refused(
+        capsys,
+        tmp_path,
+        path,
+        path,
+        f"-o {path}: is the report itself",
+        "--tables",
+        str(written.parent / "tiny"),
+    )
     assert path.read_bytes() == written.read_bytes()

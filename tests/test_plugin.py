@@ -14,10 +14,13 @@ the layout of the plugin's own terminal summary, and a usage error's message is 
 pytest prints it, on stderr.
 """
 
+import os
 import re
 import shlex
+import subprocess
 import sys
 import types
+from xml.etree import ElementTree
 
 import numpy as np
 import pytest
@@ -265,6 +268,7 @@ BAD_OPTIONS = [
     ),
     (["--gost-mode=sideways"], ["--gost-mode=sideways", "training, inference, both"]),
     (["--gost-networks=Q"], ["--gost-networks", "unknown network 'Q'"]),
+    (["--gost-networks=R,,Sh"], ["--gost-networks=R,,Sh", "an empty name between commas"]),
     (["--gost-rmse-threshold=-1"], ["--gost-rmse-threshold=-1", ">= 0"]),
     (["--gost-seed=-3"], ["--gost-seed=-3", "from 0 to"]),
     (["--gost-local-cell=-1"], ["--gost-local-cell=-1", "from 0 to"]),
@@ -553,6 +557,59 @@ def test_backend_module_that_fails_to_import_is_a_usage_error_saying_so(pytester
     result = pytester.runpytest("--gost-backend=badmod:Backend")
 
     usage_error(result, "module 'badmod' failed to import", "vendor library libfoo.so not found")
+
+
+# A console script's interpreter: its own folder first on sys.path, not the working directory
+# (``python -m pytest`` puts that there, and would hide what ``pytest`` does).
+LAUNCHER = "import sys\nimport pytest\nsys.exit(pytest.console_main())\n"
+
+
+def _plain_pytest(tmp_path, folder, *args: str):
+    """``pytest ARGS`` in ``folder`` as its console script runs it, without PYTHONPATH."""
+    launcher = tmp_path / "bin" / "pytest_script.py"
+    launcher.parent.mkdir(exist_ok=True)
+    launcher.write_text(LAUNCHER, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    command = [sys.executable, str(launcher), "-p", "no:cacheprovider", *args]
+    return subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
+
+
+def test_a_backend_module_in_the_invocation_directory_loads_and_its_rerun_works_as_printed(
+    tmp_path,
+):
+    folder = tmp_path / "vendor"
+    folder.mkdir()
+    (folder / "mymod.py").write_text(BACKENDS.read_text(encoding="utf-8"), "utf-8")
+    args = ["--gost-backend=mymod:ScaledConv", *SMALL, "-k", "test_network"]
+    done = _plain_pytest(tmp_path, folder, *args, "--junitxml=first.xml")
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    (rerun,) = {
+        line.partition("rerun: ")[2] for line in done.stdout.splitlines() if "rerun: " in line
+    }
+    argv = shlex.split(rerun)
+    assert argv[0] == "pytest"
+    again = _plain_pytest(tmp_path, folder, *argv[1:], "--junitxml=again.xml")
+    assert again.returncode == 1, again.stdout[-2000:] + again.stderr[-2000:]
+    for xml in ("first.xml", "again.xml"):
+        cases = ElementTree.parse(folder / xml).getroot().iter("testcase")
+        assert [c.get("name") for c in cases if c.find("failure") is not None] == [
+            "test_network[Sh-inference-B1]"
+        ]
+
+
+def test_a_backend_module_in_the_rootdir_loads_from_a_folder_below_it(tmp_path):
+    root = tmp_path / "project"
+    (root / "jobs").mkdir(parents=True)
+    (root / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (root / "mymod.py").write_text(BACKENDS.read_text(encoding="utf-8"), "utf-8")
+    done = _plain_pytest(tmp_path, root / "jobs", "--gost-backend=mymod:Mine", *SMALL, "--co")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_a_backend_module_found_nowhere_is_a_usage_error_saying_where_it_looked(pytester):
+    result = pytester.runpytest("--gost-backend=nosuchmod:Backend")
+
+    usage_error(result, "no module 'nosuchmod'", f"invocation directory {pytester.path}", "rootdir")
 
 
 def test_backend_class_that_is_not_a_backend_is_a_usage_error_saying_so(pytester, backends):

@@ -333,3 +333,36 @@ def test_the_failure_shown_is_the_backends_worst_not_a_degenerate_reference():
     assert result.verdict == NOT_CORRECT
     assert result.first_failure.startswith("OUT mean:")  # 9.5x, not the 1.1x listed first
     assert Verification("s", checks=[zeros]).first_failure.startswith("IN_D:")
+
+
+class _ReturnsNone(NumpyBackend):
+    """A backend whose ``step`` kernel returns None instead of its arrays."""
+
+    def __init__(self, step: str) -> None:
+        super().__init__("float32")
+        self.broken = step
+
+    def forward(self, layer, inputs, weights):
+        return None if self.broken == "forward" else super().forward(layer, inputs, weights)
+
+    def backward(self, layer, inputs, outputs, out_residuals, weights):
+        if self.broken == "backward":
+            return None
+        return super().backward(layer, inputs, outputs, out_residuals, weights)
+
+    def gradient(self, layer, inputs, out_residuals):
+        if self.broken == "gradient":
+            return None
+        return super().gradient(layer, inputs, out_residuals)
+
+
+@pytest.mark.parametrize("step", ["forward", "backward", "gradient"])
+def test_a_kernel_returning_none_is_named_with_what_it_returned_not_as_the_suites_error(step):
+    layer = make_layer("conv", [(5, 5, 2)], F=3, Rx=3, Ry=3, S=1, Px=1, Py=1)
+
+    failed = verify_layer(_ReturnsNone(step), layer, step, 2, seed=1, subject="c")
+
+    assert failed.verdict == NOT_CORRECT
+    assert failed.error.startswith("the backend returned what the contract does not allow: ")
+    assert f"_ReturnsNone.{step} of row {layer.number} (conv): expected " in failed.error
+    assert "got a NoneType with no shape" in failed.error

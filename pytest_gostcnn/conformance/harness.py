@@ -14,6 +14,7 @@ import numpy as np
 
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
+from pytest_gostcnn.model.executor import KernelError
 from pytest_gostcnn.model.fixed_point import integer_type
 
 from .error_model import ErrorModelKernels, ValueAndVariance, admissible_rmse
@@ -204,6 +205,8 @@ def guarded(subject: str, verify: Callable[[Verification], None]) -> Verificatio
         result.error, result.suite_failed = str(exc), True
     except ContractError as exc:
         result.error = str(exc)
+    except KernelError as exc:  # what a kernel returned, named with the kernel
+        result.error = f"the backend returned what the contract does not allow: {exc}"
     except Exception as exc:  # the backend's failure is the verdict, not a crash
         where = traceback.extract_tb(exc.__traceback__)[-1]
         result.error = (

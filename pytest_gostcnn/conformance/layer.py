@@ -12,6 +12,7 @@ import numpy as np
 
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model.data import INPUT_RANGE, WEIGHT_RANGE
+from pytest_gostcnn.model.executor import check_gradients, check_maps
 from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type
 from pytest_gostcnn.model.layers import Layer
 
@@ -152,6 +153,9 @@ class _LayerRun:
 
     def forward(self) -> None:
         self.outputs = self.backend.forward(self.layer, self.inputs, self.weights)
+        check_maps(
+            self.backend, self.layer, "forward", self.outputs, self.layer.out_shapes, self.batch
+        )
 
     def backward(self) -> None:
         self.residuals = [self.backend.to_device(a) for a in self.data.residuals]
@@ -164,10 +168,13 @@ class _LayerRun:
         self.in_residuals = self.backend.backward(
             self.layer, inputs, outputs, self.residuals, self.weights
         )
+        shapes = self.layer.in_shapes
+        check_maps(self.backend, self.layer, "backward", self.in_residuals, shapes, self.batch)
 
     def gradient(self) -> None:
         inputs, _ = self.layer.given_to_backward(self.inputs, self.outputs)
         self.grads = self.backend.gradient(self.layer, inputs, self.residuals)
+        check_gradients(self.backend, self.layer, self.grads)
 
     def update(self) -> None:
         # update changes the weights by contract; the gradients and the rest it only reads.

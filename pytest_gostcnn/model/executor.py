@@ -96,7 +96,7 @@ def train(
         inputs, outputs = [maps[r] for r in in_refs], [maps[r] for r in out_refs]
         out_residuals = [residuals.pop(r) for r in layer.outputs]
         in_residuals = kernels.backward(layer, inputs, outputs, out_residuals, layer_weights)
-        _check_maps(kernels, layer, "backward", in_residuals, layer.in_shapes, batch)
+        check_maps(kernels, layer, "backward", in_residuals, layer.in_shapes, batch)
         for ref, residual in zip(layer.inputs, in_residuals, strict=True):
             # Out of place: a kernel may return one array for several inputs (eltwise).
             residuals[ref] = residuals[ref] + residual if ref in residuals else residual
@@ -105,7 +105,7 @@ def train(
         # not the network's; the values are those of the standard's step order.
         if layer.has_weights:
             grads = kernels.gradient(layer, inputs, out_residuals)
-            _check_gradients(kernels, layer, grads)
+            check_gradients(kernels, layer, grads)
             gradients[layer.number] = grads
         del inputs, outputs, out_residuals, in_residuals
         for ref in [r for r, row in release_at.items() if row == layer.number]:
@@ -138,7 +138,7 @@ def _forward(
         outputs = kernels.forward(
             layer, [maps[r] for r in layer.inputs], weights.get(layer.number, {})
         )
-        _check_maps(kernels, layer, "forward", outputs, layer.out_shapes, batch)
+        check_maps(kernels, layer, "forward", outputs, layer.out_shapes, batch)
         maps.update(zip(layer.outputs, outputs, strict=True))
         for ref in set(layer.inputs):
             if last_reader[ref] == layer.number and ref not in keep:
@@ -179,7 +179,7 @@ def _check_argument(name: str, array: Array, shape: Shape, batch: int | None = N
     return got[0]
 
 
-def _check_maps(
+def check_maps(
     kernels: Kernels, layer: Layer, step: str, got: Any, shapes: tuple[Shape, ...], batch: int
 ) -> None:
     """A forward or backward return: one [B][X][Y][L] array per output or per input."""
@@ -199,7 +199,7 @@ def _check_maps(
             )
 
 
-def _check_gradients(kernels: Kernels, layer: Layer, got: Any) -> None:
+def check_gradients(kernels: Kernels, layer: Layer, got: Any) -> None:
     """A gradient return: the layer's weight names, each array shaped like its weight."""
     if not isinstance(got, Mapping) or set(got) != set(layer.weight_shapes):
         found = f"keys {sorted(map(str, got))}" if isinstance(got, Mapping) else _describe(got)

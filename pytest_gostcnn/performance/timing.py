@@ -211,10 +211,15 @@ class Timing:
         return system_seconds(self.cells)
 
     @property
-    def spread(self) -> Spread:
-        """The spread of the system's rounds, each the slowest cell's."""
+    def round_seconds(self) -> tuple[float, ...]:
+        """The system's rounds, each the slowest cell's."""
         rounds = zip(*(c.round_seconds for c in self.cells), strict=True)
-        return Spread.of([max(times) for times in rounds])
+        return tuple(max(times) for times in rounds)
+
+    @property
+    def spread(self) -> Spread:
+        """The spread of the system's rounds."""
+        return Spread.of(self.round_seconds)
 
     @property
     def failed_audits(self) -> list[tuple[int, Audit]]:

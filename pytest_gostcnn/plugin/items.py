@@ -34,6 +34,7 @@ from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell, Par
 from pytest_gostcnn.performance.rounds import AuditedRound, Links, Rounds, TimedTest, subject
 from pytest_gostcnn.performance.stall import stall_deadline
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
+from pytest_gostcnn.reports.compare import compare
 from pytest_gostcnn.run.resolution import case_steps, layer_item_id, layer_params
 
 from . import meeting, reporting
@@ -352,6 +353,7 @@ def _record_timing(
         ("gost_mean_above_median_percent", f"{100 * timing.spread.mean_above_median:.3g}"),
     ]
     if not no_result(timing):  # the judge's: a failed audit, an ОРП above 100 %
+        _gate(session, timing, node)
         return
     if not timing.failed_audits:
         cell, orp = above_peak(timing)[0]
@@ -386,6 +388,22 @@ def _record_timing(
         ),
         pytrace=False,
     )
+
+
+def _gate(session: GostSession, timing: Timing, node: pytest.Item) -> None:
+    """Fail the item when its test fell below ``--gost-compare``'s baseline, by the rule the
+    run's end applies (``reports/compare.py``), so that JUnit XML, the exit status (6) and
+    the last lines agree; the standard's compliance is not touched by it."""
+    allowed = session.options.compare_fail
+    if session.results.baseline is None or allowed is None:
+        return
+    path, then = session.results.baseline
+    same = [t for t in then if (t.latin, t.mode) == (timing.latin, timing.mode)]
+    comparison = compare(path, same, [timing], allowed)
+    why = comparison.reason()
+    if why is not None:
+        session.results.fell[node.nodeid] = why
+        pytest.fail(why, pytrace=False)
 
 
 def audit_round(

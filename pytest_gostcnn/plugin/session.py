@@ -161,7 +161,7 @@ class GostSession:
         if not item.get_closest_marker("gost_suite"):
             return
         self.results.outcome(item.nodeid, report.when, report.outcome)
-        if report.failed:
+        if report.failed and item.nodeid not in self.results.fell:
             self.results.failures.append((item.name, _first_line(report)))
         elif report.skipped:
             self.results.skips.append(_skip_reason(report))

@@ -50,7 +50,10 @@ def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None, Bas
         _check_benchmark_options(config)
         _check_settings(config)
         options = Options.parse(*option_texts(config))
-        resolved = resolve(options, cells)
+        # A backend's module is found as pytest finds test code (docs/backends.md).
+        search = [("invocation directory", config.invocation_params.dir)]
+        search += [("rootdir", config.rootpath)]
+        resolved = resolve(options, cells, search)
         if cells.size > 1:
             _check_same_items(config)
         if options.resume is not None:

@@ -19,6 +19,7 @@ from xml.sax.saxutils import escape
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, PASSED_VERDICTS
 from pytest_gostcnn.model.network import CYRILLIC
 
+from .check import first_disagreement
 from .files import write_atomically
 from .load import ReportError, read_report
 from .schema import validate
@@ -62,11 +63,12 @@ class Bar:
     designation: str = ""
 
 
-def plot(report_path: str, output_path: str) -> int:
+def plot(report_path: str, output_path: str, tables: str | None = None) -> int:
     """The command: read ``report_path``, write its picture to ``output_path``; on a
-    problem, one line on stderr and exit status 1."""
+    problem, one line on stderr and exit status 1. ``tables``: the directory of a
+    ``--gost-tables=DIR`` run, to check its report against."""
     try:
-        report = drawable_report(Path(report_path))
+        report = drawable_report(Path(report_path), tables)
         write_picture(Path(report_path), Path(output_path), draw(report))
     except (ReportError, PictureError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -75,9 +77,10 @@ def plot(report_path: str, output_path: str) -> int:
     return 0
 
 
-def drawable_report(path: Path) -> dict:
+def drawable_report(path: Path, tables: str | None = None) -> dict:
     """The report at ``path`` (``load.read_report``), whole by its schema (``schema.py``),
-    with at least one evaluation to draw."""
+    with at least one evaluation to draw, and every figure agreeing (``check``): a picture of
+    an edited ОРП would pass for a measured one."""
     report = read_report(path)
     problems = validate(report)
     if problems:
@@ -85,6 +88,11 @@ def drawable_report(path: Path) -> dict:
     if not report["evaluations"] or not report["benchmarks"]:
         why = f" ({report['exit_reason']})" if report["exit_reason"] else ""
         raise ReportError(f"{path}: no result to draw: no performance test finished{why}")
+    disagreement = first_disagreement(report, tables)
+    if disagreement is not None:
+        raise ReportError(
+            f"{path}: does not check (python -m pytest_gostcnn check): {disagreement}"
+        )
     return report
 
 

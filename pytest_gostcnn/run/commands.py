@@ -1,7 +1,7 @@
 """The command line's commands (``python -m pytest_gostcnn``) that are more than a call:
 ``tables`` (Table 1), ``reference`` (a float64 iteration per network), ``evaluate``
-(reports merged and evaluated as the plugin does) and ``compare`` (each test's ОРП against
-a baseline's). Each prints and returns its exit status.
+(reports merged and evaluated as the plugin does) and ``compare`` (each test against a
+baseline's). Each prints and returns its exit status.
 """
 
 from __future__ import annotations
@@ -99,9 +99,10 @@ def evaluate(paths: list[str], output: str | None, tables: str | None = None) ->
 
 
 def compare(baseline: str, now: str, allowed: float | None, tables: str | None = None) -> int:
-    """Each test's ОРП in the report ``now`` against the report ``baseline``: the table, and
-    ``FELL`` (6) when one fell more than ``allowed`` percent beyond the spread; 2 when a
-    report does not check or the two are of different configurations."""
+    """Each test in the report ``now`` against the report ``baseline``: the table, and
+    ``FELL`` (6) when one is more than ``allowed`` percent slower, significantly
+    (``reports/compare.py``); 2 when a report does not check or the two are of different
+    configurations."""
     try:
         then, later = checked_report(baseline, tables), checked_report(now, tables)
     except ReportError as exc:

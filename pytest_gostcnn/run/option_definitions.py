@@ -201,18 +201,18 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "compare",
         "BASELINE",
-        "print each test's ОРП against a baseline --gost-report's, with the change and both "
-        "runs' spread; the baseline must pass check and be of this configuration (every "
-        "difference is listed), the backend's version aside",
+        "print each test's ОРП against a baseline --gost-report's, with the change and the "
+        "median round's slowdown; the baseline must pass check and be of this configuration "
+        "(every difference is listed), the backend's version aside",
         parse.readable_file,
         rerun="never",
     ),
     Option(
         "compare_fail",
         "PERCENT",
-        "exit 6 when a test's ОРП falls more than PERCENT below the baseline's "
-        "(--gost-compare), beyond the larger of the two runs' spread (the mean round's excess "
-        "over the median)",
+        "fail a test, and exit 6, when its median round is more than PERCENT slower than "
+        "the baseline's (--gost-compare) at 95 per cent confidence (a bootstrap of both runs' "
+        "rounds)",
         parse.percent,
         rerun="never",
     ),

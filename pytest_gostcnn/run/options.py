@@ -106,7 +106,7 @@ def select_networks(
     chosen: dict[str, Network] = {}
     for token in (t.strip() for t in spec.split(",")):
         if not token:
-            continue
+            raise ValueError(f"{option}={spec}: an empty name between commas")
         try:
             latin = network_key(token)
         except KeyError:

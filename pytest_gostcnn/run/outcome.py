@@ -78,8 +78,10 @@ def exit_status(
             f"nothing was verified: none of the suite's {results.suite_items} items was "
             "selected (-k, -m, --deselect or --lf)"
         )
-    outcomes = list(results.outcomes.values())
+    outcomes = [o for node, o in results.outcomes.items() if node not in results.fell]
     failed, skipped = outcomes.count("failed"), outcomes.count("skipped")
+    if results.fell and not failed and not skipped:
+        return ExitCode.OK, None  # failed for the baseline alone: ``gated`` says so, exit 6
     if failed:
         return (exitstatus or ExitCode.TESTS_FAILED), (
             f"{failed} of {results.selected} selected items of the suite failed"

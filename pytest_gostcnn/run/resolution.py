@@ -12,7 +12,9 @@ import json
 import math
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pytest_gostcnn.backend import Backend, BackendError, load_backend_class
 from pytest_gostcnn.conformance.layer_cases import (
@@ -68,9 +70,10 @@ class Resolved:
         return dataclasses.replace(self, backend=None, unavailable=reason, device=None, system={})
 
 
-def resolve(options: Options, cells: Cells) -> Resolved:
+def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] = ()) -> Resolved:
     """What ``options`` resolve to on this machine; ValueError, BackendError or TableError
-    naming the option that is wrong."""
+    naming the option that is wrong. ``search``: where a ``module:Class`` backend's module
+    is looked for (``load_backend_class``)."""
     try:
         all_networks = load_networks(options.tables)
     except TableError as exc:
@@ -79,7 +82,7 @@ def resolve(options: Options, cells: Cells) -> Resolved:
     _check_images(options)
     _check_threshold(options)
     name = options.backend
-    cls = load_backend_class(name)
+    cls = load_backend_class(name, search)
     _check_dtype(cls, name, options.dtype, options.modes)
     _check_backend_options(cls, name, options.backend_option)
     try:

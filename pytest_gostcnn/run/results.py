@@ -66,8 +66,10 @@ class Results:
     # --gost-resume: the finished tests of the stopped run, not timed again, and where from.
     resumed: dict[tuple[str, str], Timing] = field(default_factory=dict)
     resumed_from: dict | None = None
-    # --gost-compare: the baseline's path and tests, which the timed tests are compared with.
+    # --gost-compare: the baseline's path and tests, which the timed tests are compared with,
+    # and the items that failed for falling below it alone (no failure of the standard's).
     baseline: tuple[str, tuple[Timing, ...]] | None = None
+    fell: dict[str, str] = field(default_factory=dict)  # item node id -> why
     # The time of the selected benchmark tests, estimated as they run (items.py).
     estimate: RunEstimate | None = None
     # The performance test timing now, for the summary of a run stopped in it.
