@@ -1,0 +1,159 @@
+"""What the suite's own float64 work costs: for each network and batch, one plain reference
+training iteration and one audit replay iteration (the reference with its error model,
+``conformance/replay.py``), each in GMAC/s (the network's training MACs per image x B over
+the time) and as a share of this machine's float64 GEMM rate measured in the same process;
+and, with ``--quick-run``, the README's quick run: its wall seconds against its timed
+rounds' and the suite's own, by kind (the report's ``cells[].suite_seconds``).
+
+It measures and prints; it asserts nothing. Run it on a quiet machine::
+
+    python benchmarks/suite_cost.py                         # the analogs at B = 2 and 16
+    python benchmarks/suite_cost.py --tables canonical --batches 16 --networks R,Sh
+    python benchmarks/suite_cost.py --quick-run --networks none
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pytest_gostcnn.conformance.replay import Replay
+from pytest_gostcnn.machine import pool
+from pytest_gostcnn.machine.threads import one_blas_thread
+from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.complexity import training_macs
+from pytest_gostcnn.model.network import LATIN, load_networks
+from pytest_gostcnn.performance.training_data import RESIDUAL_SCALE, benchmark_weights
+from pytest_gostcnn.reference import ReferenceKernels
+
+GEMM_SIZE = 2048
+
+
+def gemm_rate(repeats: int = 5) -> float:
+    """The machine's float64 GEMM rate in MAC/s: NumPy's BLAS with its own threads, best of
+    ``repeats`` products of two ``GEMM_SIZE`` square matrices."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((2, GEMM_SIZE, GEMM_SIZE))
+    a @ b  # warm: BLAS's threads started, pages touched
+    best = min(_seconds(lambda: a @ b) for _ in range(repeats))
+    return GEMM_SIZE**3 / best
+
+
+def _seconds(work) -> float:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started
+
+
+def iterations(network, batch: int, repeats: int) -> tuple[float, float]:
+    """(plain, replay): the best seconds of ``repeats`` of each, as the suite runs them
+    (BLAS on one thread, the products split over ``pool.threads()`` threads)."""
+    rng = np.random.default_rng(0)
+    drawn = benchmark_weights(network, rng)
+    image = rng.uniform(-127, 128, (batch, *network.input_shape))
+    residual = rng.uniform(-1, 1, (batch, *network.output_shape)) * RESIDUAL_SCALE
+    plain, replay = [], []
+    with one_blas_thread():
+        for _ in range(repeats):
+            weights = {n: {k: a.copy() for k, a in ws.items()} for n, ws in drawn.items()}
+            plain.append(
+                _seconds(
+                    lambda w=weights: executor.train(
+                        network, ReferenceKernels(), w, image, residual
+                    )
+                )
+            )
+            replayed = Replay(network, "float32", drawn)
+            replay.append(_seconds(lambda r=replayed: r.advance([(image, residual)])))
+    return min(plain), min(replay)
+
+
+def quick_run(networks: str | None) -> dict:
+    """The README's quick run (``pytest --gost-backend=numpy``) in an empty folder, with a
+    report: its wall seconds, its timed rounds' seconds and the suite's own by kind."""
+    with tempfile.TemporaryDirectory() as folder:
+        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+        command += ["--gost-backend=numpy", "--gost-report=report.json"]
+        if networks:
+            command.append(f"--gost-networks={networks}")
+        started = time.perf_counter()
+        done = subprocess.run(command, cwd=folder, capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        report = json.loads((Path(folder) / "report.json").read_text(encoding="utf-8"))
+    timed = sum(sum(c["round_seconds"]) for t in report["benchmarks"] for c in t["cells"][:1])
+    return {
+        "exit_status": done.returncode,
+        "wall_seconds": wall,
+        "timed_seconds": timed,
+        "suite_seconds": report["cells"][0].get("suite_seconds"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tables", default=None, help="a shipped set or a folder (analogs)")
+    parser.add_argument("--networks", default="all", help="Latin ids, 'all' or 'none'")
+    parser.add_argument("--batches", default="2,16")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick-run", action="store_true", help="time the README's run too")
+    parser.add_argument("--quick-networks", default=None, help="--gost-networks for it")
+    parser.add_argument("--json", default=None, help="also write the figures to this file")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="the reference's threads (default: the cell's)"
+    )
+    args = parser.parse_args(argv)
+    if args.threads is not None:
+        pool.threads = lambda: args.threads
+    networks = load_networks(args.tables)
+    chosen = {"all": list(LATIN.values()), "none": []}.get(args.networks, args.networks.split(","))
+    rate = gemm_rate()
+    print(f"float64 GEMM {GEMM_SIZE}^3 (NumPy's BLAS, its own threads): {rate / 1e9:.1f} GMAC/s")
+    print(f"the suite's reference threads: {pool.threads()} (BLAS one thread each)")
+    rows = []
+    print(f"{'network':8} {'B':>3} {'GMAC':>7} {'plain s':>8} {'GMAC/s':>7} {'share':>6} "
+          f"{'replay s':>9} {'GMAC/s':>7} {'share':>6}")  # fmt: skip
+    for latin in chosen:
+        for batch in (int(b) for b in args.batches.split(",")):
+            network = networks[latin]
+            macs = training_macs(network) * batch
+            plain, replay = iterations(network, batch, args.repeats)
+            row = {
+                "network": latin,
+                "batch": batch,
+                "macs": macs,
+                "plain_seconds": plain,
+                "replay_seconds": replay,
+                "plain_share": macs / plain / rate,
+                "replay_share": macs / replay / rate,
+            }
+            rows.append(row)
+            print(
+                f"{network.letter} ({latin}){'':{6 - len(latin)}} {batch:>3} {macs / 1e9:>7.2f} "
+                f"{plain:>8.3f} {macs / plain / 1e9:>7.2f} {100 * row['plain_share']:>5.1f}% "
+                f"{replay:>9.3f} {macs / replay / 1e9:>7.2f} {100 * row['replay_share']:>5.1f}%"
+            )
+    result = {"gemm_macs_per_second": rate, "threads": pool.threads(), "iterations": rows}
+    if args.quick_run:
+        run = quick_run(args.quick_networks)
+        result["quick_run"] = run
+        own = run["suite_seconds"] or {}
+        print(
+            f"quick run: {run['wall_seconds']:.1f} s wall, {run['timed_seconds']:.1f} s of timed "
+            f"rounds, the suite's own {sum(own.values()):.1f} s ("
+            + ", ".join(f"{kind} {seconds:.1f} s" for kind, seconds in own.items())
+            + f"); exit status {run['exit_status']}"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
