@@ -217,6 +217,12 @@ class Rounds:
         self.last_report = self.started
 
     @property
+    def _weight_shapes(self) -> list[tuple[int, str, tuple[int, ...]]]:
+        """(row, name, shape) of each weight array, in the order a segment's end delivers
+        them."""
+        return [(n, k, self.host_weights[n][k].shape) for n, ws in self.weights.items() for k in ws]
+
+    @property
     def audit_failed(self) -> bool:
         return any(not audit.passed for audit in self.audits)
 
@@ -361,9 +367,7 @@ class Rounds:
         copies, result = self.delivered, self.result
         self.delivered = self.result = None
         if copies is not None and self.error is None:
-            weights = [
-                (n, k, self.host_weights[n][k].shape) for n, ws in self.weights.items() for k in ws
-            ]
+            weights = [] if len(copies) == 1 else self._weight_shapes
             problem = delivery_problem(
                 copies, self.network, self.plan.batch, self.backend.dtype, weights
             )
