@@ -72,7 +72,7 @@ def impossible_draw(rounds: int, done: int, past: Iterable[int]) -> str | None:
     _, _, between = _windows(rounds)
     wanted = min(rounds // AUDIT_EVERY, len(between))
     kept = sum(1 for r in past if r in between)
-    left = sum(1 for r in between if r > done)
+    left = len(range(max(done + 1, between.start), between.stop))
     if not _pairs(rounds, done, set(past)) or kept > wanted or wanted - kept > left:
         return (
             f"audited rounds {past} up to timed round {done} of {rounds}: not a draw of the "

@@ -377,8 +377,9 @@ class Rounds:
         if ran:
             self.done = self.number  # counted here, not in the timed target
         if self.number >= 1:
-            self.fingerprints.append(fingerprint(copies[0]) if ran else None)
-            if self.draw is not None and self._drawn(self.number) and ran:
+            delivered_now = ran and copies is not None  # None: pytest-benchmark timed nothing
+            self.fingerprints.append(fingerprint(copies[0]) if delivered_now else None)
+            if self.draw is not None and self._drawn(self.number) and delivered_now:
                 self._audit(copies, result)
         if self.links.boundary is not None and self.at_boundary:
             self.links.boundary(self)
