@@ -13,6 +13,7 @@ import pytest
 
 from pytest_gostcnn.conformance.replay import SegmentReplay
 from pytest_gostcnn.model.network import LATIN
+from pytest_gostcnn.performance import audit_draw
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.plugin.items import audit_round
 
@@ -159,6 +160,38 @@ HALF = 0.5  # a correct backend's worst error stays within half its threshold (�
 MARGIN = 10.0  # a cheat fails by at least ten times its threshold (СКОП)
 # The smallest timing plan: three rounds, one of them a warm-up, at batch 1.
 SMALL_PLAN = Plan("quick", rounds=3, warmup_rounds=1, batch=1)
+
+
+class Scripted:
+    """An audit draw that audits exactly ``audited`` (a unit test's, put in ``Rounds.draw``;
+    the suite's own draws each round after it delivered)."""
+
+    def __init__(self, audited):
+        self.chosen = tuple(audited)
+        self.past = []
+
+    def decide(self, number):
+        if number in self.chosen:
+            self.past.append(number)
+        return number in self.chosen
+
+
+def whole_draw(rounds, rng):
+    """The audited rounds drawn all at once, as the suite drew them before it drew them
+    round by round (standard.md §7.7): the distribution the round-by-round draw keeps."""
+    if rounds < 2:
+        return tuple(range(1, rounds + 1))
+    first = rng.randint(1, min(10, rounds))
+    last = rng.choice([r for r in range(max(1, rounds - 9), rounds + 1) if r != first])
+    between = range(11, rounds - 9)
+    more = rng.sample(between, min(rounds // audit_draw.AUDIT_EVERY, len(between)))
+    return tuple(sorted({first, last, *more}))
+
+
+def round_by_round(rounds, randomness, past=(), start=0):
+    """The audited rounds after ``start`` an ``AuditDraw`` decides, each as if delivered."""
+    draw = audit_draw.AuditDraw(rounds, past, randomness)
+    return tuple(n for n in range(start + 1, rounds + 1) if draw.decide(n))
 
 
 def auditor(backend, network, mode, threshold=None):

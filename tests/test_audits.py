@@ -10,7 +10,7 @@ import random
 import gost_test_backends as mutants
 import numpy as np
 import pytest
-from gost_helpers import MARGIN, SMALL_PLAN, auditor
+from gost_helpers import MARGIN, SMALL_PLAN, Scripted, auditor, round_by_round
 
 from pytest_gostcnn.backends.cupy.xp_kernels import XpBackend
 from pytest_gostcnn.backends.numpy import NumpyBackend
@@ -20,7 +20,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_network,
     verify_round,
 )
-from pytest_gostcnn.performance.audit_draw import AUDIT_EVERY, AUDIT_WINDOW, audited_rounds
+from pytest_gostcnn.performance.audit_draw import AUDIT_EVERY, AUDIT_WINDOW
 from pytest_gostcnn.performance.plan import plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 
@@ -35,12 +35,18 @@ class NumpyXp(XpBackend):
         return "CPU: the xp kernels on NumPy"
 
 
-def timed(backend, network, mode, run_plan=SMALL_PLAN, draw_seed=0, threshold=None):
-    """Every round of one test, warm-up first, as ``benchmark.pedantic`` runs them."""
+def timed(backend, network, mode, run_plan=SMALL_PLAN, draw_seed=0, threshold=None, draw=None):
+    """Every round of one test, warm-up first, as ``benchmark.pedantic`` runs them
+    (``draw``: a scripted one in place of the seeded draw)."""
     rounds = Rounds(
         TimedTest(backend, network, mode, run_plan, seed=3),
-        Links(audit=auditor(backend, network, mode, threshold), draw=random.Random(draw_seed)),
+        Links(
+            audit=auditor(backend, network, mode, threshold),
+            randomness=random.Random(draw_seed),
+        ),
     )
+    if draw is not None:
+        rounds.draw = draw
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):
         arguments, _ = rounds.setup()
         rounds.target(*arguments)
@@ -54,7 +60,7 @@ def timed(backend, network, mode, run_plan=SMALL_PLAN, draw_seed=0, threshold=No
 @pytest.mark.parametrize("rounds", [2, 3, 8, 16, 25, 977])
 def test_one_audited_round_among_the_first_ten_and_another_among_the_last_ten(rounds):
     for seed in range(50):
-        chosen = audited_rounds(rounds, random.Random(seed))
+        chosen = round_by_round(rounds, random.Random(seed))
         assert len(chosen) == len(set(chosen)) >= 2
         assert list(chosen) == sorted(chosen) and 1 <= chosen[0] and chosen[-1] <= rounds
         assert chosen[0] <= AUDIT_WINDOW and chosen[-1] > rounds - AUDIT_WINDOW
@@ -62,23 +68,26 @@ def test_one_audited_round_among_the_first_ten_and_another_among_the_last_ten(ro
 
 def test_a_long_run_audits_one_more_round_per_ten_thousand():
     rounds = 1_000_000  # the full profile at batch 1
-    chosen = audited_rounds(rounds, random.Random(0))
+    chosen = round_by_round(rounds, random.Random(0))
     assert len(chosen) == 2 + rounds // AUDIT_EVERY
     assert len(set(chosen)) == len(chosen) and chosen[-1] <= rounds
 
 
-def test_the_audited_rounds_do_not_follow_from_the_session_seed(shipped_networks):
-    # Drawn from the operating system's randomness: two sessions with the same seed audit
-    # other rounds (102 of a million: the same draw twice is out of reach).
+def test_the_audits_are_drawn_from_the_operating_systems_randomness(shipped_networks):
+    # Not from the session's seed, and from no generator whose state a backend could read:
+    # SystemRandom keeps none. Two tests with the same seed audit other rounds.
     backend = NumpyBackend("float32")
     network = shipped_networks["Sh"]
-    first, second = (
+    draws = [
         Rounds(
             TimedTest(backend, network, "inference", plan("full", 1), seed=0), Links(audit=print)
-        ).audited
+        ).draw
         for _ in range(2)
-    )
-    assert len(first) == len(second) == 102 and first != second
+    ]
+    assert all(type(draw.randomness) is random.SystemRandom for draw in draws)
+    assert all(draw.past == [] for draw in draws)  # nothing decided before a round ran
+    chosen = {tuple(n for n in range(1, 2001) if draw.decide(n)) for draw in draws * 10}
+    assert len(chosen) > 1
 
 
 # A correct backend.
@@ -88,7 +97,7 @@ def test_the_audited_rounds_do_not_follow_from_the_session_seed(shipped_networks
 def test_a_correct_backend_passes_every_audited_round(shipped_networks, mode):
     rounds = timed(NumpyBackend("float32"), shipped_networks["Sh"], mode)
 
-    assert [a.round for a in rounds.audits] == list(rounds.audited) and len(rounds.audits) >= 2
+    assert [a.round for a in rounds.audits] == rounds.draw.past and len(rounds.audits) >= 2
     assert all(a.passed and a.worst_ratio < 1 for a in rounds.audits), rounds.audits
     if mode == "training":  # the updated weights are among the arrays compared
         assert all("updated" in a.worst_array or "gradient" in a.worst_array for a in rounds.audits)
@@ -107,14 +116,15 @@ def test_the_audit_runs_after_the_timed_target_not_inside_it(shipped_networks):
     network = shipped_networks["Sh"]
     rounds = Rounds(
         TimedTest(backend, network, "inference", SMALL_PLAN, seed=3),
-        Links(audit=auditor(backend, network, "inference"), draw=random.Random(0)),
+        Links(audit=auditor(backend, network, "inference")),
     )
-    for _ in range(SMALL_PLAN.warmup_rounds + rounds.audited[0]):
+    rounds.draw = Scripted((2,))
+    for _ in range(SMALL_PLAN.warmup_rounds + 2):
         arguments, _ = rounds.setup()
         rounds.target(*arguments)
         assert rounds.audits == []  # nothing checked within what pytest-benchmark times
         rounds.teardown(*arguments)
-    assert [a.round for a in rounds.audits] == [rounds.audited[0]]
+    assert [a.round for a in rounds.audits] == [2]
 
 
 # Backends that cheat while timed: each verifies correct, and an audit fails by far.
@@ -142,15 +152,15 @@ def test_a_backend_that_cheats_only_while_timed_fails_an_audit(shipped_networks,
 
     failed = [a for a in rounds.audits if not a.passed]
     assert failed, rounds.audits
-    assert failed[0].round in rounds.audited and failed[0].verdict == NOT_CORRECT
+    assert failed[0].round in rounds.draw.past and failed[0].verdict == NOT_CORRECT
     assert failed[0].worst_ratio >= MARGIN, failed[0]
 
 
 def test_after_a_failed_audit_the_remaining_rounds_call_the_backend_no_more(shipped_networks):
     backend = mutants.CachesAnswer("float32")  # the warm-up and round 1 computed, then cached
-    rounds = timed(backend, shipped_networks["Sh"], "inference", draw_seed=0)
+    rounds = timed(backend, shipped_networks["Sh"], "inference", draw=Scripted((2, 3)))
 
-    assert rounds.audited == (2, 3)
+    assert rounds.draw.past == [2, 3]  # round 3 is drawn, but no longer run
     assert [(a.round, a.passed) for a in rounds.audits] == [(2, False)]
     assert backend.calls == {"Sh": 1 + 2}  # the warm-up and rounds 1 and 2; round 3 idled
 

@@ -1,7 +1,11 @@
 """The run's time estimate (docs/benchmarking.md, "Estimate and progress"), driven by a
 clock the test sets: each test's warm-up gives a MAC rate, each finished test its time."""
 
+import random
+from collections import Counter
+
 from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.performance.audit_draw import AuditDraw, whole_draw
 from pytest_gostcnn.performance.estimate import RunEstimate, audit_iterations, duration
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
@@ -218,3 +222,17 @@ def test_section_8s_float64_rate_estimates_the_audits_before_any_test_has_finish
     line = warm_up(estimate, clock, "A", macs=10, seconds=1.0)
     assert estimate.audit_seconds() == 400.0 * 0.02
     assert "about 8.0 s for their audits (at the rate of section 8's float64 iterations)" in line
+
+
+def test_the_estimates_whole_draws_follow_the_round_by_round_decisions():
+    # The estimate samples a test's audited rounds at once; the test decides them round by
+    # round after each delivers: the two must give each round the same chance.
+    rounds, draws = 25, 4000
+    whole, stepwise = Counter(), Counter()
+    generator = random.Random(1)
+    for _ in range(draws):
+        whole.update(whole_draw(rounds, generator))
+        draw = AuditDraw(rounds, randomness=generator)
+        stepwise.update(n for n in range(1, rounds + 1) if draw.decide(n))
+    for number in range(1, rounds + 1):
+        assert abs(whole[number] - stepwise[number]) / draws < 0.03, number

@@ -19,12 +19,12 @@ import sys
 
 import numpy as np
 import pytest
-from gost_helpers import FIXED_CLOCK, directory, suite
+from gost_helpers import FIXED_CLOCK, directory, round_by_round, suite, whole_draw
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.performance import audit_draw, partial
-from pytest_gostcnn.performance.audit_draw import AUDIT_WINDOW, audited_after, audited_rounds
+from pytest_gostcnn.performance.audit_draw import AUDIT_WINDOW, impossible_draw
 from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
 from pytest_gostcnn.performance.plan import Plan
@@ -43,34 +43,34 @@ from pytest_gostcnn.reports.merge import merge_reports
 def test_the_rounds_audited_after_a_boundary_are_drawn_as_an_uninterrupted_test_draws_them(
     rounds, done, every, monkeypatch
 ):
-    """Each round is audited as often, and every draw keeps the windows and the count
-    between them, whether the test ran through or was stopped after ``done`` and drawn
-    again from there (``every``: one more audit per that many rounds)."""
+    """Each round is audited as often as the whole draw audits it (one among the first ten,
+    another among the last ten, ``every``: one more per that many rounds), whether drawn
+    round by round through the test or stopped after ``done`` and drawn on from its past."""
     monkeypatch.setattr(audit_draw, "AUDIT_EVERY", every)
     draws = 3000
-    through, resumed = collections.Counter(), collections.Counter()
+    whole, through, resumed = (collections.Counter() for _ in range(3))
     for seed in range(draws):
-        through.update(audited_rounds(rounds, random.Random(seed)))
-        first = audited_rounds(rounds, random.Random(draws + seed))
-        past = [r for r in first if r <= done]
-        whole = (*past, *audited_after(rounds, done, past, random.Random(2 * draws + seed)))
-        assert list(whole) == sorted(set(whole)) and all(r > done for r in whole[len(past) :])
-        assert len(whole) == len(first)
+        whole.update(whole_draw(rounds, random.Random(seed)))
+        through.update(round_by_round(rounds, random.Random(draws + seed)))
+        past = [r for r in round_by_round(rounds, random.Random(2 * draws + seed)) if r <= done]
+        after = round_by_round(rounds, random.Random(3 * draws + seed), past, start=done)
+        drawn = (*past, *after)
+        assert list(drawn) == sorted(set(drawn))
+        assert len(drawn) == len(whole_draw(rounds, random.Random(seed)))
         if rounds >= 2:
-            assert whole[0] <= AUDIT_WINDOW and whole[-1] > rounds - AUDIT_WINDOW
-        resumed.update(whole)
+            assert drawn[0] <= AUDIT_WINDOW and drawn[-1] > rounds - AUDIT_WINDOW
+        resumed.update(drawn)
     for number in range(1, rounds + 1):
-        assert abs(through[number] - resumed[number]) / draws < 0.04, number
+        assert abs(whole[number] - through[number]) / draws < 0.04, number
+        assert abs(whole[number] - resumed[number]) / draws < 0.04, number
 
 
 def test_a_past_no_draw_makes_is_refused():
-    with pytest.raises(ValueError, match="not a draw"):
-        audited_after(40, 16, [], random.Random(0))  # none among the first ten
-    with pytest.raises(ValueError, match="not a draw"):
-        audited_after(40, 16, [2, 3], random.Random(0))  # two there
-    with pytest.raises(ValueError, match="not all among timed rounds 1 to 16"):
-        audited_after(40, 16, [2, 17], random.Random(0))
-    assert audited_after(40, 32, [2], random.Random(0))[-1] > 30
+    assert "not a draw" in impossible_draw(40, 16, [])  # none among the first ten
+    assert "not a draw" in impossible_draw(40, 16, [2, 3])  # two there
+    assert "not each once among timed rounds 1 to 16" in impossible_draw(40, 16, [2, 17])
+    assert impossible_draw(40, 32, [2]) is None
+    assert impossible_draw(40, 40, [2]) is not None  # the last ten audited none
 
 
 def test_a_checkpoint_waits_its_seconds_and_a_hundred_times_its_last_writing():
@@ -100,9 +100,8 @@ def _drive(rounds, plan, seen):
     for _ in range(plan.warmup_rounds + plan.rounds - rounds.start):
         arguments, _ = rounds.setup()
         rounds.target(*arguments)
-        result = rounds.result.output if rounds.mode == "training" else rounds.result
         if rounds.number:
-            seen[rounds.number] = np.array(rounds.backend.to_host(result))
+            seen[rounds.number] = rounds.delivered[0]  # the output map, as delivered
         rounds.teardown(*arguments)
 
 
@@ -112,7 +111,7 @@ def test_a_test_resumed_at_a_boundary_computes_the_rounds_an_uninterrupted_one_d
     boundaries, through = [], {}
 
     def boundary(rounds):
-        assert rounds.pending is None  # in the teardown, after the round's audit
+        assert rounds.delivered is None  # in the teardown, after the round's audit
         boundaries.append(rounds.number)
         assert rounds.partial([1.0] * rounds.number, 0, "cpu").round_seconds[-1] == 1.0
 

@@ -259,6 +259,24 @@ def _waiting(report):
     report["benchmarks"][3]["cells"][0]["contention"]["wait_seconds"] = 10.0  # shared kept out
 
 
+def _repeated_output(report):
+    prints = report["benchmarks"][1]["cells"][0]["fingerprints"]
+    prints[1] = prints[0]  # judged as a result still
+
+
+def _fingerprint_dropped(report):
+    report["benchmarks"][2]["cells"][0]["fingerprints"].pop()
+
+
+def _no_draw(report):
+    test = report["benchmarks"][3]
+    audits = test["cells"][0]["audits"]
+    audited = {a["round"] for a in audits}
+    extra = next(n for n in range(1, test["rounds"] + 1) if n not in audited)
+    audits.append({**audits[0], "round": extra})
+    audits.sort(key=lambda a: a["round"])
+
+
 def _schema(report):
     report["benchmarks"][0]["orp_percent"] = "high"
 
@@ -282,6 +300,9 @@ TAMPERING = {
     "a peak's factors that do not multiply to it": (_peak_factors, "macs_per_second is"),
     "a figure of the wrong type": (_schema, "schema:"),
     "a cell's waiting for its cores edited": (_waiting, "contention: wait_share is None"),
+    "an output repeated, still a result": (_repeated_output, "output repeated"),
+    "a round's fingerprint dropped": (_fingerprint_dropped, "output fingerprints for"),
+    "an audited round no draw makes": (_no_draw, "not a draw"),
 }
 
 

@@ -5,7 +5,7 @@ that ends a stalled job is in tests/test_cells.py."""
 import time
 
 import pytest
-from gost_helpers import SMALL_PLAN
+from gost_helpers import SMALL_PLAN, Scripted
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.performance import rounds as rounds_module
@@ -87,12 +87,16 @@ def met(shipped_networks, stall_timeout=None, audited=()) -> list[tuple[str, str
     rounds = Rounds(
         TimedTest(NumpyBackend("float32"), shipped_networks["Sh"], "inference", SMALL_PLAN, seed=3),
         Links(
-            barrier=lambda deadline, where: barriers.append((str(deadline), where)),
+            barrier=lambda deadline, where, word=None: (
+                barriers.append((str(deadline), where)),
+                word and word(),
+            )[1],
             audit=audit if audited else None,
             stall_timeout=stall_timeout,
         ),
     )
-    rounds.audited = audited
+    if audited:
+        rounds.draw = Scripted(audited)
     real = rounds_module.time.monotonic
     rounds_module.time.monotonic = lambda: real() + clock[0]
     try:
@@ -124,16 +128,26 @@ def test_the_warm_up_round_gives_the_timed_rounds_deadline(shipped_networks):
     assert all(d.startswith("60 s (20 x the warm-up round's ") for d in deadlines[2:])
 
 
+def test_with_audits_the_cells_meet_after_each_timed_round_for_its_draw(shipped_networks):
+    # The decision is drawn on cell 0 once every cell delivered, and given to all at a
+    # watched barrier: a cell stalled in the round is named there, as before the next.
+    assert [where for _, where in met(shipped_networks, audited=(2,))] == [
+        "preparing the warm-up round",
+        "the warm-up round",
+        *[f"timed round {n} of 3" for n in (1, 1, 2, 2, 3, 3)],
+    ]
+
+
 def test_the_barrier_after_an_audited_round_waits_for_the_audit_too(shipped_networks):
-    # Every cell audits the same rounds (one draw for all: plugin/meeting.audit_draw), so
-    # the others are auditing too; a replay can outlast the floor many times over.
+    # Every cell audits the same rounds (one draw for all, cell 0's, given at the barrier
+    # after each round), so the others are auditing too; a replay can outlast the floor.
     deadlines = [deadline for deadline, _ in met(shipped_networks, audited=(2,))]
-    assert deadlines[2].startswith("60 s (20 x the warm-up round's ")
-    seconds, source = deadlines[3].split(" s (", 1)
+    assert deadlines[4].startswith("60 s (20 x the warm-up round's ")  # round 2's draw
+    seconds, source = deadlines[5].split(" s (", 1)
     assert float(seconds) == pytest.approx(60 + 20 * 4, abs=1)
     assert source.startswith("20 x the warm-up round's ")
     assert "plus 20 x this cell's 4" in source and source.endswith(" s audit of the round)")
-    assert deadlines[4].startswith("60 s (")
+    assert deadlines[6].startswith("60 s (")
 
 
 def test_the_option_is_every_rounds_deadline(shipped_networks):

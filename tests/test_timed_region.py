@@ -15,7 +15,7 @@ import warnings
 import gost_test_backends as mutants
 import numpy as np
 import pytest
-from gost_helpers import auditor, directory, suite, swept
+from gost_helpers import Scripted, auditor, directory, suite, swept
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
@@ -38,7 +38,8 @@ def drive(backend, network, mode, run_plan, audit=True, draw_seed=0, segment_rou
     rounds = Rounds(
         TimedTest(backend, network, mode, run_plan, seed=3, segment_rounds=segment_rounds),
         Links(
-            audit=auditor(backend, network, mode) if audit else None, draw=random.Random(draw_seed)
+            audit=auditor(backend, network, mode) if audit else None,
+            randomness=random.Random(draw_seed),
         ),
     )
     seconds = []
@@ -138,7 +139,7 @@ def _round_calls(network, audited, segment_rounds=2):
         TimedTest(backend, network, "training", run_plan, seed=3, segment_rounds=segment_rounds),
         Links(audit=auditor(backend, network, "training")),
     )
-    rounds.audited = audited
+    rounds.draw = Scripted(audited)
     calls = []
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):
         backend.log = []
@@ -199,7 +200,7 @@ def test_a_backend_honest_only_when_watched_fails_an_audit(shipped_networks, mut
 
     rounds, _ = drive(backend, network, "training", run_plan)
 
-    assert any(segment_start(n, rounds.segment_rounds) != n for n in rounds.audited)
+    assert any(segment_start(n, rounds.segment_rounds) != n for n in rounds.draw.past)
     failed = [a for a in rounds.audits if not a.passed]
     assert failed and failed[0].verdict == NOT_CORRECT, rounds.audits
 
@@ -218,7 +219,7 @@ def test_a_correct_backend_passes_audits_across_segments_on_every_network(shippe
         TimedTest(backend, network, "training", run_plan, seed=3, segment_rounds=2),
         Links(audit=auditor(backend, network, "training")),
     )
-    rounds.audited = (2, 4, 5)  # segments' last rounds, and the test's last (a new segment's)
+    rounds.draw = Scripted((2, 4, 5))  # segments' last rounds, and the test's last
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no overflow, no invalid value
         for _ in range(run_plan.warmup_rounds + run_plan.rounds):

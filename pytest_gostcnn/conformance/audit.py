@@ -53,12 +53,15 @@ def verify_round(
 ) -> Verification:
     """Audit one timed round (standard.md §7.7) by section 8's rule on that round's data.
 
+    Every array of the round's is on the host already: what it delivered inside its timed
+    region, and what it did not deliver read right after its audit was decided
+    (docs/benchmarking.md, "Audited rounds"); none is read from the backend again.
     ``weights`` are the host weights the round started from (inference: those the backend
     was given, rounded here as ``to_device`` rounded them; training: those a correct
     backend holds, replayed on the host from the segment's start and stored in the type it
     keeps them in, ``conformance/replay.py``), ``image`` and ``out_residual`` the host
-    arrays it was given; ``result`` is what the backend returned (the output map, or a
-    TrainingResult) and ``updated`` its weights after a training round. The float64
+    arrays it was given; ``result`` is the round's output map, or its TrainingResult, and
+    ``updated`` its weights after a training round. The float64
     reference runs one iteration from the same values. An integer type's round (inference)
     has integer ``weights`` and its calibrated ``scales``.
     """
@@ -88,7 +91,7 @@ def verify_round(
     def verify(verification: Verification) -> None:
         reference, ref_weights = suite_side(image.shape[0], prepare)
         master = [w for ws in ref_weights.values() for w in ws.values()]
-        compare = comparer(verification, backend, threshold)
+        compare = comparer(verification, backend, threshold, on_host=True)
         if mode == "inference":
             _check_range([reference], master, backend.dtype)
             compare("output", result, reference)
@@ -124,6 +127,8 @@ def _verify_integer_round(
     def verify(verification: Verification) -> None:
         reference = suite_side(image.shape[0], prepare)
         scale = scales[network.layers[-1].number].outputs[0]
-        comparer(verification, backend, threshold)("output", result, reference, scale=scale)
+        comparer(verification, backend, threshold, on_host=True)(
+            "output", result, reference, scale=scale
+        )
 
     return guarded(f"{network.latin}-inference round", verify)

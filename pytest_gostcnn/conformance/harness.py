@@ -13,21 +13,13 @@ from typing import Any
 import numpy as np
 
 from pytest_gostcnn.backend import Backend
-from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
+from pytest_gostcnn.model.dtypes import PRECISIONS, host_array_problem, master_dtype
 from pytest_gostcnn.model.executor import KernelError
 from pytest_gostcnn.model.fixed_point import integer_type
 
 from .error_model import ErrorModelKernels, ValueAndVariance, admissible_rmse
 from .verdicts import MEAN_ERROR, ArrayCheck, Verification
 
-# The host dtype a backend's arrays must come back in, where NumPy has the type.
-HOST_DTYPES = {
-    "float32": np.float32,
-    "tf32": np.float32,
-    "float16": np.float16,
-    "int8": np.int8,
-    "int16": np.int16,
-}
 # An array with fewer non-zero elements than this share says little about correctness.
 MIN_NONZERO_SHARE = 0.01
 # How many of its own standard deviations an integer layer item's mean error may reach
@@ -73,7 +65,7 @@ def check_array(
         admissible = admissible_rmse(reference)
     else:
         admissible = threshold * math.sqrt(float(np.mean(reference.value**2)))
-    problem = _shape_dtype_problem(got, reference.value.shape, host_dtype or dtype)
+    problem = host_array_problem(got, reference.value.shape, host_dtype or dtype)
     if problem is None and not np.all(np.isfinite(got)):
         bad = int(np.count_nonzero(~np.isfinite(got)))
         problem = f"{bad} of {got.size} elements are NaN or Inf"
@@ -113,19 +105,6 @@ def mean_error_check(
     return ArrayCheck(f"{name} mean", abs(mean), admissible, statistic=MEAN_ERROR, note=note)
 
 
-def _shape_dtype_problem(got: object, shape: tuple[int, ...], dtype: str) -> str | None:
-    if not isinstance(got, np.ndarray):
-        return f"to_host returned {type(got).__name__}, not a NumPy array"
-    if got.shape != shape:
-        return f"shape {got.shape}, expected {shape}"
-    expected = HOST_DTYPES.get(dtype)
-    if expected is not None and got.dtype != expected:
-        return f"dtype {got.dtype}, expected {np.dtype(expected)} for {dtype}"
-    if expected is None and not np.issubdtype(got.dtype, np.floating):
-        return f"dtype {got.dtype}, expected a floating-point host array"
-    return None
-
-
 _NO_MODEL = (
     "no error model derives СКОП for {dtype}: the floating-point error model covers the types "
     "of model.dtypes.PRECISIONS, and the fixed-point model (conformance.fixed_point) the "
@@ -148,9 +127,10 @@ def model_of(dtype: str) -> tuple[ErrorModelKernels, Callable[[np.ndarray], np.n
 
 
 def comparer(
-    result: Verification, backend: Backend, threshold: float | None
+    result: Verification, backend: Backend, threshold: float | None, on_host: bool = False
 ) -> Callable[..., None]:
-    """A function that checks one array the backend returned and records the check;
+    """A function that checks one array the backend returned and records the check
+    (``on_host``: the arrays are the host copies a timed round delivered, not read again);
     ``master=True`` for a gradient or an updated weight (kept in ``master_dtype``);
     ``scale``: an integer type's array, integers at that scale; ``mean``: its mean error
     is checked too (``mean_error_check``: a layer item's, whose errors are independent)."""
@@ -164,7 +144,7 @@ def comparer(
         mean: bool = False,
     ) -> None:
         host_dtype = master_dtype(backend.dtype) if master else None
-        host = backend.to_host(got)
+        host = got if on_host else backend.to_host(got)
         check = check_array(name, host, reference, backend.dtype, threshold, host_dtype, scale)
         result.checks.append(check)
         if mean and scale is not None and check.problem is None:

@@ -6,9 +6,10 @@ every verification shares (``harness.py``), a network (``network.py``), a layer 
 (``layer.py``) and a timed round's audit (``audit.py``).
 """
 
+from pytest_gostcnn.model.dtypes import HOST_DTYPES
+
 from .audit import verify_round
 from .harness import (
-    HOST_DTYPES,
     MEAN_ERROR_SIGMAS,
     MIN_NONZERO_SHARE,
     ContractError,

@@ -279,6 +279,39 @@ def rounds_audited(findings: Findings) -> list[Reason]:
     return reasons
 
 
+def outputs_fresh(findings: Findings) -> list[Reason]:
+    return [reason for timing in findings.timings for reason in repeated_outputs(timing)]
+
+
+def repeated_outputs(timing: Timing) -> list[Reason]:
+    """The timed rounds of ``timing`` that delivered the very bytes of an earlier round's
+    output (the same fingerprint), on any cell: rounds on different images that answer
+    alike gave a previous answer (standard.md §7.7). One reason for the test, or none."""
+    first: dict[str, tuple[int, int]] = {}
+    repeats = []
+    for cell in timing.cells:
+        for number, name in enumerate(cell.fingerprints, 1):
+            if name is not None and name in first:
+                repeats.append(((cell.cell, number), first[name]))
+            elif name is not None:
+                first[name] = (cell.cell, number)
+    if not repeats:
+        return []
+    (cell, number), (earlier_cell, earlier) = repeats[0]
+    was = f"round {earlier}{_where(timing, earlier_cell)}"
+    return [
+        Reason(
+            "output repeated",
+            f"output repeated: {_test(timing)}: {len(repeats)} timed round"
+            f"{'s' if len(repeats) > 1 else ''} delivered an earlier round's output, the "
+            f"first round {number}{_where(timing, cell)} the bytes of {was}: rounds on "
+            "other images cannot answer alike, so a previous answer was given: not a result",
+            timing.mode,
+            timing.latin,
+        )
+    ]
+
+
 def results_possible(findings: Findings) -> list[Reason]:
     return [reason for timing in findings.timings for reason in impossible_results(timing)]
 
@@ -324,8 +357,9 @@ def failed_audits(timing: Timing) -> list[Reason]:
 def no_result(timing: Timing) -> list[Reason]:
     """Why ``timing`` is no result at all, so its item fails and its evaluation does not
     count it: an audit of its rounds failed (its rounds differ from the verified
-    implementation's), or a cell's ОРП is above 100 %."""
-    return failed_audits(timing) + impossible_results(timing)
+    implementation's), a round repeated an earlier one's output, or a cell's ОРП is above
+    100 %."""
+    return failed_audits(timing) + repeated_outputs(timing) + impossible_results(timing)
 
 
 def cells_unshared(findings: Findings) -> list[Reason]:
@@ -392,6 +426,7 @@ CONDITIONS: tuple[Callable[[Findings], list[Reason]], ...] = (
     threshold_derived,
     tables_count,
     rounds_audited,
+    outputs_fresh,
     results_possible,
     cells_unshared,
     cells_passed,
@@ -406,7 +441,7 @@ def assess(findings: Findings) -> Compliance:
 
 def counted(timing: Timing) -> bool:
     """Whether a test's result counts in its evaluation: it has an ОРП and it is a result
-    (``no_result``: every audit passed, no cell's ОРП above 100 %)."""
+    (``no_result``: every audit passed, no output repeated, no cell's ОРП above 100 %)."""
     return timing.orp is not None and not no_result(timing)
 
 

@@ -80,3 +80,30 @@ PRECISIONS: dict[str, Precision] = {
     "float16": Precision(2**-11, 0.0, 2**-24, _to_float16, underflow=2**-25, largest=65504.0),
     "bfloat16": Precision(2**-8, 0.0, 2**-24, _to_bfloat16, underflow=2**-134),
 }
+
+
+# The host dtype a backend's arrays must come back in, where NumPy has the type.
+HOST_DTYPES = {
+    "float32": np.float32,
+    "tf32": np.float32,
+    "float16": np.float16,
+    "int8": np.int8,
+    "int16": np.int16,
+}
+
+
+def host_array_problem(got: object, shape: tuple[int, ...], dtype: str) -> str | None:
+    """Why ``got``, an array a backend handed to the host, is not a NumPy array of ``shape``
+    in ``dtype``'s host type, or None."""
+    if isinstance(got, Exception):
+        return f"to_host raised {type(got).__name__}: {got}"
+    if not isinstance(got, np.ndarray):
+        return f"to_host returned {type(got).__name__}, not a NumPy array"
+    if got.shape != shape:
+        return f"shape {got.shape}, expected {shape}"
+    expected = HOST_DTYPES.get(dtype)
+    if expected is not None and got.dtype != expected:
+        return f"dtype {got.dtype}, expected {np.dtype(expected)} for {dtype}"
+    if expected is None and not np.issubdtype(got.dtype, np.floating):
+        return f"dtype {got.dtype}, expected a floating-point host array"
+    return None

@@ -58,19 +58,26 @@ class Cells:
         return self.rank == 0
 
     def watched_barrier(
-        self, deadline: Deadline, where: str, on_stall: Callable[[str], None]
-    ) -> None:
+        self,
+        deadline: Deadline,
+        where: str,
+        on_stall: Callable[[str], None],
+        word: Callable[[], Any] | None = None,
+    ) -> Any:
         """A barrier that gives up on a cell that does not reach it within ``deadline``:
         ``on_stall`` gets one line naming the stalled cells and ``where`` they were (the
-        session's ends the job), then CellsError. Without MPI there is nothing to wait for.
+        session's ends the job), then CellsError. Returns cell 0's ``word()`` (None
+        without one) on every cell, called once every cell has arrived. Without MPI there
+        is nothing to wait for.
 
         Every cell tells cell 0 it arrived; cell 0 waits for them all, so it knows which
-        are missing, then tells each to go on. The others wait twice the deadline for that
-        word: a cell that arrived early waits longer than cell 0 (which names the stalled
-        cell first), yet not forever when cell 0 itself is stalled (docs/cells.md).
+        are missing, then tells each to go on, with its word. The others wait twice the
+        deadline for that word: a cell that arrived early waits longer than cell 0 (which
+        names the stalled cell first), yet not forever when cell 0 itself is stalled
+        (docs/cells.md).
         """
         if self.comm is None:
-            return
+            return None if word is None else word()
         if self.is_root:
             arrivals = {
                 cell: self.comm.irecv(source=cell, tag=_ARRIVED) for cell in range(1, self.size)
@@ -84,11 +91,13 @@ class Cells:
                 )
                 on_stall(message)
                 raise CellsError(message)
-            for request in [self.comm.isend(None, dest=cell, tag=_GO) for cell in arrivals]:
+            said = None if word is None else word()
+            for request in [self.comm.isend(said, dest=cell, tag=_GO) for cell in arrivals]:
                 request.wait()
-            return
+            return said
         arrived = self.comm.isend(None, dest=0, tag=_ARRIVED)
-        if _wait({0: self.comm.irecv(source=0, tag=_GO)}, 2 * deadline.seconds):
+        said: dict[int, Any] = {}
+        if _wait({0: self.comm.irecv(source=0, tag=_GO)}, 2 * deadline.seconds, said):
             message = (
                 f"cell 0 of {self.size} stalled in {where}: cell {self.rank} waited for it at "
                 f"the barrier after it for twice the deadline of {deadline}"
@@ -96,6 +105,7 @@ class Cells:
             on_stall(message)
             raise CellsError(message)
         arrived.wait()
+        return said[0]
 
     def abort(self, status: int) -> None:
         """End every cell's process, a hung one too, with ``status`` (MPI's Abort)."""
@@ -110,13 +120,19 @@ class Cells:
         return [value] if self.comm is None else self.comm.gather(value, root=0)
 
 
-def _wait(requests: dict[int, Any], seconds: float) -> list[int]:
+def _wait(requests: dict[int, Any], seconds: float, received: dict | None = None) -> list[int]:
     """Test ``requests`` (by cell) until all are complete or ``seconds`` have passed; the
-    cells whose requests are still incomplete."""
+    cells whose requests are still incomplete. Each message received goes in ``received``,
+    by cell (a request, once tested complete, gives its message no more)."""
     started = time.monotonic()
     pending = dict(requests)
     while True:
-        pending = {cell: r for cell, r in pending.items() if not r.test()[0]}
+        for cell, request in list(pending.items()):
+            done, message = request.test()
+            if done:
+                del pending[cell]
+                if received is not None:
+                    received[cell] = message
         waited = time.monotonic() - started
         if not pending or waited >= seconds:
             return sorted(pending)

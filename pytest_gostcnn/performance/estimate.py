@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from pytest_gostcnn.machine.peak import si
 
-from .audit_draw import audited_rounds
+from .audit_draw import whole_draw
 from .training_data import segment_start
 
 # A refined total is printed at a test's start when it moved by more than this share from
@@ -241,7 +241,7 @@ def audit_iterations(rounds: int, segment_rounds: int | None, draws: int = 64) -
     generator = random.Random(0)
     total = 0
     for _ in range(draws):
-        audited = audited_rounds(rounds, generator)
+        audited = whole_draw(rounds, generator)
         total += len(audited)
         if segment_rounds is not None:
             last = {segment_start(r, segment_rounds): r for r in audited}

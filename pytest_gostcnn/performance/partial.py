@@ -52,12 +52,16 @@ class PartialCell:
     # What the cell's cores did in those rounds, which the resumed test goes on counting;
     # None in a checkpoint that predates it.
     contention: Contention | None = None
+    # Each timed round's output fingerprint (None: none delivered); () in a checkpoint
+    # that predates them.
+    fingerprints: tuple[str | None, ...] = ()
 
     def as_dict(self) -> dict:
         return {
             "cell": self.cell,
             "device": self.device,
             "round_seconds": list(self.round_seconds),
+            "fingerprints": list(self.fingerprints),
             "seconds": sum(self.round_seconds),
             "first_image_crc32": self.first_image,
             "audits": [audit.as_dict() for audit in self.audits],
@@ -75,6 +79,7 @@ class PartialCell:
             audits=tuple(Audit.from_dict(a) for a in data["audits"]),
             audit_seconds=data["audit_seconds"],
             contention=Contention.from_dict(data["contention"]) if data.get("contention") else None,
+            fingerprints=tuple(data.get("fingerprints", ())),
         )
 
 

@@ -2,10 +2,11 @@
 
 A round is one training iteration (9.3) or one forward pass (9.4) over one batch of the
 cell's own images; preparing the batch is the round's untimed setup (docs/benchmarking.md).
-A round ends when its results are on the host: the timed region reads them back. Training
-runs in segments (``training_data.py``), each from the drawn weights. A few rounds, drawn
-where the backend cannot see, are audited after they end: their results are checked
-against the float64 reference, replayed from the segment's start (standard.md §7.7).
+A round ends when its results are on the host: the timed region reads them back and
+copies them (``delivery.py``). Training runs in segments (``training_data.py``), each from
+the drawn weights. After each round has delivered, whether it is audited is drawn
+(``audit_draw.py``); an audited round's delivered copies are checked against the float64
+reference, replayed from the segment's start (standard.md §7.7).
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from typing import Any
 import numpy as np
 
 from pytest_gostcnn.backend import Backend
-from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type, quantise
 from pytest_gostcnn.model.network import Network
 
-from .audit_draw import audited_after, audited_rounds
+from .audit_draw import AuditDraw, impossible_draw
 from .cells import Deadline
 from .contention import ContentionMeter
+from .delivery import deliver, delivered, delivery_problem, fingerprint, received
 from .estimate import RunEstimate, duration
 from .images import ImageSet, ResidualSet, image_checksum
 from .partial import PartialCell, boundary_rounds
@@ -77,11 +78,14 @@ class Links:
     Args:
         progress: takes the progress lines (every 10 s, and the estimate's after the
             warm-up).
-        barrier: ``barrier(deadline, where)``, with several cells: meets the others before
-            each round and after the last, giving up on a cell not there by ``deadline``
-            (``stall_deadline``) and naming the round it was in (``where``).
-        audit: checks a round ``audited_rounds`` draws, after it ends, untimed.
-        draw: the audits' randomness; by default the operating system's.
+        barrier: ``barrier(deadline, where, word=None)``, with several cells: meets the
+            others before each round, after each timed round (with audits) and after the
+            last, giving up on a cell not there by ``deadline`` (``stall_deadline``) and
+            naming the round it was in (``where``); returns cell 0's ``word()``, called
+            once every cell arrived (the audit's decision, one for all cells).
+        audit: checks a round the draw audits, after it delivered, untimed.
+        randomness: the audit draw's; None, the operating system's (unit tests give a
+            seeded one).
         stall_timeout: ``--gost-stall-timeout``, every barrier's deadline.
         estimate: the whole run's, told when this test begins and when its warm-up ends.
         boundary: ``boundary(rounds)``, told in the teardown of each boundary's round
@@ -90,9 +94,9 @@ class Links:
     """
 
     progress: Callable[[str], None] | None = None
-    barrier: Callable[[Deadline, str], None] | None = None
+    barrier: Callable[..., Any] | None = None
     audit: Callable[[AuditedRound], Audit] | None = None
-    draw: random.Random | None = None
+    randomness: random.Random | None = None
     stall_timeout: float | None = None
     estimate: RunEstimate | None = None
     boundary: Callable[[Rounds], None] | None = None
@@ -100,17 +104,18 @@ class Links:
 
 @dataclass
 class AuditedRound:
-    """What an audit checks of one timed round, rebuilt on the host after it ended: the data
-    it was given (regenerated), the weights its segment started from, where its segment
-    starts and each round's data (training: the audit replays the rounds before it), and
-    what it gave back."""
+    """What an audit checks of one timed round, on the host after it ended: the data it was
+    given (regenerated), the weights its segment started from, where its segment starts and
+    each round's data (training: the audit replays the rounds before it), and what it gave
+    back: the copies it delivered, and (training) what it did not deliver, read once the
+    audit was drawn."""
 
     number: int  # the timed round, from 1
     image: np.ndarray
     out_residual: np.ndarray | None  # training only
     weights: dict  # the drawn host arrays, by row and name
-    result: Any  # the backend's output map (inference) or TrainingResult (training)
-    updated: dict | None  # training: the backend's weights after the round, on the device
+    result: Any  # the output map (inference) or a TrainingResult of host arrays (training)
+    updated: dict | None  # training: the weights after the round, host arrays
     # Training: the first timed round of the round's segment, and (image, residual) of a
     # timed round by its number, made when asked.
     segment: int = 1
@@ -132,7 +137,7 @@ class Rounds:
 
     ``resume``: this cell's share of the test stopped at a boundary (``PartialCell``); the
     timed rounds go on from the next, after this run's own warm-up, the audits done kept
-    and the rest drawn given them (``audited_after``)."""
+    and the draw going on from them (``AuditDraw``)."""
 
     def __init__(
         self, test: TimedTest, links: Links | None = None, resume: PartialCell | None = None
@@ -177,16 +182,22 @@ class Rounds:
                 f"resumed after timed round {self.start} of {run_plan.rounds}: not a boundary "
                 f"(every {self.boundary_rounds} rounds) before the test's end"
             )
-        draw = links.draw or random.SystemRandom()
-        if not links.audit:
-            self.audited: tuple[int, ...] = ()
-        elif resume is None:
-            self.audited = audited_rounds(run_plan.rounds, draw)
-        elif self.audit_failed:  # the stopped run's audit failed: no round is audited again
-            self.audited = tuple(a.round for a in self.audits)
-        else:
-            past = tuple(a.round for a in self.audits)
-            self.audited = past + audited_after(run_plan.rounds, self.start, past, draw)
+        # Whether a round is audited is drawn after it delivered (commit, then reveal): nothing
+        # here holds a decision about a round to come (standard.md §7.7).
+        self.draw: AuditDraw | None = None
+        if links.audit:
+            past = [a.round for a in self.audits]
+            problem = (
+                None if self.audit_failed else impossible_draw(run_plan.rounds, self.start, past)
+            )
+            if problem is not None:
+                raise ValueError(f"resumed after timed round {self.start}: {problem}")
+            self.draw = AuditDraw(run_plan.rounds, past, links.randomness)
+        # Each timed round's fingerprint (None: it delivered nothing), the stopped run's first.
+        self.fingerprints: list[str | None] = []
+        if resume is not None:
+            kept = resume.fingerprints or (None,) * self.start  # a checkpoint before them
+            self.fingerprints = list(kept)
         self.error: str | None = None  # the backend's first failure; later rounds idle
         self.first_image = ""
         if resume is not None:
@@ -196,8 +207,8 @@ class Rounds:
         self.number = 0  # the timed round now set up or running (0: the warm-up)
         self.segment_end = False  # whether that round is its segment's last (set up untimed)
         self.done = self.start  # timed rounds that ended
-        self.pending: int | None = None  # the timed round now running, if audited
-        self.result: Any = None
+        self.result: Any = None  # the backend's own result of the round now running
+        self.delivered: list | None = None  # its host copies, until its audit is decided
         # A resumed test's counts go on from its stopped run's, over the same rounds as its
         # times (unknown when its checkpoint predates them).
         self.meter = ContentionMeter(
@@ -206,6 +217,12 @@ class Rounds:
         )
         self.started = time.monotonic()
         self.last_report = self.started
+
+    @property
+    def _weight_shapes(self) -> list[tuple[int, str, tuple[int, ...]]]:
+        """(row, name, shape) of each weight array, in the order a segment's end delivers
+        them."""
+        return [(n, k, self.host_weights[n][k].shape) for n, ws in self.weights.items() for k in ws]
 
     @property
     def audit_failed(self) -> bool:
@@ -313,10 +330,6 @@ class Rounds:
         host = self._image(number)
         if number == 1:
             self.first_image = image_checksum(host[0])
-        # Nothing said to the backend depends on the draw: an audited round's data and
-        # starting weights are rebuilt after it ends, on the host.
-        if number in self.audited and not self.audit_failed:
-            self.pending = number
         if self.scales is not None:  # the integers of the images, at the input's scale
             self.backend.use_scales(self.scales)
             first = self.scales[self.network.layers[0].number].inputs[0]
@@ -333,38 +346,65 @@ class Rounds:
 
     def target(self, image, residual=None) -> None:
         """The timed region: the round's call, ``synchronize()``, and the reads that deliver
-        its results to the host (``deliver``)."""
+        its results to the host, copied (``deliver``)."""
         if self.error is not None or self.audit_failed:
             return
         try:
             if residual is None:
                 self.result = self.backend.infer(self.network, self.weights, image)
                 self.backend.synchronize()
-                deliver(self.backend, [self.result])
+                self.delivered = deliver(self.backend, [self.result])
             else:
                 self.result = self.backend.train(self.network, self.weights, image, residual)
                 self.backend.synchronize()
-                deliver(self.backend, delivered(self.result, self.weights, self.segment_end))
+                arrays = delivered(self.result, self.weights, self.segment_end)
+                self.delivered = deliver(self.backend, arrays)
         except Exception as exc:  # noted and reported for every cell after the rounds
             self.error = _failure(exc, f"{self.mode} round")
 
     def teardown(self, *arguments) -> None:
-        """After a round, untimed: audit it if it was drawn, then let its results go."""
+        """After a round, untimed: what it delivered checked and fingerprinted, whether it
+        is audited drawn (one draw for all cells), its audit if so, then its results let go."""
         self.meter.stop()  # the first thing after the timed region
-        pending, result = self.pending, self.result
-        self.pending = self.result = None
-        if self.error is None and not self.audit_failed:  # the round ran
+        copies, result = self.delivered, self.result
+        self.delivered = self.result = None
+        if copies is not None and self.error is None:
+            weights = [] if len(copies) == 1 else self._weight_shapes
+            problem = delivery_problem(
+                copies, self.network, self.plan.batch, self.backend.dtype, weights
+            )
+            if problem is not None:
+                self.error = f"{self._round_name(self.calls)} delivered {problem}"
+        ran = self.error is None and not self.audit_failed
+        if ran:
             self.done = self.number  # counted here, not in the timed target
-        if pending is not None and self.error is None:
-            started = time.monotonic()
-            audited = self._rebuilt(pending, result)
-            audit = self.links.audit(audited)
-            seconds = time.monotonic() - started
-            self.audit_seconds += seconds
-            self.audit_before_barrier = seconds
-            self.audits.append(dataclasses.replace(audit, seconds=seconds))
+        if self.number >= 1:
+            delivered_now = ran and copies is not None  # None: pytest-benchmark timed nothing
+            self.fingerprints.append(fingerprint(copies[0]) if delivered_now else None)
+            if self.draw is not None and self._drawn(self.number) and delivered_now:
+                self._audit(copies, result)
         if self.links.boundary is not None and self.at_boundary:
             self.links.boundary(self)
+
+    def _drawn(self, number: int) -> bool:
+        """Whether timed round ``number``, delivered, is audited: drawn now, on cell 0 once
+        every cell has met it after the round, and the same word given to every cell."""
+        if self.links.barrier is None:
+            return self.draw.decide(number)
+        where = self._round_name(self.calls)
+        return bool(self.links.barrier(self.deadline, where, lambda: self.draw.decide(number)))
+
+    def _audit(self, copies: list, result: Any) -> None:
+        started = time.monotonic()
+        if self.mode == "inference":
+            results: tuple = (copies[0], None)
+        else:
+            results = received(self.backend, copies, result, self.weights)
+        audit = self.links.audit(self._rebuilt(self.number, *results))
+        seconds = time.monotonic() - started
+        self.audit_seconds += seconds
+        self.audit_before_barrier = seconds
+        self.audits.append(dataclasses.replace(audit, seconds=seconds))
 
     @property
     def at_boundary(self) -> bool:
@@ -387,9 +427,10 @@ class Rounds:
             tuple(self.audits),
             self.audit_seconds,
             self.meter.contention(),
+            tuple(self.fingerprints),
         )
 
-    def _rebuilt(self, number: int, result: Any) -> AuditedRound:
+    def _rebuilt(self, number: int, result: Any, updated: dict | None) -> AuditedRound:
         """Timed round ``number`` as its audit sees it: its images and residual regenerated,
         the drawn weights and, training, the data of its segment's earlier rounds."""
         image = self._image(number)
@@ -403,7 +444,7 @@ class Rounds:
             self._residual(number),
             self.host_weights,
             result,
-            self.weights,
+            updated,
             segment=segment_start(number, self.segment_rounds),
             data=lambda n: (self._image(n), self._residual(n)),
         )
@@ -426,24 +467,6 @@ class Rounds:
             key = (self.network.latin, self.mode)
             line += "; " + self.links.estimate.status(key, (done - kept) / (total - kept))
         self.links.progress(line)
-
-
-def delivered(result: executor.TrainingResult, weights: dict, segment_end: bool) -> list:
-    """What a training round delivers: its output map, and at a segment's last round every
-    updated weight array and the input residual, which force the segment's backward,
-    gradient and update steps (each round's forward reads the update before it)."""
-    if not segment_end:
-        return [result.output]
-    arrays = [a for ws in weights.values() for a in ws.values()]
-    return [result.output, *arrays, result.input_residual]
-
-
-def deliver(backend: Backend, arrays: list) -> None:
-    """Read a round's results back to the host, inside the timed region: a round ends when
-    its results are delivered (standard.md §7, third release), so work a backend left
-    queued or lazy is done, and timed, here (inference: the output map)."""
-    for array in arrays:
-        np.asarray(backend.to_host(array))
 
 
 def _failure(exc: Exception, during: str) -> str:

@@ -122,6 +122,9 @@ class CellTiming:
     audit_seconds: float = 0.0  # replaying and checking the audited rounds: not timed
     # What the cell's cores did during the timed rounds; None in a report that predates it.
     contention: Contention | None = None
+    # Each timed round's delivered output named by its hash (None: the round delivered
+    # nothing); () in a report that predates them.
+    fingerprints: tuple[str | None, ...] = ()
 
     @property
     def seconds(self) -> float:
@@ -140,6 +143,7 @@ class CellTiming:
             "images": self.images,
             "seconds": self.seconds,
             "round_seconds": list(self.round_seconds),
+            "fingerprints": list(self.fingerprints),
             "peak": self.peak.as_dict() if self.peak else None,
             "first_image_crc32": self.first_image,
             "audits": [audit.as_dict() for audit in self.audits],
@@ -161,6 +165,7 @@ class CellTiming:
             audits=tuple(Audit.from_dict(a) for a in data["audits"]),
             audit_seconds=data["audit_seconds"],
             contention=Contention.from_dict(data["contention"]) if data.get("contention") else None,
+            fingerprints=tuple(data.get("fingerprints", ())),
         )
 
 

@@ -218,7 +218,6 @@ def run_benchmark_case(
             audit=lambda audited: audit_round(
                 resolved.backend, network, mode, audited, options.rmse_threshold, replayed
             ),
-            draw=meeting.audit_draw(cells),
             stall_timeout=options.stall_timeout,
             estimate=session.results.estimate,
             boundary=_boundary(session, latin, mode, benchmark, device),
@@ -259,6 +258,7 @@ def run_benchmark_case(
         audits=tuple(rounds.audits),
         audit_seconds=rounds.audit_seconds,
         contention=rounds.meter.contention(),
+        fingerprints=tuple(rounds.fingerprints),
     )
     timing = Timing(
         latin=latin,
@@ -352,9 +352,16 @@ def _record_timing(
         *([("gost_resumed_from", options.resume)] if resumed else []),
         ("gost_mean_above_median_percent", f"{100 * timing.spread.mean_above_median:.3g}"),
     ]
-    if not no_result(timing):  # the judge's: a failed audit, an ОРП above 100 %
+    reasons = no_result(timing)  # the judge's: a failed audit, a repeated output, ОРП > 100 %
+    if not reasons:
         _gate(session, timing, node)
         return
+    if reasons[0].short == "output repeated":
+        command = session.rerun("test_benchmark", networks=timing.latin, mode=timing.mode)
+        pytest.fail(
+            f"{reasons[0].text} (docs/benchmarking.md, Audited rounds)\nrerun: {command}",
+            pytrace=False,
+        )
     if not timing.failed_audits:
         cell, orp = above_peak(timing)[0]
         where = f" on cell {cell.cell}" if len(timing.cells) > 1 else ""

@@ -1,6 +1,6 @@
 """Where the computing cells meet, in one place: every MPI collective the plugin makes (the
-start-up's agreement, the items' shared failures and timings, the draw and the barrier of a
-test's rounds, the words and gathers of the checkpoints and of the end).
+start-up's agreement, the items' shared failures and timings, the barrier of a test's rounds
+and the audit draw's word it carries, the words and gathers of the checkpoints and of the end).
 
 Every cell must make the same collective calls in the same order or the job hangs: keeping
 them here lets one read them all at once. What cell 0 does with what it gathered (the
@@ -9,8 +9,8 @@ report, the end of the run) is ``reporting.py``'s.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
+from typing import Any
 
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.performance.cells import Cells, Deadline
@@ -35,21 +35,20 @@ def timings_on_cells(cells: Cells, own: CellTiming) -> tuple[CellTiming, ...]:
     return tuple(cells.allgather(own))
 
 
-def audit_draw(cells: Cells) -> random.Random:
-    """The draw of a test's audited rounds, the same on every cell: cell 0's seed from the
-    operating system, which no backend sees. Every cell then audits the same rounds, so a
-    cell that audits is not taken for a stalled one by the others (``Rounds.deadline``)."""
-    return random.Random(cells.allgather(random.SystemRandom().getrandbits(128))[0])
-
-
-def barrier(
-    cells: Cells, test: str, stalled: Callable[[str], None]
-) -> Callable[[Deadline, str], None] | None:
+def barrier(cells: Cells, test: str, stalled: Callable[[str], None]) -> Callable[..., Any] | None:
     """With several cells, the barrier of ``test``'s rounds: a cell that does not reach it
-    in time ends the job through ``stalled``, named (docs/cells.md). With one cell, none."""
+    in time ends the job through ``stalled``, named (docs/cells.md); ``word``, when given,
+    is called on cell 0 once every cell arrived, and what it returns is every cell's (the
+    audit draw's decision after a round: one draw for all cells, after all delivered, so
+    every cell audits the same rounds and none is taken for a stalled one). With one cell,
+    none."""
     if cells.size == 1:
         return None
-    return lambda deadline, where: cells.watched_barrier(deadline, f"{test}, {where}", stalled)
+
+    def meet(deadline: Deadline, where: str, word: Callable[[], Any] | None = None) -> Any:
+        return cells.watched_barrier(deadline, f"{test}, {where}", stalled, word)
+
+    return meet
 
 
 def cell_reports(
