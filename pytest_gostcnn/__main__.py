@@ -49,7 +49,10 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pytest_gostcnn",
-        description="GOST R 57700.36-2021 network tables and float64 reference.",
+        description=(
+            "GOST R 57700.36-2021: network tables, the float64 reference, and reports "
+            "(check, evaluate, compare, plot)."
+        ),
     )
     sub = parser.add_subparsers(dest="command", required=True)
     tables = sub.add_parser("tables", help="check the network tables and print Table 1 (MACs)")

@@ -66,9 +66,9 @@ def test_a_later_tests_own_warm_up_replaces_the_guess_for_it():
 
     assert estimate.total_seconds() == 100 + 3000 / 30
     assert line == (
-        "run estimate refined: about 3 min for the rounds of 2 benchmark tests, about 99 s left "
-        "(1 measured, 1 from its own warm-up); their audits not counted until a test's are "
-        "measured"
+        "run estimate refined: about 3 min for the rounds of 2 benchmark tests (1 measured, 1 "
+        "from its own warm-up); their audits not counted until a test's are measured; about "
+        "99 s left"
     )
 
 

@@ -21,7 +21,10 @@ from pytest_gostcnn.machine.peak import Peak, gpu_peak
 from ..common import KernelSetBackend
 from ..numpy.workspace import cell_cores
 
-INSTALL_HINT = "PyTorch is not installed: pip install 'pytest-gostcnn[torch]'"
+INSTALL_HINT = (
+    "PyTorch is not installed: on a CPU, pip install torch --index-url "
+    "https://download.pytorch.org/whl/cpu; for CUDA see docs/backends.md, The PyTorch backend"
+)
 
 # OpenMP threads that wait for work sleep instead of spinning (unless the environment says
 # otherwise): spinning threads slow PyTorch down where other jobs share the cores

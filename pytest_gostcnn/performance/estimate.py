@@ -89,10 +89,11 @@ class RunEstimate:
         self._said = total
         if first:
             return f"run estimate: {self._total(total)} ({self._sources()}){self._audits()}"
+        left = duration(self._left() + self._audits_left())
+        in_all = " in all" if self._audit_rate() is not None else ""
         return (
-            f"run estimate refined: {self._total(total)}, about "
-            f"{duration(self._left() + self._audits_left())} left ({self._sources()})"
-            f"{self._audits()}"
+            f"run estimate refined: {self._total(total)} ({self._sources()}){self._audits()}; "
+            f"about {left} left{in_all}"
         )
 
     def finished(self, key: Hashable, audit_seconds: float = 0.0) -> None:

@@ -23,6 +23,9 @@ def progress(reporter: Any, line: str) -> None:
     """A line while an item runs, on its own line; pytest's line of results (the file and
     its dots, or the item's name) then starts again below it rather than trailing off."""
     written = reporter.currentfspath  # a path (its dots), a verbose item's prefix, or None
+    writer = getattr(reporter, "_tw", None)  # -q writes its dots with no path to end
+    if not written and getattr(writer, "width_of_current_line", 0):
+        reporter.write("\n")
     reporter.write_line(line)
     if written:
         prefix = (

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_gostcnn.performance.designations import MODE_LETTERS, transliterate
-from pytest_gostcnn.performance.estimate import duration
 
 from .options import Options
 from .resolution import Resolved
@@ -164,11 +163,16 @@ def suite_time_line(results: Results, cells: int = 1) -> str:
     verification = work["layer_verification"] + work["network_verification"]
     whose = "cell 0's " if cells > 1 else ""
     return (
-        f"the suite's own time ({whose}beside {duration(timed)} of timed rounds): "
-        f"{duration(sum(work.values()))}: audits {duration(work['audits'])}, section 8's "
-        f"verification {duration(verification)} (layer steps "
-        f"{duration(work['layer_verification'])}, networks "
-        f"{duration(work['network_verification'])}), around the timed rounds "
-        f"{duration(work['round_setup'])} (loading, warm-up, each round's setup), "
-        f"checkpoints {duration(work['checkpoints'])}"
+        f"the suite's own time ({whose}beside {_seconds(timed)} of timed rounds): "
+        f"{_seconds(sum(work.values()))}: audits {_seconds(work['audits'])}, section 8's "
+        f"verification {_seconds(verification)} (layer steps "
+        f"{_seconds(work['layer_verification'])}, networks "
+        f"{_seconds(work['network_verification'])}), around the timed rounds "
+        f"{_seconds(work['round_setup'])} (loading, warm-up, each round's setup), "
+        f"checkpoints {_seconds(work['checkpoints'])}"
     )
+
+
+def _seconds(seconds: float) -> str:
+    """Seconds as the suite-time line gives them, each to 3 figures, so its parts add up."""
+    return f"{seconds:.3g} s" if seconds < 1000 else f"{seconds:.0f} s"
