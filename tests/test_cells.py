@@ -108,9 +108,11 @@ def test_two_ranks_print_one_evaluation_with_two_cells_and_report_both(tmp_path)
     (evaluation,) = data["evaluations"]
     assert evaluation["cells"] == 2
     assert evaluation["designation"].startswith("ОП-П-float32-B1-N2")
-    # Only cell 0 prints the summary: the plugin's section and evaluation appear once.
+    # Only cell 0 prints the summary: the plugin's section, the evaluation's account and its
+    # last line appear once.
     assert run.stdout.count("GOST R 57700.36-2021, section 8: verification") == 1
-    assert run.stdout.count(f"evaluation {evaluation['designation']}:") == 1
+    assert run.stdout.count(f"\nevaluation {evaluation['designation']}:") == 1
+    assert run.stdout.count(f"inference evaluation {evaluation['designation']}: ") == 1
     assert [c["cell"] for c in data["cells"]] == [0, 1]
     (benchmark,) = data["benchmarks"]
     cells = benchmark["cells"]

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from fnmatch import fnmatch
 from pathlib import Path
 
 import jsonschema
@@ -618,6 +619,30 @@ def test_a_run_on_a_shared_cell_says_so_in_the_summary_and_the_report_and_check_
     unshared = copy.deepcopy(run.report)  # the cell said to be quiet, its reasons kept
     unshared["benchmarks"][0]["cells"][0]["contention"]["shared"] = False
     assert any("contention: shared is False" in p for p in check_report(unshared, path / "tiny"))
+
+
+@pytest.mark.parametrize("verbosity", ["-q", "", "-v"], ids=["quiet", "default", "verbose"])
+def test_a_shared_cell_is_warned_of_once_and_the_run_ends_with_each_evaluation(tmp_path, verbosity):
+    # Two tests on a shared cell: one CELL SHARED line names both (not a line per test),
+    # and the last line is the evaluation's, with its designation and why not compliant.
+    path = run_dir(tmp_path)
+    args = ("--gost-backend=numpy", *FIXED, "--gost-networks=M,G", "-p", "gost_test_shared")
+    run = suite(path, *args, *verbosity.split())
+    assert run.report is not None, run.stdout[-3000:]
+    warnings = [line for line in run.lines if line.startswith("CELL SHARED (")]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("CELL SHARED (М (M) inference 100 %, Г (G) inference 100 %)")
+    (evaluation,) = run.report["evaluations"]
+    assert fnmatch(
+        run.lines[-1],
+        f"GOST R 57700.36-2021: inference evaluation {evaluation['designation']}: incomplete, "
+        "no result for В (V), С (S), Р (R), Ш (Sh): NOT COMPLIANT (*cell shared*)",
+    )
+    assert run.lines[-2].startswith("GOST R 57700.36-2021: verification PASSED: ")
+    reasons = [line for line in run.lines if "not compliant: cell shared: " in line]
+    # -q leaves the reasons to the report; the default says them once, in the evaluation;
+    # -v under each test and in the evaluation.
+    assert len(reasons) == {"-q": 0, "": 1, "-v": 4}[verbosity]
 
 
 def test_a_report_states_how_its_run_was_started(whole):

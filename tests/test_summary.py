@@ -1,19 +1,28 @@
-"""The summary's own lines, without pytest running a run: the last line's counts, the words
-for a reader without Russian, a progress line among pytest's results."""
+"""The summary's own lines, without pytest running a run: the last lines' counts and
+evaluations, the words for a reader without Russian, what each verbosity prints of section
+9, a progress line among pytest's results."""
 
+from fnmatch import fnmatch
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.judgement.compliance import Findings, Provenance
+from pytest_gostcnn.judgement.judge import judge
+from pytest_gostcnn.machine.peak import Peak
+from pytest_gostcnn.model.network import LATIN, load_networks
 from pytest_gostcnn.performance.cells import Cells
+from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.designations import transliterate
+from pytest_gostcnn.performance.evaluation import Particulars
+from pytest_gostcnn.performance.plan import plan
+from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing
 from pytest_gostcnn.plugin import rendering
 from pytest_gostcnn.run import performance_summary
 from pytest_gostcnn.run.resolution import Resolved
 from pytest_gostcnn.run.results import Results
-from pytest_gostcnn.run.summary import last_line, terms
+from pytest_gostcnn.run.summary import evaluation_line, last_line, terms
 
 PASSED, FAILED = SimpleNamespace(failed=False), SimpleNamespace(failed=True)
 NO_EVALUATION = SimpleNamespace(evaluations=[])
@@ -128,3 +137,113 @@ def test_a_tests_time_keeps_its_figures_and_never_turns_exponential():
         "100",
         "12346",
     ]
+
+
+# The evaluations' last lines, and section 9 at each verbosity, of a judged run. -----------
+
+SIX = tuple(LATIN.values())
+PEAK = Peak(1e12, "given (--gost-peak)")
+QUIET = Contention(1.0, 2.0, 2, 0.02, 2.0)  # waited 1 % of its ready time
+SHARED = Contention(1.0, 1.0, 2, 1.0, 4.0)  # waited half of it: two busy loops beside it
+
+
+def cell(audits, shared: bool) -> CellTiming:
+    """Cell 0's one timed second of 16 images, its cores ``shared`` or quiet."""
+    return CellTiming(
+        0, "cpu", 16, (1.0,), PEAK, "0", audits, contention=SHARED if shared else QUIET
+    )
+
+
+def judged(profile: str = "full", networks=SIX, shared=()):
+    """A judged inference run of ``networks`` that passed everything, the cell shared in the
+    tests of ``shared``."""
+    audits = (Audit(1, True, "correct", "output", 0.1, None),)
+    timings = tuple(
+        Timing(latin, "inference", "float32", 2, 1, 10**9, (cell(audits, latin in shared),))
+        for latin in networks
+    )
+    findings = Findings(
+        modes=("inference",),
+        profile=profile,
+        networks=tuple(networks),
+        tables_held=6,
+        verdicts={(latin, "inference"): "correct" for latin in networks},
+        layer_items=88,
+        layer_verdicts=("correct",) * 88,
+        threshold=None,
+        provenances={latin: Provenance("reconstruction", shipped=True) for latin in SIX},
+        timings=timings,
+        cell_failures=(),
+        particulars=Particulars("float32", 2, 1, "cpu", PEAK, 1e12, "numpy"),
+        evaluated=("inference",),
+    )
+    return judge(findings)
+
+
+def section_9(judgement, verbosity: int) -> list[str]:
+    return performance_summary.performance_lines(
+        plan("full", 2),
+        "float32",
+        PEAK,
+        judgement.compliance,
+        judgement.timings,
+        judgement.evaluations,
+        verbosity,
+    )
+
+
+def test_an_evaluation_has_a_line_of_its_own_with_its_designation_results_and_compliance():
+    (evaluation,) = judged().evaluations
+    assert fnmatch(
+        evaluation_line(evaluation),
+        "GOST R 57700.36-2021: inference evaluation ОП-П-float32-B2-N1: first result * %, "
+        "second result *MAC/s: COMPLIANT",
+    )
+
+
+def test_an_incomplete_evaluation_says_what_it_lacks_and_every_kind_of_reason():
+    (evaluation,) = judged("quick", networks=("M", "G")).evaluations
+    assert fnmatch(
+        evaluation_line(evaluation),
+        "GOST R 57700.36-2021: inference evaluation ОП-П-float32-B2-N1 (quick, non-compliant): "
+        "incomplete, no result for В (V), С (S), Р (R), Ш (Sh): NOT COMPLIANT (quick profile; "
+        "networks deselected; evaluation incomplete)",
+    )
+
+
+def test_a_shared_cell_is_said_once_naming_every_test_it_concerns():
+    lines = section_9(judged(shared=("M", "G")), 0)
+    warnings = [line for line in lines if line.startswith("CELL SHARED")]
+    assert len(warnings) == 1 and warnings[0].startswith(
+        "CELL SHARED (М (M) inference 50 %, Г (G) inference 50 %): "
+    )
+    reasons = [line for line in lines if "not compliant: cell shared" in line]
+    assert reasons == [
+        "  not compliant: cell shared: М (M) inference, Г (G) inference "
+        "(the CELL SHARED line above)"
+    ]
+
+
+def test_verbose_gives_each_shared_cell_its_own_reason_under_its_test_and_its_evaluation():
+    lines = section_9(judged(shared=("M", "G")), 1)
+    reasons = [line for line in lines if "not compliant: cell shared: " in line]
+    assert len(reasons) == 4  # under each test, and in the evaluation
+    assert sum(line.startswith("CELL SHARED") for line in lines) == 1
+
+
+def test_a_comment_every_test_shares_is_said_once_and_verbose_says_it_under_each():
+    judgement = judged()
+    comment = judgement.timings[0].comment
+    assert [line for line in section_9(judgement, 0) if comment in line] == [
+        f"every test's {comment}"
+    ]
+    assert sum(comment in line for line in section_9(judgement, 1)) == 6 + 1  # the evaluation's
+
+
+def test_quiet_gives_the_banners_and_a_row_per_test_and_leaves_the_evaluation_to_the_end():
+    lines = section_9(judged("quick", shared=("M",)), -1)
+    assert lines[0].startswith("QUICK PROFILE: NOT COMPLIANT")
+    assert any(line.startswith("CELL SHARED (М (M) inference 50 %)") for line in lines)
+    rows = [line for line in lines if line.startswith("ТП-")]
+    assert len(rows) == 6 and lines[-6:] == rows
+    assert not any(line.startswith(("  ", "evaluation ")) for line in lines)

@@ -110,7 +110,7 @@ def _evaluations(
                 cells=particulars.cells,
                 comment=tuple(comment(evaluation, particulars)),
                 reasons=tuple(reason.text for reason in reasons),
-                summary=reasons[0].short if reasons else "",
+                summary="; ".join(dict.fromkeys(reason.short for reason in reasons)),
             )
         )
     return out

@@ -32,7 +32,7 @@ class Evaluation:
     cells: int = 1
     comment: tuple[str, ...] = ()
     reasons: tuple[str, ...] = ()  # why it is not compliant; none: it is
-    summary: str = ""  # the first reason in a few words, for the run's last line
+    summary: str = ""  # each kind of reason in a few words, for the evaluation's last line
 
     @property
     def complete(self) -> bool:

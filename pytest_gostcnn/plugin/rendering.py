@@ -46,15 +46,17 @@ def terminal_summary(
     rerun: Callable[..., str],
 ) -> None:
     """The summary: why nothing was verified, or how far the run got, section 8's verdicts,
-    section 9's timings and evaluations, and the terms in words."""
+    section 9's timings and evaluations, and the terms in words; as much as pytest's
+    verbosity asks (``-q``: the verdicts and results; docs/benchmarking.md)."""
     for line in summary.nothing_verified(options, resolved, results):
         reporter.write_line(f"gostcnn: {line}", yellow=True, bold=True)
     if not results.verified_any or results.conclusion is None:
         return
-    # The words first: the tables below use them.
-    reporter.write_sep("=", "GOST R 57700.36-2021: terms")
-    for line in summary.terms(resolved, options.modes):
-        reporter.write_line(line)
+    verbosity = reporter.config.get_verbosity()
+    if verbosity >= 0:  # the words first: the tables below use them
+        reporter.write_sep("=", "GOST R 57700.36-2021: terms")
+        for line in summary.terms(resolved, options.modes):
+            reporter.write_line(line)
     state = outcome.run_state(options, results, results.stopped)
     stopped = summary.stopped_lines(state, options.resume)
     if stopped:
@@ -62,7 +64,7 @@ def terminal_summary(
     for line in stopped:
         reporter.write_line(line, red=not state["complete"], bold=True)
     reporter.write_sep("=", "GOST R 57700.36-2021, section 8: verification")
-    for line in verification_lines(options, resolved, results, rerun):
+    for line in verification_lines(options, resolved, results, rerun, verbosity):
         reporter.write_line(line)
     if results.benchmarked:
         reporter.write_sep("=", "GOST R 57700.36-2021, section 9: performance")
@@ -74,10 +76,12 @@ def terminal_summary(
             conclusion.compliance,
             conclusion.timings,
             conclusion.evaluations,
+            verbosity,
         )
         for line in lines:
             reporter.write_line(line)
-    reporter.write_line(summary.suite_time_line(results, resolved.cells.size))
+    if verbosity >= 0:
+        reporter.write_line(summary.suite_time_line(results, resolved.cells.size))
     if results.conclusion.comparison is not None:
         reporter.write_sep("=", "ОРП against the baseline (--gost-compare)")
         for line in comparison_lines(results.conclusion.comparison):
@@ -86,7 +90,8 @@ def terminal_summary(
 
 def last_lines(reporter: Any, options: Options, results: Results) -> None:
     """The run's last lines, after every other summary (pytest-benchmark's table too):
-    why the exit status is what it is, and one line of verdicts, as HPL ends."""
+    why the exit status is what it is, section 8's verdicts, and a line for each evaluation,
+    as HPL ends with a line for each result."""
     conclusion = results.conclusion
     if conclusion is None or not results.suite_items:
         return
@@ -105,8 +110,14 @@ def last_lines(reporter: Any, options: Options, results: Results) -> None:
         total = done + len(state["unfinished"])
         why = state["stopped"] or "items not run"
         line = line.replace(
-            "GOST R 57700.36-2021: ",
-            f"GOST R 57700.36-2021: RUN INCOMPLETE ({why}; {done}/{total} performance tests); ",
+            summary.LAST_LINE_PREFIX,
+            f"{summary.LAST_LINE_PREFIX}RUN INCOMPLETE ({why}; {done}/{total} performance tests); ",
             1,
         )
     reporter.write_line(line, green=not failed and conclusion.compliance.compliant, bold=True)
+    for evaluation in conclusion.evaluations:
+        reporter.write_line(
+            summary.evaluation_line(evaluation),
+            green=not failed and evaluation.compliant,
+            bold=True,
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_gostcnn.judgement.compliance import Compliance, above_peak
+from pytest_gostcnn.judgement.compliance import Compliance, Reason, above_peak
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CYRILLIC
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
@@ -34,10 +34,17 @@ def performance_lines(
     compliance: Compliance,
     timings: Sequence[Timing],
     evaluations: Sequence[Evaluation],
+    verbosity: int = 0,
 ) -> list[str]:
     """Section 9's lines: of this run, or of merged reports
     (``python -m pytest_gostcnn evaluate``); the banners say what the judge found
-    (``compliance``: the image count, the canonical set)."""
+    (``compliance``: the image count, the canonical set).
+
+    ``verbosity`` as pytest's (docs/benchmarking.md, "What a run prints"): below 0, the
+    banners, the peak and a row per test (a failed audit under its row); 0 adds each test's
+    rounds and their audit, and the evaluations, the comment every test shares and each
+    shared cell's reasons said once; above 0, every line of every test and evaluation.
+    """
     found = {reason.short for reason in compliance.reasons}
     counted = not ({"quick profile", f"images={run_plan.requested}"} & found)  # 9.3's count
     if counted:
@@ -71,37 +78,86 @@ def performance_lines(
             "nothing was timed: no performance test finished (see the skip reasons, -rs: "
             "e.g. --benchmark-disable, or a failed verification; or the run stopped)"
         )
+    # Below -v, a comment every test shares (9.7's, of one run) is said once, above them.
+    comments = {t.comment for t in timings}
+    shared_comment = comments.pop() if len(comments) == 1 and verbosity <= 0 else None
+    if shared_comment and verbosity == 0:
+        lines.append(f"every test's {shared_comment}")
     lines.append(
         f"{'test':<40} {'images':>8} {'time s':>9} {'images/s':>9} {'MAC/s':>10} {'ОРП %':>7}"
     )
     for t in timings:
-        orp = "-" if t.orp is None else f"{t.orp:.3g}"
-        lines.append(
-            f"{t.designation:<40} {t.images:>8} "
-            f"{_seconds(t.seconds):>9} {t.images / t.seconds:>9.3g} {si(t.macs_per_second):>9}  "
-            f"{orp:>6}"
-        )
-        if len(t.cells) > 1:  # each cell too, so that a straggler shows
-            for cell in t.cells:
-                cell_orp = t.cell_orp(cell)
-                lines.append(
-                    f"{'  cell ' + str(cell.cell):<40} {cell.images:>8} {cell.seconds:>9.3g} "
-                    f"{cell.images / cell.seconds:>9.3g} "
-                    f"{si(t.cell_macs_per_second(cell)):>9}  "
-                    f"{'-' if cell_orp is None else f'{cell_orp:.3g}':>6}"
-                )
-        lines.append(f"  {audit_line(t)}")
-        lines.append(f"  {spread_line(t)}")
-        if any(cell.contention for cell in t.cells):
-            lines.append(f"  {contention_line(t)}")
-        lines.append(f"  {t.comment}")
-        lines += [f"  not compliant: {reason}" for reason in t.reasons if counted]
+        lines += _test_lines(t, compliance, verbosity, counted, shared_comment)
+    if verbosity < 0:  # the run's last lines give each evaluation
+        return lines
     for evaluation in evaluations:
         lines.append(f"evaluation {evaluation.designation}:")
         lines += [f"  {line}" for line in describe(evaluation)]
-        lines += [f"  {line}" for line in evaluation.comment]
-        lines += [f"  not compliant: {reason}" for reason in evaluation.reasons]
+        lines += [f"  {line}" for line in evaluation.comment if line != shared_comment]
+        reasons = (
+            evaluation.reasons
+            if verbosity > 0
+            else _once(compliance.for_evaluation(evaluation.mode))  # the same, in the same order
+        )
+        lines += [f"  not compliant: {reason}" for reason in reasons]
     return lines
+
+
+def _test_lines(
+    timing: Timing,
+    compliance: Compliance,
+    verbosity: int,
+    counted: bool,
+    shared_comment: str | None,
+) -> list[str]:
+    """One test's row and, as ``verbosity`` asks, its cells, audits, rounds, contention,
+    comment and reasons."""
+    t = timing
+    orp = "-" if t.orp is None else f"{t.orp:.3g}"
+    lines = [
+        f"{t.designation:<40} {t.images:>8} "
+        f"{_seconds(t.seconds):>9} {t.images / t.seconds:>9.3g} {si(t.macs_per_second):>9}  "
+        f"{orp:>6}"
+    ]
+    if verbosity < 0:
+        return lines + ([f"  {audit_line(t)}"] if t.failed_audits else [])
+    if len(t.cells) > 1:  # each cell too, so that a straggler shows
+        for cell in t.cells:
+            cell_orp = t.cell_orp(cell)
+            lines.append(
+                f"{'  cell ' + str(cell.cell):<40} {cell.images:>8} {cell.seconds:>9.3g} "
+                f"{cell.images / cell.seconds:>9.3g} "
+                f"{si(t.cell_macs_per_second(cell)):>9}  "
+                f"{'-' if cell_orp is None else f'{cell_orp:.3g}':>6}"
+            )
+    lines.append(f"  {audit_line(t)}")
+    lines.append(f"  {spread_line(t)}")
+    if any(cell.contention for cell in t.cells):
+        lines.append(f"  {contention_line(t)}")
+    if t.comment != shared_comment:
+        lines.append(f"  {t.comment}")
+    if not counted:
+        return lines
+    # Below -v, a shared cell is the CELL SHARED line's, said once for every test it concerns.
+    unshared = {r.text for r in compliance.for_test(t.latin, t.mode) if r.short != "cell shared"}
+    lines += [
+        f"  not compliant: {reason}" for reason in t.reasons if verbosity > 0 or reason in unshared
+    ]
+    return lines
+
+
+def _once(reasons: Sequence[Reason]) -> list[str]:
+    """The reasons' texts, those of shared cells as one, naming every test they concern."""
+    shared = [r for r in reasons if r.short == "cell shared"]
+    tests = list(dict.fromkeys(f"{CYRILLIC[r.network]} ({r.network}) {r.mode}" for r in shared))
+    texts = []
+    for reason in reasons:
+        if reason.short != "cell shared":
+            texts.append(reason.text)
+        elif tests:
+            texts.append(f"cell shared: {', '.join(tests)} (the CELL SHARED line above)")
+            tests = []
+    return texts
 
 
 def audit_line(timing: Timing) -> str:

@@ -1,6 +1,7 @@
 """The terminal summary's lines about the whole run: why nothing was verified, how far it
-got, the terms in words, and the last line. Each section's own lines are in
-``verification_summary.py``, ``performance_summary.py`` and ``comparison_summary.py``.
+got, the terms in words, and the last lines (section 8's verdict, each evaluation's result).
+Each section's own lines are in ``verification_summary.py``, ``performance_summary.py`` and
+``comparison_summary.py``.
 
 Only rendering: the verdicts, timings and evaluations are computed where they live.
 """
@@ -9,11 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pytest_gostcnn.machine.peak import si
+from pytest_gostcnn.model.network import CYRILLIC
 from pytest_gostcnn.performance.designations import MODE_LETTERS, transliterate
+from pytest_gostcnn.performance.evaluation import Evaluation
 
 from .options import Options
 from .resolution import Resolved
 from .results import Conclusion, Results
+
+LAST_LINE_PREFIX = "GOST R 57700.36-2021: "  # begins each of the run's last lines
 
 
 def nothing_verified(options: Options, resolved: Resolved, results: Results) -> list[str]:
@@ -119,9 +125,9 @@ def _counted(noun: str, selected: int, ran: Sequence) -> str:
 
 
 def last_line(results: Results, conclusion: Conclusion) -> str:
-    """One line, like HPL's last: section 8 PASSED, FAILED, INCOMPLETE or NOT RUN with how
-    many of the selected layer steps and networks ran and passed, and each evaluation's
-    first result, COMPLIANT or NOT COMPLIANT with its first reason."""
+    """One line, like HPL's end: section 8 PASSED, FAILED, INCOMPLETE or NOT RUN with how
+    many of the selected layer steps and networks ran and passed; the evaluations follow it,
+    a line each (``evaluation_line``)."""
     failed_elsewhere = any(
         item.startswith(("test_layer", "test_network"))
         for report in results.cell_reports
@@ -140,14 +146,26 @@ def last_line(results: Results, conclusion: Conclusion) -> str:
         _counted("layer step", results.layer_steps_selected, results.layers),
         _counted("network", len(results.networks_selected), networks),
     ]
-    parts = [f"verification {verdict}: " + "; ".join(counts)]
-    for evaluation in conclusion.evaluations:
-        result = f"{evaluation.first:.3g} %" if evaluation.first is not None else "incomplete"
-        word = "COMPLIANT" if evaluation.compliant else f"NOT COMPLIANT ({evaluation.summary})"
-        parts.append(f"{evaluation.mode} evaluation {result}: {word}")
+    line = f"{LAST_LINE_PREFIX}verification {verdict}: " + "; ".join(counts)
     if not conclusion.evaluations:
-        parts.append("no evaluation (no benchmark ran)")
-    return "GOST R 57700.36-2021: " + "; ".join(parts)
+        line += "; no evaluation (no benchmark ran)"
+    return line
+
+
+def evaluation_line(evaluation: Evaluation) -> str:
+    """One evaluation on a line of its own, as HPL prints a result: its designation, first
+    and second results (or why there are none), COMPLIANT or NOT COMPLIANT and why."""
+    if evaluation.complete:
+        result = (
+            f"first result {evaluation.first:.3g} %, second result {si(evaluation.second)}MAC/s"
+        )
+    else:
+        missing = ", ".join(f"{CYRILLIC[latin]} ({latin})" for latin in evaluation.missing)
+        result = f"incomplete, no result for {missing}"
+    word = "COMPLIANT" if evaluation.compliant else f"NOT COMPLIANT ({evaluation.summary})"
+    return (
+        f"{LAST_LINE_PREFIX}{evaluation.mode} evaluation {evaluation.designation}: {result}: {word}"
+    )
 
 
 def suite_time_line(results: Results, cells: int = 1) -> str:

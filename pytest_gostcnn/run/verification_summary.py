@@ -18,16 +18,26 @@ FAILED_SHOWN = 10  # failed layer items named in the summary; the report has the
 
 
 def verification_lines(
-    options: Options, resolved: Resolved, results: Results, rerun: Callable[..., str]
+    options: Options,
+    resolved: Resolved,
+    results: Results,
+    rerun: Callable[..., str],
+    verbosity: int = 0,
 ) -> list[str]:
+    """Section 8's lines; ``verbosity`` as pytest's: below 0 (``-q``), the verdicts only (the
+    layer steps', each network's, each failure with its rerun command) and an overridden
+    СКОП, without what the header already said or the notes on how the steps were held."""
     tables = "" if resolved.table_set == DEFAULT_TABLE_SET else f"; tables {resolved.table_set}"
-    lines = [
-        f"backend {resolved.backend_name} {resolved.version} on {resolved.device}; "
-        f"dtype {options.dtype}; batch {options.batch}; seed {options.seed}; "
-        f"weights {options.weights}{tables}"
-    ]
+    notes = verbosity >= 0
+    lines = []
+    if notes:
+        lines.append(
+            f"backend {resolved.backend_name} {resolved.version} on {resolved.device}; "
+            f"dtype {options.dtype}; batch {options.batch}; seed {options.seed}; "
+            f"weights {options.weights}{tables}"
+        )
     master = master_dtype(options.dtype)
-    if master != options.dtype and "training" in options.modes:
+    if notes and master != options.dtype and "training" in options.modes:
         lines.append(
             f"training keeps gradients and master weights in {master} and verifies them "
             f"there ({options.dtype} cannot hold section 8's gradients; standard.md §6)"
@@ -52,15 +62,18 @@ def verification_lines(
             + f", {shaped} at the networks' own shapes), {len(failed)} failed"
             + (": " + shown if failed else "")
         )
-        if integer_type(options.dtype) is not None:
+        if notes and integer_type(options.dtype) is not None:
             lines.append(
                 f"  {options.dtype}: a layer step that requantises is held to СКО and to its "
                 "mean error (round to nearest); the saturating ones get scales that leave a "
                 "tenth of their values past the range (saturate, not wrap): standard.md §6"
             )
     if resolved.cells.size > 1:
-        lines.append(f"computing cells: {resolved.cells.size} (one MPI rank each)")
-        lines += [f"  cell {r['cell']}: {r['host']}: {r['device']}" for r in results.cell_reports]
+        if notes:
+            lines.append(f"computing cells: {resolved.cells.size} (one MPI rank each)")
+            lines += [
+                f"  cell {r['cell']}: {r['host']}: {r['device']}" for r in results.cell_reports
+            ]
         for report in results.cell_reports:
             lines += [
                 f"  cell {report['cell']} failed {item}: {why}" for item, why in report["failures"]
