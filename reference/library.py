@@ -100,6 +100,9 @@ class ReferenceLibrary:
         xp = self.namespace
         return xp.asarray(np.asarray(host, dtype=np.float64), device=self.native_device)
 
+    def __str__(self) -> str:
+        return self.text
+
     def as_dict(self) -> dict:
         return {"library": self.name, "version": self.version, "device": self.device}
 
@@ -118,5 +121,8 @@ def parse(text: str) -> ReferenceLibrary:
     """``numpy``, ``torch``, ``torch:cuda:0``, ``cupy``, ``cupy:cuda:1``; ValueError else."""
     name, _, device = text.strip().partition(":")
     if name not in NAMESPACES:
-        raise ValueError(f"{text!r}: expected one of {', '.join(NAMESPACES)}, with :DEVICE")
+        raise ValueError(
+            f"{text}: not a reference library; expected {', '.join(NAMESPACES)}, each with an "
+            "optional :DEVICE (torch:cuda:0)"
+        )
     return ReferenceLibrary(name, device or DEFAULT_DEVICES[name])
