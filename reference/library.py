@@ -9,6 +9,7 @@ takes each onto the library's device before the reference reads it.
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from types import ModuleType
@@ -58,6 +59,10 @@ class ReferenceLibrary:
     @cached_property
     def namespace(self) -> ModuleType:
         """The library's array-API namespace; ``LibraryError`` when it is not installed."""
+        if self.name == "torch":
+            # OpenMP's waiting threads sleep, as the PyTorch backend's do (docs/backends.md):
+            # spinning ones collapse on a shared cell. Read when PyTorch first loads.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             importlib.import_module(self.name)
             return importlib.import_module(NAMESPACES[self.name])
