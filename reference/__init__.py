@@ -1,9 +1,10 @@
 """The float64 reference implementation of the nine typical layers (Appendix A).
 
 One module per layer type, each with ``forward``, ``backward`` and, for the layers with
-weights, ``gradient``; ``update`` is one rule for every weight array. Arrays are
-NumPy in the standard's layout [B][X][Y][L]; every kernel computes in the dtype of its
-arguments, and the reference is this code run on float64. ``ReferenceKernels`` hands them to
+weights, ``gradient``; ``update`` is one rule for every weight array. Arrays are in the
+standard's layout [B][X][Y][L], of any library of the array API standard (NumPy, PyTorch,
+CuPy: ``library.py``); every kernel computes in its arguments' library and dtype, and the
+reference is this code run on float64. ``ReferenceKernels`` hands them to
 the executor (``pytest_gostcnn.model.executor``), which runs whole networks.
 """
 

@@ -9,63 +9,83 @@ runs over the Rx*Ry window offsets only, never over pixels or the batch.
 
 from collections.abc import Iterator
 
-import numpy as np
+from array_api_compat import array_namespace, device, is_numpy_namespace
 
 from pytest_gostcnn.machine import pool
 from pytest_gostcnn.model.layers import Layer
 
+from .library import Array
 
-def pad(a: np.ndarray, layer: Layer) -> np.ndarray:
+
+def zeros(like: Array, shape: tuple[int, ...]) -> Array:
+    """Zeros of ``like``'s library, dtype and device."""
+    return array_namespace(like).zeros(shape, dtype=like.dtype, device=device(like))
+
+
+def pad(a: Array, layer: Layer) -> Array:
     """``a`` ([B][X][Y][L]) with Px / Py zero rows and columns on each side."""
     px, py = layer.params["Px"], layer.params["Py"]
-    return np.pad(a, ((0, 0), (px, px), (py, py), (0, 0)))
+    b, x, y, channels = a.shape
+    padded = zeros(a, (b, x + 2 * px, y + 2 * py, channels))
+    padded[:, px : px + x, py : py + y, :] = a
+    return padded
 
 
-def padded_zeros(layer: Layer, batch: int, dtype: np.dtype) -> np.ndarray:
-    """Zeros shaped like ``pad`` of the layer's input map: where backward sums IN_D.
+def padded_zeros(layer: Layer, like: Array) -> Array:
+    """Zeros shaped like ``pad`` of the layer's input map, at ``like``'s batch and type:
+    where backward sums IN_D.
 
     Every window offset adds into its slice; ``crop`` then drops what landed on padding.
     """
     x, y, channels = layer.in_shapes[0]
     px, py = layer.params["Px"], layer.params["Py"]
-    return np.zeros((batch, x + 2 * px, y + 2 * py, channels), dtype=dtype)
+    return zeros(like, (like.shape[0], x + 2 * px, y + 2 * py, channels))
 
 
-def crop(padded: np.ndarray, layer: Layer) -> np.ndarray:
+def crop(padded: Array, layer: Layer) -> Array:
     """The in-bounds part of a padded map: the inverse of ``pad``."""
     px, py = layer.params["Px"], layer.params["Py"]
     x, y, _ = layer.in_shapes[0]
     return padded[:, px : px + x, py : py + y, :]
 
 
-def rows(a: np.ndarray) -> np.ndarray:
+def rows(a: Array) -> Array:
     """A map [B][X][Y][L] as the matrix [B*X*Y][L] (a copy where ``a`` is a window view).
 
     One GEMM over all B*X*Y rows: NumPy's ``@`` on the 4-D map runs B*X small ones, many
     times slower.
     """
-    return a.reshape(-1, a.shape[-1])
+    return array_namespace(a).reshape(a, (-1, a.shape[-1]))
 
 
-def matmul(a: np.ndarray, matrix: np.ndarray) -> np.ndarray:
-    """``a`` [B][X][Y][L] times ``matrix`` [L][F]: the map [B][X][Y][F], one GEMM per slab
-    of the map's rows on each core (every output the same sum as one GEMM's)."""
-    out = np.empty((*a.shape[:-1], matrix.shape[-1]), dtype=np.result_type(a, matrix))
+def matmul(a: Array, matrix: Array) -> Array:
+    """``a`` [B][X][Y][L] times ``matrix`` [L][F]: the map [B][X][Y][F]. On NumPy, one GEMM
+    per slab of the map's rows on each core of ``machine.pool`` (every output the same sum
+    as one GEMM's); another library runs one GEMM on its own threads."""
+    xp = array_namespace(a, matrix)
+    shape = (*a.shape[:-1], matrix.shape[-1])
+    if not is_numpy_namespace(xp):
+        return xp.reshape(rows(a) @ matrix, shape)
+    out = xp.empty(shape, dtype=xp.result_type(a, matrix))
     axis = 1 if a.shape[1] >= pool.threads() else 0  # cut X, or the batch if X is short
 
     def part(span: slice) -> None:
         index = (slice(None), span) if axis == 1 else (span,)
-        out[index] = (rows(a[index]) @ matrix).reshape(out[index].shape)
+        out[index] = xp.reshape(rows(a[index]) @ matrix, out[index].shape)
 
     pool.split(a.shape[axis], out.size * matrix.shape[0], part)
     return out
 
 
-def transposed_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def transposed_matmul(a: Array, b: Array) -> Array:
     """``a.T @ b`` of two maps as matrices [B*X*Y][F] and [B*X*Y][L]: the [F][L] sums over
-    every position, a slab of ``b``'s channels on each core (each sum as one GEMM's)."""
+    every position; on NumPy a slab of ``b``'s channels on each core (each sum as one
+    GEMM's)."""
+    xp = array_namespace(a, b)
     left = rows(a)
-    out = np.empty((a.shape[-1], b.shape[-1]), dtype=np.result_type(a, b))
+    if not is_numpy_namespace(xp):
+        return left.T @ rows(b)
+    out = xp.empty((a.shape[-1], b.shape[-1]), dtype=xp.result_type(a, b))
 
     def part(span: slice) -> None:
         out[:, span] = left.T @ rows(b[..., span])

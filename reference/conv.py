@@ -1,16 +1,17 @@
 """Convolution (section 6.1, Appendix A): FILTERS[Rx][Ry][L][F], BIASES[F]."""
 
-import numpy as np
+from array_api_compat import array_namespace
 
 from pytest_gostcnn.model.layers import Layer
 
-from ._window import crop, matmul, offsets, pad, padded_zeros, transposed_matmul
+from ._window import crop, matmul, offsets, pad, padded_zeros, transposed_matmul, zeros
+from .library import Array
 
 
-def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:
+def forward(layer: Layer, inputs: list[Array], weights: dict[str, Array]) -> list:
     padded = pad(inputs[0], layer)
     filters = weights["filters"]
-    out = np.empty((padded.shape[0], *layer.out_shapes[0]), dtype=padded.dtype)
+    out = zeros(padded, (padded.shape[0], *layer.out_shapes[0]))
     out[...] = weights["biases"]
     for rx, ry, index in offsets(layer):
         out += matmul(padded[index], filters[rx, ry])
@@ -19,27 +20,26 @@ def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarra
 
 def backward(
     layer: Layer,
-    inputs: list[np.ndarray],
-    outputs: list[np.ndarray],
-    out_residuals: list[np.ndarray],
-    weights: dict[str, np.ndarray],
+    inputs: list[Array],
+    outputs: list[Array],
+    out_residuals: list[Array],
+    weights: dict[str, Array],
 ) -> list:
     out_residual = out_residuals[0]
     filters = weights["filters"]
-    in_residual = padded_zeros(layer, out_residual.shape[0], out_residual.dtype)
+    in_residual = padded_zeros(layer, out_residual)
     for rx, ry, index in offsets(layer):
         in_residual[index] += matmul(out_residual, filters[rx, ry].T)
     return [crop(in_residual, layer)]
 
 
-def gradient(
-    layer: Layer, inputs: list[np.ndarray], out_residuals: list[np.ndarray]
-) -> dict[str, np.ndarray]:
+def gradient(layer: Layer, inputs: list[Array], out_residuals: list[Array]) -> dict[str, Array]:
     padded = pad(inputs[0], layer)
     out_residual = out_residuals[0]
-    filters_grad = np.empty(layer.weight_shapes["filters"], dtype=padded.dtype)
+    filters_grad = zeros(padded, layer.weight_shapes["filters"])
     for rx, ry, index in offsets(layer):
         # FILTERS_D[rx][ry] = IN(window)^T OUT_D, computed as its transpose: OpenBLAS runs
         # this long reduction faster with OUT_D^T as the left operand.
         filters_grad[rx, ry] = transposed_matmul(out_residual, padded[index]).T
-    return {"filters": filters_grad, "biases": out_residual.sum(axis=(0, 1, 2))}
+    biases_grad = array_namespace(padded).sum(out_residual, axis=(0, 1, 2))
+    return {"filters": filters_grad, "biases": biases_grad}

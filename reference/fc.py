@@ -5,38 +5,48 @@ is held as the map [B][1][1][F]. standard.md §4 gap: BIASES_D[f] is the sum of 
 over the batch, as for convolution.
 """
 
-import numpy as np
+from array_api_compat import array_namespace
 
 from pytest_gostcnn.model.layers import Layer
 
+from .library import Array
 
-def _flat_weights(weights: dict[str, np.ndarray]) -> np.ndarray:
+
+def _flat_weights(weights: dict[str, Array]) -> Array:
     """WEIGHTS[F][L][X][Y] reordered to [F][X][Y][L] and flattened to [F][X*Y*L]."""
     w = weights["weights"]
-    return w.transpose(0, 2, 3, 1).reshape(w.shape[0], -1)
+    xp = array_namespace(w)
+    return xp.reshape(xp.permute_dims(w, (0, 2, 3, 1)), (w.shape[0], -1))
 
 
-def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:
+def forward(layer: Layer, inputs: list[Array], weights: dict[str, Array]) -> list:
     inp = inputs[0]
-    out = inp.reshape(inp.shape[0], -1) @ _flat_weights(weights).T + weights["biases"]
-    return [out.reshape(inp.shape[0], 1, 1, -1)]
+    xp = array_namespace(inp)
+    out = xp.reshape(inp, (inp.shape[0], -1)) @ _flat_weights(weights).T + weights["biases"]
+    return [xp.reshape(out, (inp.shape[0], 1, 1, -1))]
 
 
 def backward(
     layer: Layer,
-    inputs: list[np.ndarray],
-    outputs: list[np.ndarray],
-    out_residuals: list[np.ndarray],
-    weights: dict[str, np.ndarray],
+    inputs: list[Array],
+    outputs: list[Array],
+    out_residuals: list[Array],
+    weights: dict[str, Array],
 ) -> list:
-    out_residual = out_residuals[0].reshape(out_residuals[0].shape[0], -1)
+    xp = array_namespace(out_residuals[0])
+    out_residual = xp.reshape(out_residuals[0], (out_residuals[0].shape[0], -1))
     in_residual = out_residual @ _flat_weights(weights)
-    return [in_residual.reshape(out_residual.shape[0], *layer.in_shapes[0])]
+    return [xp.reshape(in_residual, (out_residual.shape[0], *layer.in_shapes[0]))]
 
 
-def gradient(
-    layer: Layer, inputs: list[np.ndarray], out_residuals: list[np.ndarray]
-) -> dict[str, np.ndarray]:
-    out_residual = out_residuals[0].reshape(out_residuals[0].shape[0], -1)
-    weights_grad = np.einsum("bxyl,bf->flxy", inputs[0], out_residual)
-    return {"weights": weights_grad, "biases": out_residual.sum(axis=0)}
+def gradient(layer: Layer, inputs: list[Array], out_residuals: list[Array]) -> dict[str, Array]:
+    inp = inputs[0]
+    xp = array_namespace(inp)
+    out_residual = xp.reshape(out_residuals[0], (inp.shape[0], -1))
+    # WEIGHTS_D[f][x][y][l] sums OUT_D[b][f] * IN[b][x][y][l] over b, in the batch's order.
+    flat = xp.reshape(inp, (inp.shape[0], -1))
+    grad = out_residual[0][:, None] * flat[0][None, :]
+    for b in range(1, inp.shape[0]):
+        grad += out_residual[b][:, None] * flat[b][None, :]
+    weights_grad = xp.permute_dims(xp.reshape(grad, (-1, *inp.shape[1:])), (0, 3, 1, 2))
+    return {"weights": weights_grad, "biases": xp.sum(out_residual, axis=0)}

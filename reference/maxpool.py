@@ -5,34 +5,37 @@ RES=0 there), so padding is 0, not -inf. Backward sends OUT_D to every in-bounds
 equal to the output (all tied maxima), accumulating over overlapping windows.
 """
 
-import numpy as np
+from array_api_compat import array_namespace
 
 from pytest_gostcnn.model.layers import Layer
 
 from ._window import crop, offsets, pad
+from .library import Array
 
 
-def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:
+def forward(layer: Layer, inputs: list[Array], weights: dict[str, Array]) -> list:
     padded = pad(inputs[0], layer)
     windows = (padded[index] for _, _, index in offsets(layer))
-    out = next(windows).copy()
+    xp = array_namespace(padded)
+    out = next(windows)
     for window in windows:
-        np.maximum(out, window, out=out)
+        out = xp.maximum(out, window)
     return [out]
 
 
 def backward(
     layer: Layer,
-    inputs: list[np.ndarray],
-    outputs: list[np.ndarray],
-    out_residuals: list[np.ndarray],
-    weights: dict[str, np.ndarray],
+    inputs: list[Array],
+    outputs: list[Array],
+    out_residuals: list[Array],
+    weights: dict[str, Array],
 ) -> list:
     padded = pad(inputs[0], layer)
     out, out_residual = outputs[0], out_residuals[0]
-    in_residual = np.zeros_like(padded)
+    xp = array_namespace(padded)
+    in_residual = xp.zeros_like(padded)
     for _, _, index in offsets(layer):
         # Padding positions equal to the output get a share too, but crop() drops them:
         # Appendix A gives residual to in-bounds positions only.
-        in_residual[index] += np.where(padded[index] == out, out_residual, 0.0)
+        in_residual[index] += xp.where(padded[index] == out, out_residual, 0.0)
     return [crop(in_residual, layer)]

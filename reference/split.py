@@ -4,24 +4,27 @@ Table rows name the outputs ``n.1`` and ``n.2``. Each is a copy, not a view of I
 would keep all of IN alive for as long as either half is kept.
 """
 
-import numpy as np
+from array_api_compat import array_namespace
 
 from pytest_gostcnn.model.layers import Layer
 
+from .library import Array
 
-def forward(layer: Layer, inputs: list[np.ndarray], weights: dict[str, np.ndarray]) -> list:
+
+def forward(layer: Layer, inputs: list[Array], weights: dict[str, Array]) -> list:
     first = layer.params["L1"]
+    xp = array_namespace(inputs[0])
     return [
-        np.ascontiguousarray(inputs[0][..., :first]),
-        np.ascontiguousarray(inputs[0][..., first:]),
+        xp.asarray(inputs[0][..., :first], copy=True),
+        xp.asarray(inputs[0][..., first:], copy=True),
     ]
 
 
 def backward(
     layer: Layer,
-    inputs: list[np.ndarray],
-    outputs: list[np.ndarray],
-    out_residuals: list[np.ndarray],
-    weights: dict[str, np.ndarray],
+    inputs: list[Array],
+    outputs: list[Array],
+    out_residuals: list[Array],
+    weights: dict[str, Array],
 ) -> list:
-    return [np.concatenate(out_residuals, axis=3)]
+    return [array_namespace(*out_residuals).concat(out_residuals, axis=3)]

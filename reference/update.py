@@ -3,13 +3,11 @@
 Literally a plus sign and no learning rate (standard.md §3).
 """
 
-import numpy as np
-
 from pytest_gostcnn.model.layers import Layer
 
+from .library import Array
 
-def update(
-    layer: Layer, weights: dict[str, np.ndarray], grads: dict[str, np.ndarray], batch: int
-) -> None:
+
+def update(layer: Layer, weights: dict[str, Array], grads: dict[str, Array], batch: int) -> None:
     for name, grad in grads.items():
         weights[name] += grad / batch

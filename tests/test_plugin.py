@@ -54,6 +54,7 @@ GOST_OPTIONS = {
     "--gost-backend-option",
     "--gost-stall-timeout",
     "--gost-rmse-threshold",
+    "--gost-reference",
     "--gost-profile",
     "--gost-images",
     "--gost-peak",

@@ -8,12 +8,14 @@ import math
 from typing import Any
 
 import numpy as np
+from array_api_compat import array_namespace, size
 
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
 from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type
 from pytest_gostcnn.model.network import Network
+from pytest_gostcnn.reference.library import NUMPY, Array, ReferenceLibrary
 
 from . import fixed_point
 from .error_model import ValueAndVariance
@@ -29,7 +31,7 @@ def _check_range(maps: list[ValueAndVariance], master: list[ValueAndVariance], d
     what the type holds, a backend that overflows is not at fault."""
     for arrays, kept in ((maps, dtype), (master, master_dtype(dtype))):
         limit = PRECISIONS[kept].largest if kept in PRECISIONS else math.inf
-        peaks = [float(np.max(np.abs(a.value))) for a in arrays if a.value.size]
+        peaks = [_largest(a.value) for a in arrays if size(a.value)]
         largest = max(peaks, default=0.0) if all(map(math.isfinite, peaks)) else math.inf
         if largest > limit:
             raise SuiteError(
@@ -37,6 +39,11 @@ def _check_range(maps: list[ValueAndVariance], master: list[ValueAndVariance], d
                 f"largest value {limit:.5g}: the weights the round started from have grown "
                 "past what the type holds over the rounds before it; no verdict on the round"
             )
+
+
+def _largest(array: Array) -> float:
+    xp = array_namespace(array)
+    return float(xp.max(xp.abs(array)))
 
 
 def verify_round(
@@ -50,6 +57,7 @@ def verify_round(
     updated: executor.Weights | None,
     threshold: float | None = None,
     scales: ScaleTable | None = None,
+    library: ReferenceLibrary = NUMPY,
 ) -> Verification:
     """Audit one timed round (standard.md §7.7) by section 8's rule on that round's data.
 
@@ -63,13 +71,14 @@ def verify_round(
     arrays it was given; ``result`` is the round's output map, or its TrainingResult, and
     ``updated`` its weights after a training round. The float64
     reference runs one iteration from the same values. An integer type's round (inference)
-    has integer ``weights`` and its calibrated ``scales``.
+    has integer ``weights`` and its calibrated ``scales``. ``library``: the array library the
+    float64 reference runs on (an integer type's runs on NumPy).
     """
     subject = f"{network.latin}-{mode} round"
     itype = integer_type(backend.dtype)
     if itype is not None:
         return _verify_integer_round(backend, network, weights, image, result, scales, threshold)
-    model, representable = model_of(backend.dtype)
+    model, representable = model_of(backend.dtype, library)
     held = representable if mode == "inference" else (lambda array: array)
 
     def prepare() -> tuple:

@@ -11,11 +11,13 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
+from array_api_compat import array_namespace, device
 
 from pytest_gostcnn.model.dtypes import Precision
 from pytest_gostcnn.model.layers import Layer, window_overlap
 from pytest_gostcnn.reference import MODULES
-from pytest_gostcnn.reference._window import crop, offsets, pad
+from pytest_gostcnn.reference._window import crop, offsets, pad, zeros
+from pytest_gostcnn.reference.library import NUMPY, Array, ReferenceLibrary
 
 # A decision is uncertain when the reference value is within this many standard deviations
 # of the implementation's error from the decision boundary.
@@ -57,13 +59,12 @@ def rule(type_name: str) -> str:
 
 
 class ValueAndVariance:
-    """A float64 reference array and the variance of an implementation's error per element."""
+    """A float64 reference array and the variance of an implementation's error per element,
+    both arrays of the reference's library (``reference.library``)."""
 
     __slots__ = ("value", "var", "storage", "underflow")
 
-    def __init__(
-        self, value: np.ndarray, var: np.ndarray, storage: float, underflow: float = 0.0
-    ) -> None:
+    def __init__(self, value: Array, var: Array, storage: float, underflow: float = 0.0) -> None:
         self.value, self.var, self.storage, self.underflow = value, var, storage, underflow
 
     @property
@@ -79,28 +80,39 @@ class ValueAndVariance:
 
 def admissible_rmse(array: ValueAndVariance) -> float:
     """СКОП of one array: ``SAFETY`` times the RMS of its modelled error."""
-    return SAFETY * math.sqrt(float(np.mean(array.var)))
+    return SAFETY * math.sqrt(float(array_namespace(array.var).mean(array.var)))
 
 
 class ErrorModelKernels:
     """Executor kernels over ``ValueAndVariance`` arrays: the float64 reference and its error
     model."""
 
-    def __init__(self, precision: Precision, master: Precision | None = None) -> None:
+    def __init__(
+        self,
+        precision: Precision,
+        master: Precision | None = None,
+        library: ReferenceLibrary = NUMPY,
+    ) -> None:
         """``master``: the precision gradients and updated weights are stored in, where it
-        is not the data type's (float16 training, standard.md §6)."""
+        is not the data type's (float16 training, standard.md §6); ``library``: the array
+        library the reference runs on."""
         self.precision = precision
         self.master = master or precision
+        self.library = library
 
     def bound(self, host: np.ndarray) -> ValueAndVariance:
-        """A float64 array as handed to the implementation: its error is its rounding."""
+        """A float64 host array as handed to the implementation, on the reference's library:
+        its error is its rounding (computed on the host, as the draws are)."""
         value = np.asarray(host, dtype=np.float64)
         error = self.precision.round(value) - value
         return ValueAndVariance(
-            value, error * error, self.precision.storage, self.precision.underflow
+            self.library.asarray(value),
+            self.library.asarray(error * error),
+            self.precision.storage,
+            self.precision.underflow,
         )
 
-    def _stored(self, value: np.ndarray, var: np.ndarray) -> ValueAndVariance:
+    def _stored(self, value: Array, var: Array) -> ValueAndVariance:
         """A computed array, stored in the data type: its rounding adds ``(u*v)^2``, and
         near zero (a subnormal) the type's underflow bound squared."""
         p = self.precision
@@ -117,7 +129,7 @@ class ErrorModelKernels:
         p = self.precision
         return length * p.accumulate**2 + 2 * p.multiply**2
 
-    def _drift(self, length: int, total: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
+    def _drift(self, length: int, total: Array, magnitude: Array) -> Array:
         """Variance a sum of ``length`` terms adds when its terms share a sign.
 
         ``total`` is the sum, ``magnitude`` the sum of the terms' absolute values. Terms of
@@ -127,7 +139,8 @@ class ErrorModelKernels:
         ``(total / magnitude)^2`` is 1 for such sums and about ``1/length`` for terms of
         random sign, where ``_sum_of_products`` already holds the rounding.
         """
-        coherence = np.divide(total, magnitude, out=np.zeros_like(total), where=magnitude > 0)
+        xp, summed = array_namespace(total), magnitude > 0
+        coherence = xp.where(summed, total / xp.where(summed, magnitude, 1.0), 0.0)
         return (length * self.precision.accumulate * total * coherence / 2) ** 2
 
     # forward and backward: one rule per layer type, found in RULES. -----------------------
@@ -190,13 +203,15 @@ class ErrorModelKernels:
     def _forward_relu(self, layer, module, inputs, weights, values) -> list:
         x = inputs[0]
         passes = (x.value > 0) | _uncertain(x.value, x.var)
-        return [ValueAndVariance(values[0], np.where(passes, x.var, 0.0), x.storage, x.underflow)]
+        var = array_namespace(x.var).where(passes, x.var, 0.0)
+        return [ValueAndVariance(values[0], var, x.storage, x.underflow)]
 
     def _backward_relu(self, layer, module, inputs, outputs, out_residuals, weights, values, maps):
         x, r = inputs[0], out_residuals[0]
         flipped = _uncertain(x.value, x.var)
-        var = np.where(x.value > 0, r.var, 0.0) + np.where(
-            flipped, (np.abs(r.value) + np.sqrt(r.var)) ** 2, 0.0
+        xp = array_namespace(x.value)
+        var = xp.where(x.value > 0, r.var, 0.0) + xp.where(
+            flipped, (xp.abs(r.value) + xp.sqrt(r.var)) ** 2, 0.0
         )
         return [ValueAndVariance(values[0], var, r.storage, r.underflow)]
 
@@ -225,7 +240,7 @@ class ErrorModelKernels:
         x = inputs[0]
         c = self._sum_of_products(window)
         var = module.forward(layer, [x.var + c * x.value**2], {})[0] / window
-        magnitude = module.forward(layer, [np.abs(x.value)], {})[0]
+        magnitude = module.forward(layer, [array_namespace(x.value).abs(x.value)], {})[0]
         return [self._stored(values[0], var + self._drift(window, values[0], magnitude))]
 
     def _backward_avgpool(
@@ -273,6 +288,7 @@ class ErrorModelKernels:
     ) -> dict[str, ValueAndVariance]:
         module = MODULES[layer.type.name]
         x, r = inputs[0], out_residuals[0]
+        xp = array_namespace(x.value)
         values = module.gradient(layer, [x.value], [r.value])
         length = _gradient_length(layer, r.shape[0])
         c = self._sum_of_products(length)
@@ -280,10 +296,10 @@ class ErrorModelKernels:
         # hands one error to every position of its window, and a sum over the positions
         # adds them coherently. Their term is bounded as if fully correlated:
         # (sum |x| sd(r))^2 >= var(sum x e_r) whatever the correlation (Cauchy-Schwarz).
-        coherent = module.gradient(layer, [np.abs(x.value)], [np.sqrt(r.var)])
+        coherent = module.gradient(layer, [xp.abs(x.value)], [xp.sqrt(r.var)])
         from_input = module.gradient(layer, [x.var], [r.value**2])
         rounding = module.gradient(layer, [x.value**2], [c * r.value**2])
-        magnitude = module.gradient(layer, [np.abs(x.value)], [np.abs(r.value)])
+        magnitude = module.gradient(layer, [xp.abs(x.value)], [xp.abs(r.value)])
         out = {}
         u, tiny = self.master.storage, self.master.underflow
         for name, value in values.items():
@@ -311,22 +327,24 @@ class ErrorModelKernels:
             weights[name] = ValueAndVariance(value, var, u, tiny)
 
 
-def _values(weights: Mapping[str, ValueAndVariance]) -> dict[str, np.ndarray]:
+def _values(weights: Mapping[str, ValueAndVariance]) -> dict[str, Array]:
     return {name: w.value for name, w in weights.items()}
 
 
-def _squares(weights: Mapping[str, ValueAndVariance]) -> dict[str, np.ndarray]:
+def _squares(weights: Mapping[str, ValueAndVariance]) -> dict[str, Array]:
     return {name: w.value**2 for name, w in weights.items() if name != "biases"}
 
 
-def _no_bias(layer: Layer, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _no_bias(layer: Layer, arrays: dict[str, Array]) -> dict[str, Array]:
     """Weights for a variance pass through a forward kernel: the bias is added separately."""
-    return {**arrays, "biases": np.zeros(layer.weight_shapes["biases"])}
+    like = next(iter(arrays.values()))
+    return {**arrays, "biases": zeros(like, layer.weight_shapes["biases"])}
 
 
-def _uncertain(value: np.ndarray, var: np.ndarray) -> np.ndarray:
+def _uncertain(value: Array, var: Array) -> Array:
     """Where an implementation's value may lie on the other side of 0 from the reference."""
-    return (var > 0) & (np.abs(value) <= UNCERTAINTY * np.sqrt(var))
+    xp = array_namespace(value)
+    return (var > 0) & (xp.abs(value) <= UNCERTAINTY * xp.sqrt(var))
 
 
 def _gradient_length(layer: Layer, batch: int) -> int:
@@ -337,7 +355,7 @@ def _gradient_length(layer: Layer, batch: int) -> int:
 
 def _maxpool_residual_var(
     layer: Layer, x: ValueAndVariance, out: ValueAndVariance, r: ValueAndVariance
-) -> np.ndarray:
+) -> Array:
     """Max pooling backward: errors of routed residuals, and windows whose choice may differ.
 
     A window's choice is uncertain when a second position (padding included) is within
@@ -347,17 +365,18 @@ def _maxpool_residual_var(
     module = MODULES["maxpool"]
     routed = module.backward(layer, [x.value], [out.value], [r.var], {})[0]
     values, variances = pad(x.value, layer), pad(x.var, layer)
-    near, erring = [], np.zeros(out.shape, dtype=bool)
-    count = np.zeros(out.shape, dtype=np.int64)
+    xp, on = array_namespace(x.value), device(x.value)
+    near, erring = [], xp.zeros(out.shape, dtype=xp.bool, device=on)
+    count = xp.zeros(out.shape, dtype=xp.int64, device=on)
     for _, _, index in offsets(layer):
         spread = variances[index] + out.var
-        close = np.abs(values[index] - out.value) <= UNCERTAINTY * np.sqrt(spread)
+        close = xp.abs(values[index] - out.value) <= UNCERTAINTY * xp.sqrt(spread)
         near.append((index, close))
-        count += close
+        count += xp.astype(close, xp.int64)
         erring |= close & (spread > 0)
     contested = (count >= 2) & erring
-    share = np.where(contested, (np.abs(r.value) + np.sqrt(r.var)) ** 2, 0.0)
-    moved = np.zeros_like(values)
+    share = xp.where(contested, (xp.abs(r.value) + xp.sqrt(r.var)) ** 2, 0.0)
+    moved = xp.zeros_like(values)
     for index, close in near:
-        moved[index] += np.where(close, share, 0.0)
+        moved[index] += xp.where(close, share, 0.0)
     return routed + crop(moved, layer)

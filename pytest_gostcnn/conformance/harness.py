@@ -16,6 +16,7 @@ from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model.dtypes import PRECISIONS, host_array_problem, master_dtype
 from pytest_gostcnn.model.executor import KernelError
 from pytest_gostcnn.model.fixed_point import integer_type
+from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary, to_numpy
 
 from .error_model import ErrorModelKernels, ValueAndVariance, admissible_rmse
 from .verdicts import MEAN_ERROR, ArrayCheck, Verification
@@ -57,26 +58,28 @@ def check_array(
     ``threshold`` overrides СКОП as a share of the reference array's RMS; ``host_dtype`` is
     the type the array is kept in when it is not ``dtype`` (a float16 gradient, kept in
     float32: ``model.dtypes.MASTER_DTYPES``). An integer type's array holds integers at
-    ``scale`` (docs/backends.md, "Integer types"): it is compared as ``got * scale``.
+    ``scale`` (docs/backends.md, "Integer types"): it is compared as ``got * scale``. The
+    comparison runs on the host in NumPy, whichever library computed the reference.
     """
+    value = to_numpy(reference.value)
     if dtype not in PRECISIONS and integer_type(dtype) is None:
         raise ValueError(_NO_MODEL.format(dtype=dtype))
     if threshold is None:
         admissible = admissible_rmse(reference)
     else:
-        admissible = threshold * math.sqrt(float(np.mean(reference.value**2)))
-    problem = host_array_problem(got, reference.value.shape, host_dtype or dtype)
+        admissible = threshold * math.sqrt(float(np.mean(value**2)))
+    problem = host_array_problem(got, value.shape, host_dtype or dtype)
     if problem is None and not np.all(np.isfinite(got)):
         bad = int(np.count_nonzero(~np.isfinite(got)))
         problem = f"{bad} of {got.size} elements are NaN or Inf"
     if problem is not None:
         return ArrayCheck(name, None, admissible, problem)
-    problem = untrustworthy(reference.value)
+    problem = untrustworthy(value)
     if problem is not None:
         return ArrayCheck(name, None, admissible, problem, reference_problem=True)
     if scale is not None:
         got = got.astype(np.float64) * scale
-    return ArrayCheck(name, rmse(got, reference.value), admissible)
+    return ArrayCheck(name, rmse(got, value), admissible)
 
 
 def mean_error_check(
@@ -92,12 +95,13 @@ def mean_error_check(
     every value) exceeds it by sqrt(3N) / MEAN_ERROR_SIGMAS, which СКО cannot show: floor's
     RMS error is only twice the model's (standard.md §6, "Integer inference").
     """
-    total = float(np.sum(reference.var))
+    total = float(np.sum(to_numpy(reference.var)))
     if total == 0:
         return None
-    difference = got.astype(np.float64) * scale - reference.value
+    value = to_numpy(reference.value)
+    difference = got.astype(np.float64) * scale - value
     mean = float(np.mean(difference))
-    admissible = MEAN_ERROR_SIGMAS * math.sqrt(total) / reference.value.size
+    admissible = MEAN_ERROR_SIGMAS * math.sqrt(total) / value.size
     note = None
     if abs(mean) >= admissible:
         side = "below" if mean < 0 else "above"
@@ -112,8 +116,11 @@ _NO_MODEL = (
 )
 
 
-def model_of(dtype: str) -> tuple[ErrorModelKernels, Callable[[np.ndarray], np.ndarray]]:
-    """The reference with the error model of ``dtype``, and the rounding of drawn values.
+def model_of(
+    dtype: str, library: ReferenceLibrary = NUMPY
+) -> tuple[ErrorModelKernels, Callable[[np.ndarray], np.ndarray]]:
+    """The reference with the error model of ``dtype`` on ``library``, and the rounding of
+    drawn values (on the host).
 
     standard.md §6 gives both implementations the same values: the draws are rounded to the data
     type first, so the implementation receives them exactly and the reference computes
@@ -123,7 +130,7 @@ def model_of(dtype: str) -> tuple[ErrorModelKernels, Callable[[np.ndarray], np.n
     precision = PRECISIONS.get(dtype)
     if precision is None:
         raise ValueError(_NO_MODEL.format(dtype=dtype))
-    return ErrorModelKernels(precision, PRECISIONS[master_dtype(dtype)]), precision.round
+    return ErrorModelKernels(precision, PRECISIONS[master_dtype(dtype)], library), precision.round
 
 
 def comparer(

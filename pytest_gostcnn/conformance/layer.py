@@ -15,6 +15,7 @@ from pytest_gostcnn.model.data import INPUT_RANGE, WEIGHT_RANGE
 from pytest_gostcnn.model.executor import check_gradients, check_maps
 from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type
 from pytest_gostcnn.model.layers import Layer
+from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
 from . import fixed_point
 from .harness import ContractError, comparer, guarded, model_of, suite_side
@@ -56,6 +57,7 @@ def prepare_layer(
     dtype: str,
     draw_input: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] | None = None,
     saturating: bool = False,
+    library: ReferenceLibrary = NUMPY,
 ) -> LayerData:
     """Draw one layer's data and compute its reference through step ``last``.
 
@@ -63,7 +65,8 @@ def prepare_layer(
     U(-127, 128), weights from U(-1, 1), as section 8 draws them; every step's reference
     needs the ones before it (backward needs forward's OUT). An integer type's data are
     quantised and verify forward only (``fixed_point.prepare_layer``); ``saturating``, an
-    integer type's only, gives the output a scale too small for its values.
+    integer type's only, gives the output a scale too small for its values. ``library``:
+    the array library the float64 reference runs on (an integer type's runs on NumPy).
     """
     itype = integer_type(dtype)
     if saturating and itype is None:
@@ -74,7 +77,7 @@ def prepare_layer(
         data = fixed_point.prepare_layer(layer, batch, seed, itype, draw_input, saturating)
         reference = {"forward": data.reference}
         return LayerData(last, data.inputs, data.weights, [], reference, data.scales)
-    model, representable = model_of(dtype)
+    model, representable = model_of(dtype, library)
     rng = np.random.default_rng(seed)
     draw = draw_input or (lambda g, shape: g.uniform(*INPUT_RANGE, size=shape))
     host_inputs = [representable(draw(rng, (batch, *s))) for s in layer.in_shapes]
@@ -210,6 +213,7 @@ def verify_layer(
     draw_input: Callable[[np.random.Generator, tuple[int, ...]], np.ndarray] | None = None,
     prepare: Callable[[], LayerData] | None = None,
     saturating: bool = False,
+    library: ReferenceLibrary = NUMPY,
 ) -> Verification:
     """One step of one layer, after the steps before it (backward needs forward's OUT).
 
@@ -218,11 +222,13 @@ def verify_layer(
     After every kernel the arrays it read are checked unchanged: a kernel that writes into
     its inputs fails the item, naming the kernel and the argument. An integer type's arrays
     are checked by СКО and by their mean error (``harness.mean_error_check``);
-    ``saturating`` is ``prepare_layer``'s.
+    ``saturating`` and ``library`` are ``prepare_layer``'s.
     """
 
     def own() -> LayerData:
-        return prepare_layer(layer, step, batch, seed, backend.dtype, draw_input, saturating)
+        return prepare_layer(
+            layer, step, batch, seed, backend.dtype, draw_input, saturating, library
+        )
 
     def verify(result: Verification) -> None:
         data = suite_side(batch, prepare or own)

@@ -13,6 +13,7 @@ from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
 from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.model.network import Network
+from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
 from . import fixed_point
 from .error_model import ValueAndVariance
@@ -28,14 +29,16 @@ def verify_network(
     seed: int,
     threshold: float | None = None,
     weights: str = "scaled",
+    library: ReferenceLibrary = NUMPY,
 ) -> Verification:
     """Section 8 for one network: ``mode`` is "inference" or "training"; ``weights`` is the
-    reading of 8.2's weight draw (standard.md §6), "scaled" or "full-range"."""
+    reading of 8.2's weight draw (standard.md §6), "scaled" or "full-range"; ``library``
+    the array library the float64 reference runs on (an integer type's runs on NumPy)."""
     subject = f"{network.latin}-{mode}-B{batch}"
     itype = integer_type(backend.dtype)
     if itype is not None:
         return _verify_integer(backend, network, mode, batch, seed, threshold, weights, subject)
-    model, representable = model_of(backend.dtype)
+    model, representable = model_of(backend.dtype, library)
 
     def prepare() -> tuple:
         # The suite's side first, whole: the data and the float64 reference.

@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import numpy as np
+from array_api_compat import array_namespace
 
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
 from pytest_gostcnn.model.network import Network
+from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary, to_numpy
 
 from .error_model import ErrorModelKernels, ValueAndVariance
 
@@ -32,20 +34,28 @@ class Replay:
     drift must be carried: a correct implementation's gradients err within their СКОП, its
     weights drift from the reference's by that much each round, and the rounds after read
     them: the plain reference alone fails a correct backend (docs/benchmarking.md,
-    "Audited rounds").
+    "Audited rounds"). The weights' values are kept on the host, their carried error on the
+    reference's ``library``.
     """
 
-    def __init__(self, network: Network, dtype: str, drawn: executor.Weights) -> None:
+    def __init__(
+        self,
+        network: Network,
+        dtype: str,
+        drawn: executor.Weights,
+        library: ReferenceLibrary = NUMPY,
+    ) -> None:
         self.network = network
         self.precision = PRECISIONS[dtype]
-        self.model = ErrorModelKernels(self.precision, PRECISIONS[master_dtype(dtype)])
+        self.model = ErrorModelKernels(self.precision, PRECISIONS[master_dtype(dtype)], library)
         self.stored = PRECISIONS[master_dtype(dtype)].round
         self.values = {
             n: {k: self.precision.round(np.asarray(a, dtype=np.float64)) for k, a in ws.items()}
             for n, ws in drawn.items()
         }
         self.carried = {
-            n: {k: np.zeros_like(a) for k, a in ws.items()} for n, ws in self.values.items()
+            n: {k: library.asarray(np.zeros_like(a)) for k, a in ws.items()}
+            for n, ws in self.values.items()
         }
         self.rounds = 0  # the rounds replayed so far
 
@@ -65,10 +75,11 @@ class Replay:
                 for k, w in ws.items():
                     # The read's rounding (a float16 copy of a float32 master) is made anew
                     # each round, not carried: only the update's error is.
-                    self.carried[n][k] = np.maximum(
+                    xp = array_namespace(w.var)
+                    self.carried[n][k] = xp.maximum(
                         w.var - read(model, self.values[n][k], 0.0).var, 0.0
                     )
-                    self.values[n][k] = self.stored(w.value)
+                    self.values[n][k] = self.stored(to_numpy(w.value))
             self.rounds += 1
 
     def weights(self) -> dict[int, dict[str, ValueAndVariance]]:
@@ -84,8 +95,8 @@ class SegmentReplay:
     of that segment goes on from it (a segment's audits replay it once, whatever their
     number); one of another segment starts anew from the drawn weights."""
 
-    def __init__(self, network: Network, dtype: str) -> None:
-        self.network, self.dtype = network, dtype
+    def __init__(self, network: Network, dtype: str, library: ReferenceLibrary = NUMPY) -> None:
+        self.network, self.dtype, self.library = network, dtype, library
         self.segment: int | None = None
         self.replay: Replay | None = None
 
@@ -101,7 +112,8 @@ class SegmentReplay:
         output residual."""
         if self.replay is None or self.segment != segment or segment + self.replay.rounds > number:
             self.replay = None  # the last segment's arrays go before the next one's are made
-            self.segment, self.replay = segment, Replay(self.network, self.dtype, drawn)
+            self.segment = segment
+            self.replay = Replay(self.network, self.dtype, drawn, self.library)
         self.replay.advance(data(n) for n in range(segment + self.replay.rounds, number))
         return self.replay.weights()
 

@@ -94,6 +94,7 @@ def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pyte
             draw_input=layer_case.draw_input,
             prepare=prepare,
             saturating=layer_case.saturating,
+            library=session.resolved.reference,
         )
     session.results.suite_seconds["layer_verification"] += time.monotonic() - started
     result.rows = layer_case.rows
@@ -119,6 +120,7 @@ def _shared_data(session: GostSession, case: LayerCase):
                 case_seed(options.seed, data_id),
                 options.dtype,
                 case.draw_input,
+                library=session.resolved.reference,
             )
         return session.results.layer_data[data_id]
 
@@ -149,6 +151,7 @@ def _verified(session: GostSession, latin: str, mode: str) -> Verification:
                 case_seed(options.seed, network_id(options.batch, latin, mode)),
                 options.rmse_threshold,
                 options.weights,
+                library=session.resolved.reference,
             )
         seconds = time.monotonic() - started
         results.suite_seconds["network_verification"] += seconds
@@ -211,7 +214,8 @@ def run_benchmark_case(
             cells.rank,
             calibrate=calibration(options.dtype) if integer_type(options.dtype) else None,
         )
-        replayed = SegmentReplay(network, resolved.backend.dtype)  # the test's audits share it
+        # The test's audits share it.
+        replayed = SegmentReplay(network, resolved.backend.dtype, resolved.reference)
         links = Links(
             session.progress,
             barrier=barrier,
@@ -439,6 +443,7 @@ def audit_round(
             audited.updated,
             threshold,
             scales=audited.scales,
+            library=replayed.library,
         )
     worst = result.worst
     return Audit(

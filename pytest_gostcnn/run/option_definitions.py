@@ -235,6 +235,16 @@ OPTIONS: tuple[Option, ...] = (
         rerun="never",
     ),
     Option(
+        "reference",
+        "LIBRARY[:DEVICE]",
+        "the array library the float64 reference of verification and audits runs on: numpy "
+        "(default), torch (PyTorch on the CPU, its GEMM multithreaded), torch:cuda:0, cupy "
+        "or cupy:cuda:N; checked against NumPy on fixed items before the run relies on it, "
+        "the report says which ran and the agreement found (docs/verification.md)",
+        parse.reference_library,
+        default="numpy",
+    ),
+    Option(
         "allow_unavailable",
         "",
         "exit 0 when the backend is unavailable on this machine (a CI matrix job without the "
@@ -265,6 +275,7 @@ RERUN_ORDER = (
     "tables",
     "weights",
     "rmse_threshold",
+    "reference",
     "profile",
     "images",
     "networks",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pytest_gostcnn.machine.peak import Peak, parse_peak
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES
+from pytest_gostcnn.reference import library
 
 REPORT_TEMPORARY_PREFIX = ".gost-report."  # short: a long report name must still fit beside it
 
@@ -116,6 +117,14 @@ def key_values(flag: str, texts: str | list[str]) -> tuple[tuple[str, str], ...]
             raise ValueError(f"{flag}={item}: {key} is given twice ({key}={pairs[key]} before)")
         pairs[key] = value
     return tuple(pairs.items())
+
+
+def reference_library(flag: str, text: str) -> library.ReferenceLibrary:
+    """``LIBRARY[:DEVICE]``: the array library (and device) the float64 reference runs on."""
+    try:
+        return library.parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{flag}={exc}") from None
 
 
 def switch(flag: str, text: str) -> bool:

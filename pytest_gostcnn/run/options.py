@@ -13,6 +13,7 @@ from typing import Any
 
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import CYRILLIC, LATIN, Network, network_key
+from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
 from .option_definitions import BY_NAME, OPTIONS, RERUN_ORDER
 
@@ -45,6 +46,7 @@ class Options:
     compare: str | None = None
     compare_fail: float | None = None
     stall_timeout: float | None = None
+    reference: ReferenceLibrary = NUMPY
     allow_unavailable: bool = False
     backend_option: tuple[tuple[str, str], ...] = ()  # KEY=VALUE pairs, in the order given
     given: frozenset[str] = frozenset()

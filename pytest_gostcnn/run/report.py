@@ -144,6 +144,10 @@ def measured_report(
         "system": head["system"],
         "options": head["options"],
         "invocation": head["invocation"],
+        "reference": {
+            **resolved.reference.as_dict(),
+            "agreement": resolved.agreement.as_dict() if resolved.agreement else None,
+        },
         "complete": state["complete"],
         "run": state,
         "exit_status": exit_status,

@@ -23,6 +23,7 @@ from pytest_gostcnn.conformance.layer_cases import (
     network_cases,
     saturating_cases,
 )
+from pytest_gostcnn.conformance.reference_check import Agreement, checked
 from pytest_gostcnn.conformance.verification import layer_steps
 from pytest_gostcnn.judgement import Provenance
 from pytest_gostcnn.machine import threads
@@ -38,6 +39,7 @@ from pytest_gostcnn.model.network import (
     table_set,
 )
 from pytest_gostcnn.performance.cells import Cells
+from pytest_gostcnn.reference.library import NUMPY, LibraryError, ReferenceLibrary
 
 from .options import Options, select_networks
 
@@ -60,6 +62,8 @@ class Resolved:
     tables_held: int = 0  # how many networks the tables hold, selected or not
     provenances: dict[str, Provenance] = field(default_factory=dict)  # by Latin id
     invocation: dict = field(default_factory=dict)  # how the run was started (``invocation``)
+    reference: ReferenceLibrary = NUMPY  # where the float64 reference runs
+    agreement: Agreement | None = None  # the reference library's with NumPy's (None: NumPy)
 
     @property
     def version(self) -> str | None:
@@ -103,6 +107,7 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
             raise BackendError(
                 f"backend {name!r} failed to start: {type(exc).__name__}: {exc}"
             ) from exc
+    agreement = _checked_reference(options.reference)
     peak = options.peak
     device, system = None, {}
     threads.limit_blas(threads.cell_cores())  # more threads than cores only collapse
@@ -126,7 +131,18 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
             for latin, network in networks.items()
         },
         invocation=invocation(),
+        reference=options.reference,
+        agreement=agreement,
     )
+
+
+def _checked_reference(library: ReferenceLibrary) -> Agreement | None:
+    """The reference library's agreement with NumPy, checked before anything is judged by
+    it (standard.md §6, "Where the reference runs"); ValueError in one line naming it."""
+    try:
+        return checked(library)
+    except LibraryError as exc:
+        raise ValueError(f"--gost-reference={library}: {exc}") from None
 
 
 def invocation() -> dict:
