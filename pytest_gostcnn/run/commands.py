@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 from pytest_gostcnn.machine.peak import Peak
+from pytest_gostcnn.machine.threads import one_blas_thread
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.network import Network, TableError, load_networks
 from pytest_gostcnn.performance.plan import plan
@@ -49,7 +50,9 @@ def reference(
         return 2
     for network in networks.values():
         try:
-            print(training_iteration(network, batch, seed, reading), flush=True)
+            with one_blas_thread():  # as the suite runs it: the pool's threads, BLAS one each
+                line = training_iteration(network, batch, seed, reading)
+            print(line, flush=True)
         except MemoryError:
             print(
                 f"error: {network.letter} ({network.latin}) at B={batch} does not fit in "
