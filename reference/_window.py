@@ -7,6 +7,7 @@ the skipped positions read the zero padding, which adds nothing to a sum. The Py
 runs over the Rx*Ry window offsets only, never over pixels or the batch.
 """
 
+import math
 from collections.abc import Iterator
 
 from array_api_compat import array_namespace, device, is_numpy_namespace
@@ -64,16 +65,17 @@ def matmul(a: Array, matrix: Array) -> Array:
     as one GEMM's); another library runs one GEMM on its own threads."""
     xp = array_namespace(a, matrix)
     shape = (*a.shape[:-1], matrix.shape[-1])
-    if not is_numpy_namespace(xp):
+    axis = 1 if a.shape[1] >= pool.threads() else 0  # cut X, or the batch if X is short
+    pieces = pool.parts(a.shape[axis], math.prod(shape) * matrix.shape[0])
+    if not is_numpy_namespace(xp) or len(pieces) == 1:
         return xp.reshape(rows(a) @ matrix, shape)
     out = xp.empty(shape, dtype=xp.result_type(a, matrix))
-    axis = 1 if a.shape[1] >= pool.threads() else 0  # cut X, or the batch if X is short
 
     def part(span: slice) -> None:
         index = (slice(None), span) if axis == 1 else (span,)
         out[index] = xp.reshape(rows(a[index]) @ matrix, out[index].shape)
 
-    pool.split(a.shape[axis], out.size * matrix.shape[0], part)
+    pool.split(pieces, part)
     return out
 
 
@@ -83,14 +85,15 @@ def transposed_matmul(a: Array, b: Array) -> Array:
     GEMM's)."""
     xp = array_namespace(a, b)
     left = rows(a)
-    if not is_numpy_namespace(xp):
+    pieces = pool.parts(b.shape[-1], a.shape[-1] * b.shape[-1] * left.shape[0])
+    if not is_numpy_namespace(xp) or len(pieces) == 1:
         return left.T @ rows(b)
     out = xp.empty((a.shape[-1], b.shape[-1]), dtype=xp.result_type(a, b))
 
     def part(span: slice) -> None:
         out[:, span] = left.T @ rows(b[..., span])
 
-    pool.split(b.shape[-1], out.size * left.shape[0], part)
+    pool.split(pieces, part)
     return out
 
 

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import array_api_compat
+import array_api_compat.numpy  # noqa: F401 (loaded here: array_namespace would on first use)
 import numpy as np
 
 # The libraries the reference runs on, their array-api-compat namespace and how to get them.

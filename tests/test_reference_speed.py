@@ -58,7 +58,11 @@ def test_a_product_split_wrongly_would_be_caught(monkeypatch):
     weights = {name: rng.standard_normal(s) for name, s in layer.weight_shapes.items()}
     whole = conv.forward(layer, [x], weights)[0]
     monkeypatch.setattr(pool, "threads", lambda: 2)
-    monkeypatch.setattr(pool, "spans", lambda length, parts: [slice(0, length // 2)])
+    monkeypatch.setattr(
+        pool,
+        "spans",
+        lambda length, parts: [slice(0, length // 4), slice(length // 4, length // 2)],
+    )
     with pytest.raises(AssertionError):
         np.testing.assert_array_equal(conv.forward(layer, [x], weights)[0], whole)
 
@@ -74,7 +78,7 @@ def test_a_product_is_split_in_parts_of_at_least_the_pools_minimum(monkeypatch):
     monkeypatch.setattr(pool, "threads", lambda: 4)
     for macs, parts in [(pool.PARALLEL_MIN_MACS - 1, 1), (3 * pool.PARALLEL_MIN_MACS, 3)]:
         seen = []
-        pool.split(8, macs, seen.append)
+        pool.split(pool.parts(8, macs), seen.append)
         assert len(seen) == parts and sorted(s.start for s in seen)[0] == 0
 
 

@@ -128,7 +128,7 @@ def test_a_progress_line_stands_alone_and_the_results_line_starts_again(written,
 def test_a_tests_time_keeps_its_figures_and_never_turns_exponential():
     # 2.004 s printed as "2" hid its digits; 12345 s as "1.23e+04" hid its size.
     times = (2.004, 0.01372, 57.3, 0.1, 0.99996, 99.996, 12345.6)
-    assert [performance_summary._seconds(s) for s in times] == [
+    assert [performance_summary.seconds_text(s) for s in times] == [
         "2.00",
         "0.0137",
         "57.3",

@@ -38,15 +38,17 @@ def spans(length: int, parts: int) -> list[slice]:
     return [slice(start, stop) for start, stop in zip(bounds, bounds[1:], strict=False)]
 
 
-def split(length: int, macs: int, part: Callable[[slice], None]) -> None:
-    """Call ``part`` on slices that cover ``range(length)``, one on each thread of the pool,
-    each slice at least ``PARALLEL_MIN_MACS`` of the work (``macs`` multiply-adds in all);
-    a small product is one call on the calling thread. Each part writes its own slice of
-    the result, so the result is the same however it is split."""
-    pieces = spans(length, min(threads(), macs // PARALLEL_MIN_MACS))
-    if len(pieces) == 1:
-        part(pieces[0])
-        return
+def parts(length: int, macs: int) -> list[slice]:
+    """``range(length)`` cut into one slice a thread of the pool, each at least
+    ``PARALLEL_MIN_MACS`` of the work (``macs`` multiply-adds in all): one slice, the whole,
+    for a small product."""
+    return spans(length, min(threads(), macs // PARALLEL_MIN_MACS))
+
+
+def split(pieces: list[slice], part: Callable[[slice], None]) -> None:
+    """Call ``part`` on each of ``pieces`` (``parts``), each on a thread of the pool, the
+    first on the calling one. Each part writes its own slice of the result, so the result
+    is the same however it is split."""
     futures = [_pool(len(pieces) - 1).submit(part, piece) for piece in pieces[1:]]
     part(pieces[0])
     for future in futures:

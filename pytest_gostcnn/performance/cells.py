@@ -22,8 +22,9 @@ _SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE")
 # go on. Point-to-point messages never match a collective's, so these tags are the
 # barrier's own.
 _ARRIVED, _GO = 57700, 57701
-# A waiting cell tests for its messages ever less often, up to this many seconds between
-# tests: cells leave a barrier within 1 % of their wait of each other, and within 10 ms.
+# A waiting cell tests for its messages ever less often (a hundredth of its wait so far), up
+# to this many seconds between tests: a long wait costs no core, and the cells still leave
+# the barrier together (docs/cells.md).
 _MOST_BETWEEN_TESTS = 0.01
 
 

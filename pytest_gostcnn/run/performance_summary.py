@@ -116,7 +116,7 @@ def _test_lines(
     orp = "-" if t.orp is None else f"{t.orp:.3g}"
     lines = [
         f"{t.designation:<40} {t.images:>8} "
-        f"{_seconds(t.seconds):>9} {t.images / t.seconds:>9.3g} {si(t.macs_per_second):>9}  "
+        f"{seconds_text(t.seconds):>9} {t.images / t.seconds:>9.3g} {si(t.macs_per_second):>9}  "
         f"{orp:>6}"
     ]
     if verbosity < 0:
@@ -246,7 +246,7 @@ def _percent(share: float) -> str:
     return f"{100 * share:.2g}" if 100 * share < 10 else f"{100 * share:.0f}"
 
 
-def _seconds(seconds: float) -> str:
+def seconds_text(seconds: float) -> str:
     """A test's time in the table: three figures (2.00, not 2 for 2.004; 0.0137), whole
     seconds from 100 (12346, not 1.23e+04)."""
     if float(f"{seconds:.3g}") >= 100:

@@ -16,6 +16,7 @@ from pytest_gostcnn.performance.designations import MODE_LETTERS, transliterate
 from pytest_gostcnn.performance.evaluation import Evaluation
 
 from .options import Options
+from .performance_summary import seconds_text
 from .resolution import Resolved
 from .results import Conclusion, Results
 
@@ -180,17 +181,12 @@ def suite_time_line(results: Results, cells: int = 1) -> str:
     )
     verification = work["layer_verification"] + work["network_verification"]
     whose = "cell 0's " if cells > 1 else ""
+    shown = {kind: f"{seconds_text(s)} s" for kind, s in work.items()}
     return (
-        f"the suite's own time ({whose}beside {_seconds(timed)} of timed rounds): "
-        f"{_seconds(sum(work.values()))}: audits {_seconds(work['audits'])}, section 8's "
-        f"verification {_seconds(verification)} (layer steps "
-        f"{_seconds(work['layer_verification'])}, networks "
-        f"{_seconds(work['network_verification'])}), around the timed rounds "
-        f"{_seconds(work['round_setup'])} (loading, warm-up, each round's setup), "
-        f"checkpoints {_seconds(work['checkpoints'])}"
+        f"the suite's own time ({whose}beside {seconds_text(timed)} s of timed rounds): "
+        f"{seconds_text(sum(work.values()))} s: audits {shown['audits']}, section 8's "
+        f"verification {seconds_text(verification)} s (layer steps "
+        f"{shown['layer_verification']}, networks {shown['network_verification']}), around the "
+        f"timed rounds {shown['round_setup']} (loading, warm-up, each round's setup), "
+        f"checkpoints {shown['checkpoints']}"
     )
-
-
-def _seconds(seconds: float) -> str:
-    """Seconds as the suite-time line gives them, each to 3 figures, so its parts add up."""
-    return f"{seconds:.3g} s" if seconds < 1000 else f"{seconds:.0f} s"
