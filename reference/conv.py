@@ -36,7 +36,8 @@ def backward(
 def gradient(layer: Layer, inputs: list[Array], out_residuals: list[Array]) -> dict[str, Array]:
     padded = pad(inputs[0], layer)
     out_residual = out_residuals[0]
-    filters_grad = zeros(padded, layer.weight_shapes["filters"])
+    p = layer.params  # the channels as given: the error model stacks two residuals' (F)
+    filters_grad = zeros(padded, (p["Rx"], p["Ry"], padded.shape[-1], out_residual.shape[-1]))
     for rx, ry, index in offsets(layer):
         # FILTERS_D[rx][ry] = IN(window)^T OUT_D, computed as its transpose: OpenBLAS runs
         # this long reduction faster with OUT_D^T as the left operand.

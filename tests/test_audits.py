@@ -165,6 +165,30 @@ def test_after_a_failed_audit_the_remaining_rounds_call_the_backend_no_more(ship
     assert backend.calls == {"Sh": 1 + 2}  # the warm-up and rounds 1 and 2; round 3 idled
 
 
+def test_a_later_audit_of_a_segment_replays_no_round_an_earlier_audit_ran(
+    shipped_networks, monkeypatch
+):
+    # Rounds 2 and 3 audited in one segment: the replay runs round 1, round 2's audit runs
+    # round 2's iteration and the replay goes on from it, so round 3's audit replays nothing,
+    # and both pass (a replay that took a wrong state would fail round 3).
+    from pytest_gostcnn.conformance.replay import Replay
+
+    replayed = []
+    advance = Replay.advance
+
+    def recorded(self, rounds):
+        rounds = list(rounds)
+        replayed.append(len(rounds))
+        advance(self, rounds)
+
+    monkeypatch.setattr(Replay, "advance", recorded)
+    network = shipped_networks["Sh"]
+    rounds = timed(NumpyBackend("float32"), network, "training", draw=Scripted((2, 3)))
+
+    assert [(a.round, a.passed) for a in rounds.audits] == [(2, True), (3, True)]
+    assert replayed == [1, 0]  # round 1 for round 2's audit; nothing for round 3's
+
+
 def test_an_overridden_threshold_applies_to_the_audit_too(shipped_networks):
     # The audit holds СКО against the same СКОП as section 8: --gost-rmse-threshold admits
     # there what it admits here (and the run says it is not compliant).

@@ -5,6 +5,7 @@ the data that round ran on, from the weights it started from.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,7 @@ def verify_round(
     threshold: float | None = None,
     scales: ScaleTable | None = None,
     library: ReferenceLibrary = NUMPY,
+    trained: Callable[[dict], None] | None = None,
 ) -> Verification:
     """Audit one timed round (standard.md §7.7) by section 8's rule on that round's data.
 
@@ -72,7 +74,9 @@ def verify_round(
     ``updated`` its weights after a training round. The float64
     reference runs one iteration from the same values. An integer type's round (inference)
     has integer ``weights`` and its calibrated ``scales``. ``library``: the array library the
-    float64 reference runs on (an integer type's runs on NumPy).
+    float64 reference runs on (an integer type's runs on NumPy). ``trained``, a training
+    round's: called with the reference's weights after its iteration (the replay goes on
+    from them, ``SegmentReplay.after``).
     """
     subject = f"{network.latin}-{mode} round"
     itype = integer_type(backend.dtype)
@@ -95,7 +99,10 @@ def verify_round(
         if mode == "inference":
             return executor.infer(network, model, ref_weights, ref_image), ref_weights
         ref_residual = model.bound(representable(np.asarray(out_residual, dtype=np.float64)))
-        return executor.train(network, model, ref_weights, ref_image, ref_residual), ref_weights
+        reference = executor.train(network, model, ref_weights, ref_image, ref_residual)
+        if trained is not None:
+            trained(ref_weights)
+        return reference, ref_weights
 
     def verify(verification: Verification) -> None:
         reference, ref_weights = suite_side(image.shape[0], prepare)

@@ -43,6 +43,17 @@ RULES: dict[str, str] = {
 }
 
 
+# The layer types whose two variance passes are stacked into one product, with the axes of
+# each weight array holding its input and its output channels. A variance pass through such
+# a layer is a sum of products; two with different operands, stacked along the channels one
+# sums over, are one product of twice the depth, and two sharing the map, stacked along the
+# channels it produces, one product of twice the width: the same multiply-adds in half the
+# calls, and longer GEMMs (docs/verification.md, "What the error model costs").
+STACKED: dict[str, dict[str, tuple[int, int]]] = {
+    "conv": {"filters": (2, 3)},
+}
+
+
 class NoErrorRule(LookupError):
     """A layer type the error model has no rule for, so no СКОП can be derived."""
 
@@ -174,12 +185,9 @@ class ErrorModelKernels:
         # var(sum w*x) = sum w^2 var(x) + sum x^2 (var(w) + c w^2), c from the sum's length.
         squares = _squares(weights)
         c = self._sum_of_products(layer.fan_in + 1)  # the bias too
-        var = module.forward(layer, [inputs[0].var], _no_bias(layer, squares))[0]
-        var += module.forward(
-            layer,
-            [inputs[0].value ** 2],
-            _no_bias(layer, {k: weights[k].var + c * squares[k] for k in squares}),
-        )[0]
+        scaled = {k: weights[k].var + c * squares[k] for k in squares}
+        x = inputs[0]
+        var = _forward_sum(layer, module, ((x.var, squares), (x.value**2, scaled)))
         var += weights["biases"].var
         return [self._stored(values[0], var)]
 
@@ -187,17 +195,11 @@ class ErrorModelKernels:
         self, layer, module, inputs, outputs, out_residuals, weights, values, maps
     ):
         r = out_residuals[0]
-        in_values, out_values = maps
         squares = _squares(weights)
         c = self._sum_of_products(layer.fan_out)
-        var = module.backward(layer, in_values, out_values, [r.var], squares)[0]
-        var += module.backward(
-            layer,
-            in_values,
-            out_values,
-            [r.value**2],
-            {k: weights[k].var + c * squares[k] for k in squares},
-        )[0]
+        scaled = {k: weights[k].var + c * squares[k] for k in squares}
+        pairs = ((r.var, squares), (r.value**2, scaled))
+        var = _backward_sum(layer, module, maps, pairs)
         return [self._stored(values[0], var)]
 
     def _forward_relu(self, layer, module, inputs, weights, values) -> list:
@@ -296,17 +298,21 @@ class ErrorModelKernels:
         # hands one error to every position of its window, and a sum over the positions
         # adds them coherently. Their term is bounded as if fully correlated:
         # (sum |x| sd(r))^2 >= var(sum x e_r) whatever the correlation (Cauchy-Schwarz).
-        coherent = module.gradient(layer, [xp.abs(x.value)], [xp.sqrt(r.var)])
-        from_input = module.gradient(layer, [x.var], [r.value**2])
-        rounding = module.gradient(layer, [x.value**2], [c * r.value**2])
-        magnitude = module.gradient(layer, [xp.abs(x.value)], [xp.abs(r.value)])
+        # ``magnitude``, sum |x| |r|, reads the same map: one pass gives both.
+        coherent, magnitude = _gradient_pair(
+            layer, module, xp.abs(x.value), (xp.sqrt(r.var), xp.abs(r.value))
+        )
+        # The input's error, sum var(x) r^2, and the sum's rounding, c sum x^2 r^2, are one
+        # pass: a gradient is linear in its map. A bias gradient reads no map: its part is
+        # the rounding alone, c sum r^2.
+        squared = r.value**2
+        read = module.gradient(layer, [x.var + c * x.value**2], [squared])
         out = {}
         u, tiny = self.master.storage, self.master.underflow
         for name, value in values.items():
             drift = self._drift(length, value, magnitude[name])
-            var = coherent[name] ** 2 + rounding[name] + drift
-            if name != "biases":  # a bias gradient reads no input map
-                var = var + from_input[name]
+            summed = c * read[name] if name == "biases" else read[name]
+            var = coherent[name] ** 2 + summed + drift
             var = var + (u * value) ** 2 + tiny**2  # stored in the master type
             out[name] = ValueAndVariance(value, var, u, tiny)
         return out
@@ -333,6 +339,57 @@ def _values(weights: Mapping[str, ValueAndVariance]) -> dict[str, Array]:
 
 def _squares(weights: Mapping[str, ValueAndVariance]) -> dict[str, Array]:
     return {name: w.value**2 for name, w in weights.items() if name != "biases"}
+
+
+def _forward_sum(layer: Layer, module, pairs) -> Array:
+    """The sum over ``pairs`` (map, weights) of the layer's forward without its bias; for a
+    ``STACKED`` type one forward of the maps and weights stacked along the input channels."""
+    axes = STACKED.get(layer.type.name)
+    if axes is None:
+        total = None
+        for x, w in pairs:
+            out = module.forward(layer, [x], _no_bias(layer, w))[0]
+            total = out if total is None else total + out
+        return total
+    xp = array_namespace(pairs[0][0])
+    stacked_map = xp.concat([x for x, _ in pairs], axis=-1)
+    stacked = {k: xp.concat([w[k] for _, w in pairs], axis=axes[k][0]) for k in axes}
+    return module.forward(layer, [stacked_map], _no_bias(layer, stacked))[0]
+
+
+def _backward_sum(layer: Layer, module, maps, pairs) -> Array:
+    """The sum over ``pairs`` (output residual, weights) of the layer's backward; for a
+    ``STACKED`` type one backward of both stacked along the output channels."""
+    in_values, out_values = maps
+    axes = STACKED.get(layer.type.name)
+    if axes is None:
+        total = None
+        for r, w in pairs:
+            out = module.backward(layer, in_values, out_values, [r], w)[0]
+            total = out if total is None else total + out
+        return total
+    xp = array_namespace(pairs[0][0])
+    stacked_residual = xp.concat([r for r, _ in pairs], axis=-1)
+    stacked = {k: xp.concat([w[k] for _, w in pairs], axis=axes[k][1]) for k in axes}
+    return module.backward(layer, in_values, out_values, [stacked_residual], stacked)[0]
+
+
+def _gradient_pair(layer: Layer, module, x: Array, residuals: tuple[Array, Array]) -> tuple:
+    """The layer's gradient of map ``x`` with each of two output residuals; for a ``STACKED``
+    type one gradient of the residuals stacked along the output channels, cut in two."""
+    axes = STACKED.get(layer.type.name)
+    if axes is None:
+        return tuple(module.gradient(layer, [x], [r]) for r in residuals)
+    xp = array_namespace(x)
+    both = module.gradient(layer, [x], [xp.concat(residuals, axis=-1)])
+    width = residuals[0].shape[-1]
+    axis_of = {k: out for k, (_, out) in axes.items()} | {"biases": 0}
+    halves = ({}, {})
+    for name, grad in both.items():
+        axis = axis_of[name]
+        for half, part in zip(halves, (slice(None, width), slice(width, None)), strict=True):
+            half[name] = grad[(slice(None),) * axis + (part,)]
+    return halves
 
 
 def _no_bias(layer: Layer, arrays: dict[str, Array]) -> dict[str, Array]:

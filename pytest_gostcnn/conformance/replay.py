@@ -71,16 +71,21 @@ class Replay:
                 model.bound(precision.round(np.asarray(image, dtype=np.float64))),
                 model.bound(precision.round(np.asarray(residual, dtype=np.float64))),
             )
-            for n, ws in weights.items():
-                for k, w in ws.items():
-                    # The read's rounding (a float16 copy of a float32 master) is made anew
-                    # each round, not carried: only the update's error is.
-                    xp = array_namespace(w.var)
-                    self.carried[n][k] = xp.maximum(
-                        w.var - read(model, self.values[n][k], 0.0).var, 0.0
-                    )
-                    self.values[n][k] = self.stored(to_numpy(w.value))
-            self.rounds += 1
+            self.keep(weights)
+
+    def keep(self, weights: dict[int, dict[str, ValueAndVariance]]) -> None:
+        """Take ``weights``, the reference's after one more round from ``weights()`` (the
+        round replayed, or the audit's own iteration of it), as the replay's next state."""
+        for n, ws in weights.items():
+            for k, w in ws.items():
+                # The read's rounding (a float16 copy of a float32 master) is made anew
+                # each round, not carried: only the update's error is.
+                xp = array_namespace(w.var)
+                self.carried[n][k] = xp.maximum(
+                    w.var - read(self.model, self.values[n][k], 0.0).var, 0.0
+                )
+                self.values[n][k] = self.stored(to_numpy(w.value))
+        self.rounds += 1
 
     def weights(self) -> dict[int, dict[str, ValueAndVariance]]:
         """The weights after the rounds replayed, with the error they may have gathered."""
@@ -116,6 +121,14 @@ class SegmentReplay:
             self.replay = Replay(self.network, self.dtype, drawn, self.library)
         self.replay.advance(data(n) for n in range(segment + self.replay.rounds, number))
         return self.replay.weights()
+
+    def after(self, number: int, segment: int, weights: dict[int, dict[str, ValueAndVariance]]):
+        """Take ``weights``, the reference's after timed round ``number`` (of the segment
+        from ``segment``) as its audit's own float64 iteration left them: the replay goes on
+        from them, so a later audit of the segment does not replay that round again."""
+        if self.replay is not None and self.segment == segment:
+            if segment + self.replay.rounds == number:
+                self.replay.keep(weights)
 
 
 def read(model: ErrorModelKernels, value: np.ndarray, carried) -> ValueAndVariance:

@@ -236,17 +236,18 @@ class RunEstimate:
 def audit_iterations(rounds: int, segment_rounds: int | None, draws: int = 64) -> float:
     """The float64 iterations a test of ``rounds`` timed rounds runs for its audits, on
     average over draws of its audited rounds (a fixed generator's, not the test's): one an
-    audit in inference; in training (segments of ``segment_rounds``) one an audit, and each
-    segment with audits replayed once, up to its last audited round
-    (``conformance/replay.py``, ``SegmentReplay``)."""
+    audit in inference; in training (segments of ``segment_rounds``) each round of a segment
+    with audits once, up to its last audited round: an audit's own iteration is the
+    replay's of its round (``conformance/replay.py``, ``SegmentReplay``)."""
     generator = random.Random(0)
     total = 0
     for _ in range(draws):
         audited = whole_draw(rounds, generator)
-        total += len(audited)
-        if segment_rounds is not None:
+        if segment_rounds is None:
+            total += len(audited)
+        else:
             last = {segment_start(r, segment_rounds): r for r in audited}
-            total += sum(r - start for start, r in last.items())
+            total += sum(r - start + 1 for start, r in last.items())
     return total / draws
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 import zlib
+from functools import partial
 
 import numpy as np
 import pytest
@@ -428,10 +429,11 @@ def audit_round(
     """Section 8's comparison on one timed round (``verify_round``), as the round's audit;
     a training round's weights replayed from its segment's start, on from where the test's
     last audit in that segment left them (``replayed``)."""
-    weights = audited.weights
+    weights, trained = audited.weights, None
     with one_blas_thread():
         if mode == "training":
             weights = replayed.before(audited.number, audited.segment, weights, audited.data)
+            trained = partial(replayed.after, audited.number, audited.segment)
         result = verify_round(
             backend,
             network,
@@ -444,6 +446,7 @@ def audit_round(
             threshold,
             scales=audited.scales,
             library=replayed.library,
+            trained=trained,
         )
     worst = result.worst
     return Audit(
