@@ -8,7 +8,7 @@ runs over the Rx*Ry window offsets only, never over pixels or the batch.
 """
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from array_api_compat import array_namespace, device, is_numpy_namespace
 
@@ -16,6 +16,11 @@ from pytest_gostcnn.machine import pool
 from pytest_gostcnn.model.layers import Layer
 
 from .library import Array
+
+# The most elements a product's side-by-side copy of its windows holds at a time (32 MiB of
+# float64): a convolution's products read a row of window offsets at once, and a large
+# layer's whole map of them would be the row's length times the map.
+SLAB_ELEMENTS = 1 << 22
 
 
 def zeros(like: Array, shape: tuple[int, ...]) -> Array:
@@ -59,39 +64,65 @@ def rows(a: Array) -> Array:
     return array_namespace(a).reshape(a, (-1, a.shape[-1]))
 
 
-def matmul(a: Array, matrix: Array) -> Array:
-    """``a`` [B][X][Y][L] times ``matrix`` [L][F]: the map [B][X][Y][F]. On NumPy, one GEMM
-    per slab of the map's rows on each core of ``machine.pool`` (every output the same sum
-    as one GEMM's); another library runs one GEMM on its own threads."""
-    xp = array_namespace(a, matrix)
-    shape = (*a.shape[:-1], matrix.shape[-1])
-    axis = 1 if a.shape[1] >= pool.threads() else 0  # cut X, or the batch if X is short
-    pieces = pool.parts(a.shape[axis], math.prod(shape) * matrix.shape[0])
-    if not is_numpy_namespace(xp) or len(pieces) == 1:
-        return xp.reshape(rows(a) @ matrix, shape)
-    out = xp.empty(shape, dtype=xp.result_type(a, matrix))
+def products(maps: list[Array], matrix: Array, take: Callable[[tuple, Array], None]) -> None:
+    """The maps [B][X][Y][·] side by side along their channels, times ``matrix``: for each
+    slab of the maps' rows, ``take(index, product)``, ``product`` the [B'][X'][Y][F] part at
+    ``index`` (a slice of X, or of the batch where X is shorter than the pool). On NumPy the
+    slabs run on ``machine.pool``'s threads (``take`` writes its own slab only); a slab's
+    side-by-side copy holds at most ``SLAB_ELEMENTS`` (one row at least), so the copy stays
+    small in any layer. Every output is the same sum as one product's."""
+    xp, first = array_namespace(maps[0], matrix), maps[0]
+    axis = 1 if first.shape[1] >= pool.threads() else 0  # cut X, or the batch if X is short
+    positions = math.prod(first.shape[:-1])
+    depth = sum(m.shape[-1] for m in maps)
+    per_row = positions // first.shape[axis] * depth
+    step = max(1, SLAB_ELEMENTS // per_row)
+    whole = [slice(0, first.shape[axis])]
+    macs = positions * depth * matrix.shape[-1]
+    pieces = pool.parts(first.shape[axis], macs) if is_numpy_namespace(xp) else whole
 
     def part(span: slice) -> None:
-        index = (slice(None), span) if axis == 1 else (span,)
-        out[index] = xp.reshape(rows(a[index]) @ matrix, out[index].shape)
+        for start in range(span.start, span.stop, step):
+            cut = slice(start, min(start + step, span.stop))
+            index = (slice(None), cut) if axis == 1 else (cut,)
+            slab = [m[index] for m in maps]
+            left = rows(slab[0]) if len(slab) == 1 else rows(xp.concat(slab, axis=-1))
+            take(index, xp.reshape(left @ matrix, (*slab[0].shape[:-1], matrix.shape[-1])))
 
     pool.split(pieces, part)
-    return out
 
 
-def transposed_matmul(a: Array, b: Array) -> Array:
-    """``a.T @ b`` of two maps as matrices [B*X*Y][F] and [B*X*Y][L]: the [F][L] sums over
-    every position; on NumPy a slab of ``b``'s channels on each core (each sum as one
-    GEMM's)."""
-    xp = array_namespace(a, b)
+def transposed_matmul(a: Array, maps: list[Array]) -> Array:
+    """``a.T @ b`` of the map ``a`` and ``b``, the ``maps`` side by side along their
+    channels, as matrices [B*X*Y][F] and [B*X*Y][L]: the [F][L] sums over every position.
+    On NumPy a slab of ``b``'s channels on each core, in pieces whose copy holds at most
+    ``SLAB_ELEMENTS`` (or one map's share of a core, if more); each sum as one GEMM's."""
+    xp = array_namespace(a, *maps)
     left = rows(a)
-    pieces = pool.parts(b.shape[-1], a.shape[-1] * b.shape[-1] * left.shape[0])
-    if not is_numpy_namespace(xp) or len(pieces) == 1:
-        return left.T @ rows(b)
-    out = xp.empty((a.shape[-1], b.shape[-1]), dtype=xp.result_type(a, b))
+    widths = [m.shape[-1] for m in maps]
+    width = sum(widths)
+    pieces = pool.parts(width, a.shape[-1] * width * left.shape[0])
+    if not is_numpy_namespace(xp):
+        pieces = [slice(0, width)]
+    if len(maps) == 1 and len(pieces) == 1:
+        return left.T @ rows(maps[0])
+    out = xp.empty((a.shape[-1], width), dtype=xp.result_type(a, *maps))
+    step = max(SLAB_ELEMENTS // left.shape[0], min(widths) // pool.threads(), 1)
+    starts = [sum(widths[:i]) for i in range(len(maps))]
+
+    def columns(cut: slice) -> Array:
+        """Columns ``cut`` of the maps side by side."""
+        held = [
+            m[..., max(cut.start - at, 0) : min(cut.stop - at, m.shape[-1])]
+            for m, at in zip(maps, starts, strict=True)
+            if at < cut.stop and at + m.shape[-1] > cut.start
+        ]
+        return held[0] if len(held) == 1 else xp.concat(held, axis=-1)
 
     def part(span: slice) -> None:
-        out[:, span] = left.T @ rows(b[..., span])
+        for start in range(span.start, span.stop, step):
+            cut = slice(start, min(start + step, span.stop))
+            out[:, cut] = left.T @ rows(columns(cut))
 
     pool.split(pieces, part)
     return out

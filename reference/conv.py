@@ -4,17 +4,26 @@ from array_api_compat import array_namespace
 
 from pytest_gostcnn.model.layers import Layer
 
-from ._window import crop, matmul, offsets, pad, padded_zeros, transposed_matmul, zeros
+from ._window import crop, offsets, pad, padded_zeros, products, transposed_matmul, zeros
 from .library import Array
 
 
 def forward(layer: Layer, inputs: list[Array], weights: dict[str, Array]) -> list:
     padded = pad(inputs[0], layer)
     filters = weights["filters"]
+    xp = array_namespace(padded)
     out = zeros(padded, (padded.shape[0], *layer.out_shapes[0]))
     out[...] = weights["biases"]
-    for rx, ry, index in offsets(layer):
-        out += matmul(padded[index], filters[rx, ry])
+    for rx, row in _rows(layer):
+        # One product a row of the window: its offsets' windows side by side against the
+        # row's filters, a sum Ry times as deep as one offset's (the first layer's L = 3
+        # makes one offset's product too shallow for a GEMM to run well).
+        matrix = xp.reshape(filters[rx], (-1, filters.shape[-1]))
+
+        def add(index, product):
+            out[index] += product
+
+        products([padded[index] for index in row], matrix, add)
     return [out]
 
 
@@ -27,20 +36,46 @@ def backward(
 ) -> list:
     out_residual = out_residuals[0]
     filters = weights["filters"]
+    xp = array_namespace(out_residual)
     in_residual = padded_zeros(layer, out_residual)
-    for rx, ry, index in offsets(layer):
-        in_residual[index] += matmul(out_residual, filters[rx, ry].T)
+    channels = filters.shape[2]
+    for rx, row in _rows(layer):
+        # IN_D(window) += OUT_D FILTERS[rx][ry]^T for every ry of the row from one product:
+        # OUT_D against the row's filters side by side, each window's part the sum that
+        # window's own product gives.
+        side_by_side = xp.reshape(
+            xp.permute_dims(filters[rx], (2, 0, 1)), (-1, len(row) * channels)
+        )
+
+        def add(index, product, row=row):
+            for ry, window in enumerate(row):
+                in_residual[window][index] += product[..., ry * channels : (ry + 1) * channels]
+
+        products([out_residual], side_by_side, add)
     return [crop(in_residual, layer)]
 
 
 def gradient(layer: Layer, inputs: list[Array], out_residuals: list[Array]) -> dict[str, Array]:
     padded = pad(inputs[0], layer)
     out_residual = out_residuals[0]
+    xp = array_namespace(padded)
     p = layer.params  # the channels as given: the error model stacks two residuals' (F)
-    filters_grad = zeros(padded, (p["Rx"], p["Ry"], padded.shape[-1], out_residual.shape[-1]))
-    for rx, ry, index in offsets(layer):
-        # FILTERS_D[rx][ry] = IN(window)^T OUT_D, computed as its transpose: OpenBLAS runs
-        # this long reduction faster with OUT_D^T as the left operand.
-        filters_grad[rx, ry] = transposed_matmul(out_residual, padded[index]).T
-    biases_grad = array_namespace(padded).sum(out_residual, axis=(0, 1, 2))
+    rx_, ry_, channels = p["Rx"], p["Ry"], padded.shape[-1]
+    filters_grad = zeros(padded, (rx_, ry_, channels, out_residual.shape[-1]))
+    for rx, row in _rows(layer):
+        # FILTERS_D[rx][ry] = IN(window)^T OUT_D for every ry of the row in one product of
+        # the windows side by side, computed as its transpose: OUT_D^T, the left operand
+        # OpenBLAS runs this long reduction faster with, is read once for the row, and each
+        # sum is the one product's of that window alone.
+        grad = transposed_matmul(out_residual, [padded[index] for index in row])
+        filters_grad[rx] = xp.permute_dims(xp.reshape(grad, (-1, ry_, channels)), (1, 2, 0))
+    biases_grad = xp.sum(out_residual, axis=(0, 1, 2))
     return {"filters": filters_grad, "biases": biases_grad}
+
+
+def _rows(layer: Layer) -> list[tuple[int, list[tuple[slice, ...]]]]:
+    """The window's rows: ``(rx, [the index of each offset (rx, ry), ry in order])``."""
+    rows: dict[int, list[tuple[slice, ...]]] = {}
+    for rx, _, index in offsets(layer):
+        rows.setdefault(rx, []).append(index)
+    return list(rows.items())

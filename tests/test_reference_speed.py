@@ -12,7 +12,7 @@ from pytest_gostcnn.machine.threads import one_blas_thread
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.layers import make_layer
 from pytest_gostcnn.performance.training_data import benchmark_weights
-from pytest_gostcnn.reference import conv
+from pytest_gostcnn.reference import _window, conv
 
 # Layers whose products the pool splits in three (each part at least PARALLEL_MIN_MACS): a
 # 3x3 layer, a strided one, a 1x1 one on a map shorter than the threads (split by the batch).
@@ -21,6 +21,18 @@ CONVOLUTIONS = [
     dict(shape=(28, 28, 64), F=128, Rx=3, Ry=3, S=2, Px=1, Py=1, batch=8),
     dict(shape=(2, 2, 512), F=1024, Rx=1, Ry=1, S=1, Px=0, Py=0, batch=8),
 ]
+
+
+def _case(case: dict):
+    """The layer of ``case`` and its arguments: an input, weights and a residual."""
+    case = dict(case)
+    shape, batch = case.pop("shape"), case.pop("batch")
+    layer = make_layer("conv", [shape], **case)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((batch, *shape))
+    weights = {name: rng.standard_normal(s) for name, s in layer.weight_shapes.items()}
+    r = rng.standard_normal((batch, *layer.out_shapes[0]))
+    return layer, (x, weights, r)
 
 
 def _steps(layer, x, weights, r) -> list[np.ndarray]:
@@ -35,21 +47,30 @@ def _steps(layer, x, weights, r) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("case", CONVOLUTIONS, ids=lambda c: f"{c['shape']}-F{c['F']}-S{c['S']}")
 def test_a_product_split_over_the_cores_gives_the_one_threads_sums_bit_for_bit(case, monkeypatch):
-    case = dict(case)
-    shape, batch = case.pop("shape"), case.pop("batch")
-    layer = make_layer("conv", [shape], **case)
-    rng = np.random.default_rng(7)
-    x = rng.standard_normal((batch, *shape))
-    weights = {name: rng.standard_normal(s) for name, s in layer.weight_shapes.items()}
-    r = rng.standard_normal((batch, *layer.out_shapes[0]))
+    layer, arguments = _case(case)
     results = {}
     with one_blas_thread():
         for threads in (1, 2, 3):
             monkeypatch.setattr(pool, "threads", lambda threads=threads: threads)
-            results[threads] = _steps(layer, x, weights, r)
+            results[threads] = _steps(layer, *arguments)
     for threads in (2, 3):
         for one, split in zip(results[1], results[threads], strict=True):
             np.testing.assert_array_equal(split, one)
+
+
+@pytest.mark.parametrize("case", CONVOLUTIONS, ids=lambda c: f"{c['shape']}-F{c['F']}-S{c['S']}")
+def test_a_product_cut_in_small_slabs_gives_the_whole_slabs_sums_bit_for_bit(case, monkeypatch):
+    # A row of window offsets side by side is copied a slab at a time (SLAB_ELEMENTS): a
+    # layer's results must not depend on the slab, down to one row or column at a time.
+    layer, arguments = _case(case)
+    results = {}
+    monkeypatch.setattr(pool, "threads", lambda: 2)
+    with one_blas_thread():
+        for elements in (1 << 40, 1):
+            monkeypatch.setattr(_window, "SLAB_ELEMENTS", elements)
+            results[elements] = _steps(layer, *arguments)
+    for whole, cut in zip(results[1 << 40], results[1], strict=True):
+        np.testing.assert_array_equal(cut, whole)
 
 
 def test_a_product_split_wrongly_would_be_caught(monkeypatch):
