@@ -12,17 +12,23 @@ from pytest_gostcnn.model.layers import Layer
 from .library import Array
 
 
-def _flat_weights(weights: dict[str, Array]) -> Array:
-    """WEIGHTS[F][L][X][Y] reordered to [F][X][Y][L] and flattened to [F][X*Y*L]."""
+def _standard_order(inp: Array) -> Array:
+    """The map [B][X][Y][L] as the rows [B][L*X*Y], in WEIGHTS' index order (l, x, y): the
+    batch's few rows are reordered, never the layer's weights."""
+    xp = array_namespace(inp)
+    return xp.reshape(xp.permute_dims(inp, (0, 3, 1, 2)), (inp.shape[0], -1))
+
+
+def _rows(weights: dict[str, Array]) -> Array:
+    """WEIGHTS[F][L][X][Y] as [F][L*X*Y], a view."""
     w = weights["weights"]
-    xp = array_namespace(w)
-    return xp.reshape(xp.permute_dims(w, (0, 2, 3, 1)), (w.shape[0], -1))
+    return array_namespace(w).reshape(w, (w.shape[0], -1))
 
 
 def forward(layer: Layer, inputs: list[Array], weights: dict[str, Array]) -> list:
     inp = inputs[0]
     xp = array_namespace(inp)
-    out = xp.reshape(inp, (inp.shape[0], -1)) @ _flat_weights(weights).T + weights["biases"]
+    out = _standard_order(inp) @ _rows(weights).T + weights["biases"]
     return [xp.reshape(out, (inp.shape[0], 1, 1, -1))]
 
 
@@ -35,18 +41,19 @@ def backward(
 ) -> list:
     xp = array_namespace(out_residuals[0])
     out_residual = xp.reshape(out_residuals[0], (out_residuals[0].shape[0], -1))
-    in_residual = out_residual @ _flat_weights(weights)
-    return [xp.reshape(in_residual, (out_residual.shape[0], *layer.in_shapes[0]))]
+    x, y, channels = layer.in_shapes[0]
+    in_residual = xp.reshape(out_residual @ _rows(weights), (-1, channels, x, y))
+    return [xp.permute_dims(in_residual, (0, 2, 3, 1))]
 
 
 def gradient(layer: Layer, inputs: list[Array], out_residuals: list[Array]) -> dict[str, Array]:
     inp = inputs[0]
     xp = array_namespace(inp)
     out_residual = xp.reshape(out_residuals[0], (inp.shape[0], -1))
-    # WEIGHTS_D[f][x][y][l] sums OUT_D[b][f] * IN[b][x][y][l] over b, in the batch's order.
-    flat = xp.reshape(inp, (inp.shape[0], -1))
+    # WEIGHTS_D[f][l][x][y] sums OUT_D[b][f] * IN[b][x][y][l] over b, in the batch's order.
+    flat = _standard_order(inp)
     grad = out_residual[0][:, None] * flat[0][None, :]
     for b in range(1, inp.shape[0]):
         grad += out_residual[b][:, None] * flat[b][None, :]
-    weights_grad = xp.permute_dims(xp.reshape(grad, (-1, *inp.shape[1:])), (0, 3, 1, 2))
+    weights_grad = xp.reshape(grad, (-1, *layer.weight_shapes["weights"][1:]))
     return {"weights": weights_grad, "biases": xp.sum(out_residual, axis=0)}

@@ -178,3 +178,26 @@ def test_a_later_audit_goes_on_from_the_earlier_audits_own_iteration(shipped_net
         fresh.advance(data(n) for n in range(1, 5))
     assert asked == [1, 2, 4]
     _same(later, fresh.weights())
+
+
+@pytest.mark.parametrize("size", [1, 64, 65, 64 * 7 + 3])
+def test_an_elementwise_chain_run_in_blocks_gives_the_whole_arrays_values(size, monkeypatch):
+    # The error model's elementwise steps over a layer's weights run a block at a time on
+    # the pool's threads: every value as the whole arrays' chain gives it, at every size
+    # around a block's, each output of a chain returning two.
+    monkeypatch.setattr(pool, "BLOCK_ELEMENTS", 64)
+    monkeypatch.setattr(pool, "threads", lambda: 3)
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((2, size, 1)) * 1e3
+
+    def chain(a, b):
+        total = a + b
+        return total, (1e-7 * total) ** 2 + b * b + 1e-30
+
+    whole = chain(a, b)
+    blocked = pool.elementwise(chain, a, b)
+    for one, other in zip(whole, blocked, strict=True):
+        assert other.shape == one.shape
+        np.testing.assert_array_equal(other, one)
+    # A scalar argument (broadcast by the chain) runs the chain on the whole.
+    np.testing.assert_array_equal(pool.elementwise(lambda x, s: x * s, a, 3.0), a * 3.0)

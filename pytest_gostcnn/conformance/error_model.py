@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 from array_api_compat import array_namespace, device
 
+from pytest_gostcnn.machine.pool import elementwise
 from pytest_gostcnn.model.dtypes import Precision
 from pytest_gostcnn.model.layers import Layer, window_overlap
 from pytest_gostcnn.reference import MODULES
@@ -84,9 +85,14 @@ class ValueAndVariance:
 
     def __add__(self, other: ValueAndVariance) -> ValueAndVariance:
         """The sum of two residuals at a fan-out: both errors, and the sum's rounding."""
-        total = self.value + other.value
-        var = self.var + other.var + (self.storage * total) ** 2 + self.underflow**2
-        return ValueAndVariance(total, var, self.storage, self.underflow)
+        u, tiny = self.storage, self.underflow
+
+        def chain(a, b, a_var, b_var):
+            total = a + b
+            return total, a_var + b_var + (u * total) ** 2 + tiny**2
+
+        total, var = elementwise(chain, self.value, other.value, self.var, other.var)
+        return ValueAndVariance(total, var, u, tiny)
 
 
 def admissible_rmse(array: ValueAndVariance) -> float:
@@ -115,10 +121,14 @@ class ErrorModelKernels:
         """A float64 host array as handed to the implementation, on the reference's library:
         its error is its rounding (computed on the host, as the draws are)."""
         value = np.asarray(host, dtype=np.float64)
-        error = self.precision.round(value) - value
+
+        def squared_error(v):
+            error = self.precision.round(v) - v
+            return error * error
+
         return ValueAndVariance(
             self.library.asarray(value),
-            self.library.asarray(error * error),
+            self.library.asarray(elementwise(squared_error, value)),
             self.precision.storage,
             self.precision.underflow,
         )
@@ -126,9 +136,9 @@ class ErrorModelKernels:
     def _stored(self, value: Array, var: Array) -> ValueAndVariance:
         """A computed array, stored in the data type: its rounding adds ``(u*v)^2``, and
         near zero (a subnormal) the type's underflow bound squared."""
-        p = self.precision
-        var = var + (p.storage * value) ** 2 + p.underflow**2
-        return ValueAndVariance(value, var, p.storage, p.underflow)
+        u, tiny = self.precision.storage, self.precision.underflow
+        var = elementwise(lambda v, var: var + (u * v) ** 2 + tiny**2, value, var)
+        return ValueAndVariance(value, var, u, tiny)
 
     def _sum_of_products(self, length: int) -> float:
         """Variance one sum of ``length`` products adds, per unit of ``sum (w*x)^2``.
@@ -185,7 +195,7 @@ class ErrorModelKernels:
         # var(sum w*x) = sum w^2 var(x) + sum x^2 (var(w) + c w^2), c from the sum's length.
         squares = _squares(weights)
         c = self._sum_of_products(layer.fan_in + 1)  # the bias too
-        scaled = {k: weights[k].var + c * squares[k] for k in squares}
+        scaled = {k: _scaled(weights[k].var, c, squares[k]) for k in squares}
         x = inputs[0]
         var = _forward_sum(layer, module, ((x.var, squares), (x.value**2, scaled)))
         var += weights["biases"].var
@@ -197,7 +207,7 @@ class ErrorModelKernels:
         r = out_residuals[0]
         squares = _squares(weights)
         c = self._sum_of_products(layer.fan_out)
-        scaled = {k: weights[k].var + c * squares[k] for k in squares}
+        scaled = {k: _scaled(weights[k].var, c, squares[k]) for k in squares}
         pairs = ((r.var, squares), (r.value**2, scaled))
         var = _backward_sum(layer, module, maps, pairs)
         return [self._stored(values[0], var)]
@@ -310,10 +320,13 @@ class ErrorModelKernels:
         out = {}
         u, tiny = self.master.storage, self.master.underflow
         for name, value in values.items():
-            drift = self._drift(length, value, magnitude[name])
-            summed = c * read[name] if name == "biases" else read[name]
-            var = coherent[name] ** 2 + summed + drift
-            var = var + (u * value) ** 2 + tiny**2  # stored in the master type
+
+            def chain(value, magnitude, read, coherent, biases=name == "biases"):
+                summed = c * read if biases else read
+                var = coherent**2 + summed + self._drift(length, value, magnitude)
+                return var + (u * value) ** 2 + tiny**2  # stored in the master type
+
+            var = elementwise(chain, value, magnitude[name], read[name], coherent[name])
             out[name] = ValueAndVariance(value, var, u, tiny)
         return out
 
@@ -324,12 +337,16 @@ class ErrorModelKernels:
         grads: dict[str, ValueAndVariance],
         batch: int,
     ) -> None:
+        u, tiny = self.master.storage, self.master.underflow
+
+        def chain(w, w_var, grad, grad_var):
+            value = w + grad / batch
+            # Two roundings, in the master type: the division by B and the addition.
+            return value, w_var + grad_var / batch**2 + 2 * ((u * value) ** 2 + tiny**2)
+
         for name, grad in grads.items():
             w = weights[name]
-            value = w.value + grad.value / batch
-            # Two roundings, in the master type: the division by B and the addition.
-            u, tiny = self.master.storage, self.master.underflow
-            var = w.var + grad.var / batch**2 + 2 * ((u * value) ** 2 + tiny**2)
+            value, var = elementwise(chain, w.value, w.var, grad.value, grad.var)
             weights[name] = ValueAndVariance(value, var, u, tiny)
 
 
@@ -338,7 +355,16 @@ def _values(weights: Mapping[str, ValueAndVariance]) -> dict[str, Array]:
 
 
 def _squares(weights: Mapping[str, ValueAndVariance]) -> dict[str, Array]:
-    return {name: w.value**2 for name, w in weights.items() if name != "biases"}
+    return {
+        name: elementwise(lambda v: v**2, w.value)
+        for name, w in weights.items()
+        if name != "biases"
+    }
+
+
+def _scaled(var: Array, c: float, square: Array) -> Array:
+    """A weight's error variance and its products' rounding, ``var + c w^2``."""
+    return elementwise(lambda var, square: var + c * square, var, square)
 
 
 def _forward_sum(layer: Layer, module, pairs) -> Array:

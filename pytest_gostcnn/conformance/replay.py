@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 from array_api_compat import array_namespace
 
+from pytest_gostcnn.machine.pool import elementwise
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
 from pytest_gostcnn.model.network import Network
@@ -135,6 +136,5 @@ def read(model: ErrorModelKernels, value: np.ndarray, carried) -> ValueAndVarian
     """Weights kept as ``value`` (in the master type) with ``carried`` error variance, as
     forward and backward read them: rounded to the data type, whose error adds."""
     bounded = model.bound(value)
-    return ValueAndVariance(
-        bounded.value, bounded.var + carried, bounded.storage, bounded.underflow
-    )
+    var = elementwise(lambda a, b: a + b, bounded.var, carried)
+    return ValueAndVariance(bounded.value, var, bounded.storage, bounded.underflow)

@@ -9,9 +9,13 @@ cell, where BLAS's spinning threads collapse (docs/benchmarking.md, "A shared ce
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from array_api_compat import array_namespace, is_numpy_namespace
 
 from .threads import cell_cores, thread_limit
 
@@ -19,6 +23,12 @@ from .threads import cell_cores, thread_limit
 # more to hand to the pool than it saves, and BLAS may sum a small product in another order
 # (OpenBLAS's small-matrix kernels), where every part of a large one sums as the whole does.
 PARALLEL_MIN_MACS = 1 << 22
+
+# An elementwise chain over arrays this large runs a block at a time on the pool's threads:
+# a block's temporaries (256 KiB of float64 each) stay in a core's cache, where each step
+# over the whole arrays (a layer's weights: 50 MB for В's first fully connected layer) would
+# stream them through memory once more, on one core.
+BLOCK_ELEMENTS = 1 << 15
 
 _lock = threading.Lock()
 _pools: dict[int, ThreadPoolExecutor] = {}
@@ -53,6 +63,41 @@ def split(pieces: list[slice], part: Callable[[slice], None]) -> None:
     part(pieces[0])
     for future in futures:
         future.result()
+
+
+def elementwise(chain: Callable[..., Any], *arrays: Any) -> Any:
+    """``chain(*arrays)``, the arrays of one shape and ``chain`` elementwise (each output
+    element reads the arrays' elements at its own position only), returning an array or a
+    tuple of arrays of that shape. On NumPy, arrays of more than a block run a block of each
+    at a time on the pool's threads: the values are the whole arrays' chain's. Arguments of
+    other shapes (a scalar, an array ``chain`` broadcasts) run ``chain`` on the whole."""
+    shape = getattr(arrays[0], "shape", ())
+    size = math.prod(shape)
+    if (
+        size <= BLOCK_ELEMENTS
+        or any(getattr(a, "shape", None) != shape for a in arrays)  # a scalar, a broadcast
+        or not is_numpy_namespace(xp := array_namespace(*arrays))
+    ):
+        return chain(*arrays)
+    flat = [xp.reshape(a, (-1,)) for a in arrays]
+    first = chain(*(a[:BLOCK_ELEMENTS] for a in flat))
+    single = not isinstance(first, tuple)
+    first = (first,) if single else first
+    outs = [xp.empty(size, dtype=f.dtype) for f in first]
+    for out, f in zip(outs, first, strict=True):
+        out[:BLOCK_ELEMENTS] = f
+    blocks = -(-size // BLOCK_ELEMENTS)
+
+    def part(span: slice) -> None:
+        for block in range(span.start, span.stop):
+            cut = slice(block * BLOCK_ELEMENTS, min((block + 1) * BLOCK_ELEMENTS, size))
+            got = chain(*(a[cut] for a in flat))
+            for out, g in zip(outs, (got,) if single else got, strict=True):
+                out[cut] = g
+
+    split(spans(blocks - 1, threads()), lambda span: part(slice(span.start + 1, span.stop + 1)))
+    shaped = [xp.reshape(out, shape) for out in outs]
+    return shaped[0] if single else tuple(shaped)
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:
