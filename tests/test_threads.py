@@ -1,6 +1,7 @@
 """The cell's threads (pytest_gostcnn/machine/threads.py): BLAS never runs more threads
 than asked, the float64 reference runs it on one, and a report names what decides them."""
 
+import sys
 import types
 
 import numpy as np  # loads the BLAS the functions below see
@@ -54,6 +55,28 @@ def test_a_blas_loaded_after_the_first_limit_is_limited_too(monkeypatch):
     loaded.append(Library())  # loaded later in the process
     threads.limit_blas(1)
     assert [library.num_threads for library in loaded] == [1, 1]
+
+
+def test_the_reference_finds_the_libraries_again_only_after_an_import(monkeypatch):
+    # one_blas_thread runs around each of a run's hundreds of layer items: it searches the
+    # loaded libraries again only where a module was imported since (a new BLAS comes with
+    # an import), and a library loaded so is limited too.
+    searches = []
+
+    def controller():
+        searches.append(1)
+        return ThreadpoolController()
+
+    monkeypatch.setattr(threads, "ThreadpoolController", controller)
+    monkeypatch.setattr(threads, "_found", None)
+    for _ in range(3):
+        with threads.one_blas_thread():
+            pass
+    assert len(searches) == 1
+    monkeypatch.setitem(sys.modules, "a_module_that_loads_a_blas", types.ModuleType("m"))
+    with threads.one_blas_thread():
+        pass
+    assert len(searches) == 2
 
 
 def test_the_environment_names_only_the_speed_variables_that_are_set(monkeypatch):

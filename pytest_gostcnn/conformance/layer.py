@@ -146,11 +146,14 @@ def _same_bytes(now: np.ndarray, expected: np.ndarray) -> bool:
     return (
         now.dtype == expected.dtype
         and now.shape == expected.shape
-        and np.array_equal(
-            np.ascontiguousarray(now).view(np.uint8),
-            np.ascontiguousarray(expected).view(np.uint8),
-        )
+        and np.array_equal(_as_bits(now), _as_bits(expected))
     )
+
+
+def _as_bits(a: np.ndarray) -> np.ndarray:
+    """``a``'s bytes as unsigned integers of its item's size (one comparison an element)."""
+    size = a.dtype.itemsize
+    return np.ascontiguousarray(a).view(f"u{size}" if size in (1, 2, 4, 8) else np.uint8)
 
 
 class _LayerRun:

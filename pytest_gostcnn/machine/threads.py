@@ -8,6 +8,7 @@ NumPy kernels are shaped so").
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -100,5 +101,18 @@ def limit_blas(threads: int) -> None:
 def one_blas_thread() -> Iterator[None]:
     """BLAS on one thread inside, as before outside: the float64 reference (verification,
     audits) never collapses on a shared cell (docs/benchmarking.md, "A shared cell")."""
-    with ThreadpoolController().limit(limits=1, user_api="blas"):
+    with _controller().limit(limits=1, user_api="blas"):
         yield
+
+
+_found: tuple[int, ThreadpoolController] | None = None
+
+
+def _controller() -> ThreadpoolController:
+    """The libraries loaded now, found anew (about 1 ms) only where a module was imported
+    since the last search: a BLAS is loaded by an import (SciPy's, torch's), and a run
+    limits BLAS around each of its hundreds of layer items."""
+    global _found
+    if _found is None or _found[0] != len(sys.modules):
+        _found = (len(sys.modules), ThreadpoolController())
+    return _found[1]
