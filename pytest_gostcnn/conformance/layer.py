@@ -122,8 +122,16 @@ class _Arguments:
         self.watched = [w for w in self.watched if id(w[1]) not in gone]
 
     def check(self, kernel: str) -> None:
-        for name, device, expected in self.watched:
+        for i, (name, device, expected) in enumerate(self.watched):
             now = np.asarray(self.backend.to_host(device))
+            if now.dtype != expected.dtype and now.shape == expected.shape:
+                # The host's float64 draws, held by the backend in its type: kept in that
+                # type where it holds them exactly, the later checks compare bytes.
+                with np.errstate(invalid="ignore", over="ignore"):
+                    held = expected.astype(now.dtype)
+                if np.array_equal(held.astype(expected.dtype), expected, equal_nan=True):
+                    expected = held
+                    self.watched[i] = (name, device, held)
             if _same_bytes(now, expected):
                 continue  # the common case, checked without float64 copies of both
             if now.shape != expected.shape or not np.array_equal(
