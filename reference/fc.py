@@ -5,8 +5,9 @@ is held as the map [B][1][1][F]. standard.md §4 gap: BIASES_D[f] is the sum of 
 over the batch, as for convolution.
 """
 
-from array_api_compat import array_namespace
+from array_api_compat import array_namespace, device, is_numpy_namespace
 
+from pytest_gostcnn.machine import pool
 from pytest_gostcnn.model.layers import Layer
 
 from .library import Array
@@ -52,8 +53,21 @@ def gradient(layer: Layer, inputs: list[Array], out_residuals: list[Array]) -> d
     out_residual = xp.reshape(out_residuals[0], (inp.shape[0], -1))
     # WEIGHTS_D[f][l][x][y] sums OUT_D[b][f] * IN[b][x][y][l] over b, in the batch's order.
     flat = _standard_order(inp)
-    grad = out_residual[0][:, None] * flat[0][None, :]
-    for b in range(1, inp.shape[0]):
-        grad += out_residual[b][:, None] * flat[b][None, :]
+    features, length = out_residual.shape[1], flat.shape[1]
+    grad = xp.empty((features, length), dtype=flat.dtype, device=device(flat))
+    numpy = is_numpy_namespace(xp)
+    # On NumPy, blocks of rows whose products stay in cache, on the pool's threads.
+    step = max(1, pool.BLOCK_ELEMENTS // length) if numpy else features
+
+    def part(span: slice) -> None:
+        for start in range(span.start, span.stop, step):
+            rows = slice(start, min(start + step, span.stop))
+            block = out_residual[0, rows][:, None] * flat[0][None, :]
+            for b in range(1, inp.shape[0]):
+                block += out_residual[b, rows][:, None] * flat[b][None, :]
+            grad[rows] = block
+
+    whole = [slice(0, features)]
+    pool.split(pool.parts(features, features * length) if numpy else whole, part)
     weights_grad = xp.reshape(grad, (-1, *layer.weight_shapes["weights"][1:]))
     return {"weights": weights_grad, "biases": xp.sum(out_residual, axis=0)}

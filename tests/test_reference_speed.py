@@ -12,7 +12,7 @@ from pytest_gostcnn.machine.threads import one_blas_thread
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.layers import make_layer
 from pytest_gostcnn.performance.training_data import benchmark_weights
-from pytest_gostcnn.reference import _window, conv
+from pytest_gostcnn.reference import _window, conv, fc
 
 # Layers whose products the pool splits in three (each part at least PARALLEL_MIN_MACS): a
 # 3x3 layer, a strided one, a 1x1 one on a map shorter than the threads (split by the batch).
@@ -201,3 +201,24 @@ def test_an_elementwise_chain_run_in_blocks_gives_the_whole_arrays_values(size, 
         np.testing.assert_array_equal(other, one)
     # A scalar argument (broadcast by the chain) runs the chain on the whole.
     np.testing.assert_array_equal(pool.elementwise(lambda x, s: x * s, a, 3.0), a * 3.0)
+
+
+def test_a_fully_connected_gradient_in_blocks_of_rows_gives_the_batchs_sums_bit_for_bit(
+    monkeypatch,
+):
+    # WEIGHTS_D sums the batch's products in the batch's order, a block of rows at a time
+    # on the pool's threads: every element as the whole outer products' sum gives it.
+    layer = make_layer("fc", [(7, 7, 64)], F=300)
+    rng = np.random.default_rng(5)
+    x, r = rng.standard_normal((3, 7, 7, 64)), rng.standard_normal((3, 1, 1, 300))
+    flat = np.transpose(x, (0, 3, 1, 2)).reshape(3, -1)
+    rows = r.reshape(3, -1)
+    whole = rows[0][:, None] * flat[0][None, :]
+    for b in (1, 2):
+        whole += rows[b][:, None] * flat[b][None, :]
+    monkeypatch.setattr(pool, "PARALLEL_MIN_MACS", 1)
+    for threads, block in ((1, 1 << 30), (3, 1), (2, 7 * 7 * 64 * 5 + 1)):
+        monkeypatch.setattr(pool, "threads", lambda threads=threads: threads)
+        monkeypatch.setattr(pool, "BLOCK_ELEMENTS", block)
+        grads = fc.gradient(layer, [x], [r])
+        np.testing.assert_array_equal(grads["weights"], whole.reshape(300, 64, 7, 7))
