@@ -5,8 +5,11 @@ RES=0 there), so padding is 0, not -inf. Backward sends OUT_D to every in-bounds
 equal to the output (all tied maxima), accumulating over overlapping windows.
 """
 
-from array_api_compat import array_namespace
+import math
 
+from array_api_compat import array_namespace, is_numpy_namespace
+
+from pytest_gostcnn.machine import pool
 from pytest_gostcnn.model.layers import Layer
 
 from ._window import crop, offsets, pad
@@ -30,12 +33,28 @@ def backward(
     out_residuals: list[Array],
     weights: dict[str, Array],
 ) -> list:
-    padded = pad(inputs[0], layer)
-    out, out_residual = outputs[0], out_residuals[0]
+    return route(layer, inputs[0], outputs[0], out_residuals[:1])
+
+
+def route(layer: Layer, inp: Array, out: Array, residuals: list[Array]) -> list[Array]:
+    """Each of ``residuals`` (maps shaped like OUT) sent to its windows' maxima as backward
+    sends OUT_D, the maxima found once for all of them; on NumPy a part of the batch on each
+    of the pool's threads (each image's sums as one thread's)."""
+    padded = pad(inp, layer)
     xp = array_namespace(padded)
-    in_residual = xp.zeros_like(padded)
-    for _, _, index in offsets(layer):
-        # Padding positions equal to the output get a share too, but crop() drops them:
-        # Appendix A gives residual to in-bounds positions only.
-        in_residual[index] += xp.where(padded[index] == out, out_residual, 0.0)
-    return [crop(in_residual, layer)]
+    routed = [xp.zeros_like(padded) for _ in residuals]
+    windows = list(offsets(layer))
+
+    def part(span: slice) -> None:
+        window_map, maxima = padded[span], out[span]
+        for _, _, index in windows:
+            # Padding positions equal to the output get a share too, but crop() drops them:
+            # Appendix A gives residual to in-bounds positions only.
+            at_maximum = window_map[index] == maxima
+            for into, residual in zip(routed, residuals, strict=True):
+                into[span][index] += xp.where(at_maximum, residual[span], 0.0)
+
+    work = math.prod(padded.shape) * len(windows) * len(residuals)
+    whole = [slice(0, padded.shape[0])]
+    pool.split(pool.parts(padded.shape[0], work) if is_numpy_namespace(xp) else whole, part)
+    return [crop(r, layer) for r in routed]

@@ -222,3 +222,28 @@ def test_a_fully_connected_gradient_in_blocks_of_rows_gives_the_batchs_sums_bit_
         monkeypatch.setattr(pool, "BLOCK_ELEMENTS", block)
         grads = fc.gradient(layer, [x], [r])
         np.testing.assert_array_equal(grads["weights"], whole.reshape(300, 64, 7, 7))
+
+
+@pytest.mark.parametrize(
+    "window", [dict(Rx=3, Ry=3, S=1, Px=1, Py=1), dict(Rx=3, Ry=3, S=2, Px=0, Py=0)]
+)
+def test_max_pooling_split_over_the_batch_gives_the_one_threads_values_bit_for_bit(
+    window, monkeypatch
+):
+    # Max pooling's backward and its error model's routing and contested windows run a
+    # part of the batch on each of the pool's threads: each image as one thread computes it.
+    layer = make_layer("maxpool", [(12, 12, 8)], **window)
+    model, representable = model_of("float32")
+    rng = np.random.default_rng(11)
+    x = model.bound(representable(np.round(rng.standard_normal((3, 12, 12, 8)), 1)))
+    (out,) = model.forward(layer, [x], {})
+    r = model.bound(representable(rng.standard_normal((3, *layer.out_shapes[0]))))
+    results = {}
+    monkeypatch.setattr(pool, "PARALLEL_MIN_MACS", 1)
+    for threads in (1, 3):
+        monkeypatch.setattr(pool, "threads", lambda threads=threads: threads)
+        (got,) = model.backward(layer, [x], [out], [r], {})
+        results[threads] = (got.value, got.var)
+    for one, split in zip(results[1], results[3], strict=True):
+        np.testing.assert_array_equal(split, one)
+    assert np.count_nonzero(results[1][1] > 2 * (1e-7 * results[1][0]) ** 2)  # contested ties

@@ -11,14 +11,17 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
-from array_api_compat import array_namespace, device
+from array_api_compat import array_namespace, device, is_numpy_namespace
 
+from pytest_gostcnn.machine import pool
 from pytest_gostcnn.machine.pool import elementwise
 from pytest_gostcnn.model.dtypes import Precision
 from pytest_gostcnn.model.layers import Layer, window_overlap
 from pytest_gostcnn.reference import MODULES
-from pytest_gostcnn.reference._window import crop, offsets, pad, zeros
+from pytest_gostcnn.reference._window import crop, offsets, pad
 from pytest_gostcnn.reference.library import NUMPY, Array, ReferenceLibrary
+
+from . import passes
 
 # A decision is uncertain when the reference value is within this many standard deviations
 # of the implementation's error from the decision boundary.
@@ -41,17 +44,6 @@ RULES: dict[str, str] = {
     "concat": "moved",
     "split": "moved",
     "shuffle": "moved",
-}
-
-
-# The layer types whose two variance passes are stacked into one product, with the axes of
-# each weight array holding its input and its output channels. A variance pass through such
-# a layer is a sum of products; two with different operands, stacked along the channels one
-# sums over, are one product of twice the depth, and two sharing the map, stacked along the
-# channels it produces, one product of twice the width: the same multiply-adds in half the
-# calls, and longer GEMMs (docs/verification.md, "What the error model costs").
-STACKED: dict[str, dict[str, tuple[int, int]]] = {
-    "conv": {"filters": (2, 3)},
 }
 
 
@@ -184,10 +176,16 @@ class ErrorModelKernels:
         module = MODULES[layer.type.name]
         in_values = [x.value for x in inputs]
         out_values = [o.value for o in outputs]
-        values = module.backward(
-            layer, in_values, out_values, [r.value for r in out_residuals], _values(weights)
+        name = rule(layer.type.name)
+        # Max pooling's rule routes the residual with its variances, the maxima found once.
+        values = (
+            None
+            if name == "maxpool"
+            else module.backward(
+                layer, in_values, out_values, [r.value for r in out_residuals], _values(weights)
+            )
         )
-        backward = getattr(self, f"_backward_{rule(layer.type.name)}")
+        backward = getattr(self, f"_backward_{name}")
         maps = (in_values, out_values)  # the float64 maps, for the rules' variance passes
         return backward(layer, module, inputs, outputs, out_residuals, weights, values, maps)
 
@@ -197,7 +195,7 @@ class ErrorModelKernels:
         c = self._sum_of_products(layer.fan_in + 1)  # the bias too
         scaled = {k: _scaled(weights[k].var, c, squares[k]) for k in squares}
         x = inputs[0]
-        var = _forward_sum(layer, module, ((x.var, squares), (x.value**2, scaled)))
+        var = passes.forward_sum(layer, module, ((x.var, squares), (x.value**2, scaled)))
         var += weights["biases"].var
         return [self._stored(values[0], var)]
 
@@ -209,7 +207,7 @@ class ErrorModelKernels:
         c = self._sum_of_products(layer.fan_out)
         scaled = {k: _scaled(weights[k].var, c, squares[k]) for k in squares}
         pairs = ((r.var, squares), (r.value**2, scaled))
-        var = _backward_sum(layer, module, maps, pairs)
+        var = passes.backward_sum(layer, module, maps, pairs)
         return [self._stored(values[0], var)]
 
     def _forward_relu(self, layer, module, inputs, weights, values) -> list:
@@ -243,9 +241,11 @@ class ErrorModelKernels:
         r = out_residuals[0]
         in_values, out_values = maps
         c = self._sum_of_products(window_overlap(layer.params))
-        routed = module.backward(layer, in_values, out_values, [r.value**2], {})[0]
-        var = _maxpool_residual_var(layer, inputs[0], outputs[0], r) + c * routed
-        return [self._stored(values[0], var)]
+        values, routed_var, routed_square = module.route(
+            layer, in_values[0], out_values[0], [r.value, r.var, r.value**2]
+        )
+        var = _maxpool_residual_var(layer, inputs[0], outputs[0], r, routed_var)
+        return [self._stored(values, var + c * routed_square)]
 
     def _forward_avgpool(self, layer, module, inputs, weights, values) -> list:
         window = layer.params["Rx"] * layer.params["Ry"]
@@ -309,7 +309,7 @@ class ErrorModelKernels:
         # adds them coherently. Their term is bounded as if fully correlated:
         # (sum |x| sd(r))^2 >= var(sum x e_r) whatever the correlation (Cauchy-Schwarz).
         # ``magnitude``, sum |x| |r|, reads the same map: one pass gives both.
-        coherent, magnitude = _gradient_pair(
+        coherent, magnitude = passes.gradient_pair(
             layer, module, xp.abs(x.value), (xp.sqrt(r.var), xp.abs(r.value))
         )
         # The input's error, sum var(x) r^2, and the sum's rounding, c sum x^2 r^2, are one
@@ -367,63 +367,6 @@ def _scaled(var: Array, c: float, square: Array) -> Array:
     return elementwise(lambda var, square: var + c * square, var, square)
 
 
-def _forward_sum(layer: Layer, module, pairs) -> Array:
-    """The sum over ``pairs`` (map, weights) of the layer's forward without its bias; for a
-    ``STACKED`` type one forward of the maps and weights stacked along the input channels."""
-    axes = STACKED.get(layer.type.name)
-    if axes is None:
-        total = None
-        for x, w in pairs:
-            out = module.forward(layer, [x], _no_bias(layer, w))[0]
-            total = out if total is None else total + out
-        return total
-    xp = array_namespace(pairs[0][0])
-    stacked_map = xp.concat([x for x, _ in pairs], axis=-1)
-    stacked = {k: xp.concat([w[k] for _, w in pairs], axis=axes[k][0]) for k in axes}
-    return module.forward(layer, [stacked_map], _no_bias(layer, stacked))[0]
-
-
-def _backward_sum(layer: Layer, module, maps, pairs) -> Array:
-    """The sum over ``pairs`` (output residual, weights) of the layer's backward; for a
-    ``STACKED`` type one backward of both stacked along the output channels."""
-    in_values, out_values = maps
-    axes = STACKED.get(layer.type.name)
-    if axes is None:
-        total = None
-        for r, w in pairs:
-            out = module.backward(layer, in_values, out_values, [r], w)[0]
-            total = out if total is None else total + out
-        return total
-    xp = array_namespace(pairs[0][0])
-    stacked_residual = xp.concat([r for r, _ in pairs], axis=-1)
-    stacked = {k: xp.concat([w[k] for _, w in pairs], axis=axes[k][1]) for k in axes}
-    return module.backward(layer, in_values, out_values, [stacked_residual], stacked)[0]
-
-
-def _gradient_pair(layer: Layer, module, x: Array, residuals: tuple[Array, Array]) -> tuple:
-    """The layer's gradient of map ``x`` with each of two output residuals; for a ``STACKED``
-    type one gradient of the residuals stacked along the output channels, cut in two."""
-    axes = STACKED.get(layer.type.name)
-    if axes is None:
-        return tuple(module.gradient(layer, [x], [r]) for r in residuals)
-    xp = array_namespace(x)
-    both = module.gradient(layer, [x], [xp.concat(residuals, axis=-1)])
-    width = residuals[0].shape[-1]
-    axis_of = {k: out for k, (_, out) in axes.items()} | {"biases": 0}
-    halves = ({}, {})
-    for name, grad in both.items():
-        axis = axis_of[name]
-        for half, part in zip(halves, (slice(None, width), slice(width, None)), strict=True):
-            half[name] = grad[(slice(None),) * axis + (part,)]
-    return halves
-
-
-def _no_bias(layer: Layer, arrays: dict[str, Array]) -> dict[str, Array]:
-    """Weights for a variance pass through a forward kernel: the bias is added separately."""
-    like = next(iter(arrays.values()))
-    return {**arrays, "biases": zeros(like, layer.weight_shapes["biases"])}
-
-
 def _uncertain(value: Array, var: Array) -> Array:
     """Where an implementation's value may lie on the other side of 0 from the reference."""
     xp = array_namespace(value)
@@ -437,29 +380,39 @@ def _gradient_length(layer: Layer, batch: int) -> int:
 
 
 def _maxpool_residual_var(
-    layer: Layer, x: ValueAndVariance, out: ValueAndVariance, r: ValueAndVariance
+    layer: Layer, x: ValueAndVariance, out: ValueAndVariance, r: ValueAndVariance, routed: Array
 ) -> Array:
-    """Max pooling backward: errors of routed residuals, and windows whose choice may differ.
+    """Max pooling backward: errors of routed residuals (``routed``, the residual's variance
+    routed to the maxima), and windows whose choice may differ.
 
     A window's choice is uncertain when a second position (padding included) is within
     ``UNCERTAINTY`` deviations of the maximum and one of them carries an error; then every
-    such in-bounds position may receive or lose the window's whole residual.
+    such in-bounds position may receive or lose the window's whole residual. On NumPy a
+    part of the batch on each of the pool's threads.
     """
-    module = MODULES["maxpool"]
-    routed = module.backward(layer, [x.value], [out.value], [r.var], {})[0]
     values, variances = pad(x.value, layer), pad(x.var, layer)
     xp, on = array_namespace(x.value), device(x.value)
-    near, erring = [], xp.zeros(out.shape, dtype=xp.bool, device=on)
-    count = xp.zeros(out.shape, dtype=xp.int64, device=on)
-    for _, _, index in offsets(layer):
-        spread = variances[index] + out.var
-        close = xp.abs(values[index] - out.value) <= UNCERTAINTY * xp.sqrt(spread)
-        near.append((index, close))
-        count += xp.astype(close, xp.int64)
-        erring |= close & (spread > 0)
-    contested = (count >= 2) & erring
-    share = xp.where(contested, (xp.abs(r.value) + xp.sqrt(r.var)) ** 2, 0.0)
     moved = xp.zeros_like(values)
-    for index, close in near:
-        moved[index] += xp.where(close, share, 0.0)
+    windows = list(offsets(layer))
+
+    def part(span: slice) -> None:
+        value, var = values[span], variances[span]
+        maximum, maximum_var = out.value[span], out.var[span]
+        near, erring = [], xp.zeros(maximum.shape, dtype=xp.bool, device=on)
+        count = xp.zeros(maximum.shape, dtype=xp.int64, device=on)
+        for _, _, index in windows:
+            spread = var[index] + maximum_var
+            close = xp.abs(value[index] - maximum) <= UNCERTAINTY * xp.sqrt(spread)
+            near.append((index, close))
+            count += xp.astype(close, xp.int64)
+            erring |= close & (spread > 0)
+        contested = (count >= 2) & erring
+        share = xp.where(contested, (xp.abs(r.value[span]) + xp.sqrt(r.var[span])) ** 2, 0.0)
+        into = moved[span]
+        for index, close in near:
+            into[index] += xp.where(close, share, 0.0)
+
+    work = math.prod(values.shape) * len(windows)
+    whole = [slice(0, values.shape[0])]
+    pool.split(pool.parts(values.shape[0], work) if is_numpy_namespace(xp) else whole, part)
     return routed + crop(moved, layer)
