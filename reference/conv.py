@@ -9,10 +9,16 @@ from .library import Array
 
 
 def forward(layer: Layer, inputs: list[Array], weights: dict[str, Array]) -> list:
-    padded = pad(inputs[0], layer)
+    return [forward_side_by_side(layer, inputs[:1], weights)]
+
+
+def forward_side_by_side(layer: Layer, maps: list[Array], weights: dict[str, Array]) -> Array:
+    """The forward of ``maps`` side by side along their channels, as of their concatenation
+    (FILTERS' input channels the maps' in order), without the concatenated copy."""
+    padded = [pad(m, layer) for m in maps]
     filters = weights["filters"]
-    xp = array_namespace(padded)
-    out = zeros(padded, (padded.shape[0], *layer.out_shapes[0]))
+    xp = array_namespace(padded[0])
+    out = zeros(padded[0], (padded[0].shape[0], *layer.out_shapes[0]))
     out[...] = weights["biases"]
     for rx, row in _rows(layer):
         # One product a row of the window: its offsets' windows side by side against the
@@ -23,8 +29,8 @@ def forward(layer: Layer, inputs: list[Array], weights: dict[str, Array]) -> lis
         def add(index, product):
             out[index] += product
 
-        products([padded[index] for index in row], matrix, add)
-    return [out]
+        products([m[index] for index in row for m in padded], matrix, add)
+    return out
 
 
 def backward(
@@ -34,10 +40,15 @@ def backward(
     out_residuals: list[Array],
     weights: dict[str, Array],
 ) -> list:
-    out_residual = out_residuals[0]
+    return [backward_side_by_side(layer, out_residuals[:1], weights)]
+
+
+def backward_side_by_side(layer: Layer, residuals: list[Array], weights: dict[str, Array]):
+    """The backward of output residuals side by side along their channels, as of their
+    concatenation (FILTERS' output channels the residuals' in order), without that copy."""
     filters = weights["filters"]
-    xp = array_namespace(out_residual)
-    in_residual = padded_zeros(layer, out_residual)
+    xp = array_namespace(residuals[0])
+    in_residual = padded_zeros(layer, residuals[0])
     channels = filters.shape[2]
     for rx, row in _rows(layer):
         # IN_D(window) += OUT_D FILTERS[rx][ry]^T for every ry of the row from one product:
@@ -51,8 +62,8 @@ def backward(
             for ry, window in enumerate(row):
                 in_residual[window][index] += product[..., ry * channels : (ry + 1) * channels]
 
-        products([out_residual], side_by_side, add)
-    return [crop(in_residual, layer)]
+        products(residuals, side_by_side, add)
+    return crop(in_residual, layer)
 
 
 def gradient(layer: Layer, inputs: list[Array], out_residuals: list[Array]) -> dict[str, Array]:

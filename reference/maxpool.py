@@ -18,10 +18,12 @@ from .library import Array
 
 def forward(layer: Layer, inputs: list[Array], weights: dict[str, Array]) -> list:
     padded = pad(inputs[0], layer)
-    windows = (padded[index] for _, _, index in offsets(layer))
+    windows = [padded[index] for _, _, index in offsets(layer)]
     xp = array_namespace(padded)
-    out = next(windows)
-    for window in windows:
+    if len(windows) == 1:  # a 1x1 window: a copy, never a view of the input
+        return [xp.asarray(windows[0], copy=True)]
+    out = xp.maximum(windows[0], windows[1])
+    for window in windows[2:]:
         out = xp.maximum(out, window)
     return [out]
 

@@ -247,3 +247,31 @@ def test_max_pooling_split_over_the_batch_gives_the_one_threads_values_bit_for_b
     for one, split in zip(results[1], results[3], strict=True):
         np.testing.assert_array_equal(split, one)
     assert np.count_nonzero(results[1][1] > 2 * (1e-7 * results[1][0]) ** 2)  # contested ties
+
+
+@pytest.mark.parametrize("case", CONVOLUTIONS, ids=lambda c: f"{c['shape']}-F{c['F']}-S{c['S']}")
+def test_maps_side_by_side_give_their_concatenations_products_bit_for_bit(case):
+    # The error model's two variance passes through a convolution read their maps side by
+    # side, never copied into one: each sum as the concatenated map's product gives it.
+    layer, (x, weights, r) = _case(case)
+    twice = {
+        "filters": np.concatenate([weights["filters"], weights["filters"] ** 2], axis=2),
+        "biases": weights["biases"],
+    }
+    joined = conv.forward(
+        make_layer("conv", [(*x.shape[1:3], 2 * x.shape[3])], **_params(case)),
+        [np.concatenate([x, -x], axis=-1)],
+        twice,
+    )[0]
+    np.testing.assert_array_equal(conv.forward_side_by_side(layer, [x, -x], twice), joined)
+    wide = {
+        "filters": np.concatenate([weights["filters"], 2 * weights["filters"]], axis=3),
+        "biases": np.concatenate([weights["biases"]] * 2),
+    }
+    wide_layer = make_layer("conv", [x.shape[1:]], **{**_params(case), "F": 2 * case["F"]})
+    (joined,) = conv.backward(wide_layer, [x], [None], [np.concatenate([r, r * r], -1)], wide)
+    np.testing.assert_array_equal(conv.backward_side_by_side(layer, [r, r * r], wide), joined)
+
+
+def _params(case: dict) -> dict:
+    return {k: v for k, v in case.items() if k not in ("shape", "batch")}

@@ -11,7 +11,8 @@ from pytest_gostcnn.reference._window import zeros
 from pytest_gostcnn.reference.library import Array
 
 # The layer types whose two variance passes are stacked into one product, with the axes of
-# each weight array holding its input and its output channels. A variance pass through such
+# each weight array holding its input and its output channels (the type's reference module
+# has ``forward_side_by_side`` and ``backward_side_by_side``). A variance pass through such
 # a layer is a sum of products; two with different operands, stacked along the channels one
 # sums over, are one product of twice the depth, and two sharing the map, stacked along the
 # channels it produces, one product of twice the width: the same multiply-adds in half the
@@ -32,9 +33,9 @@ def forward_sum(layer: Layer, module, pairs) -> Array:
             total = out if total is None else total + out
         return total
     xp = array_namespace(pairs[0][0])
-    stacked_map = xp.concat([x for x, _ in pairs], axis=-1)
     stacked = {k: xp.concat([w[k] for _, w in pairs], axis=axes[k][0]) for k in axes}
-    return module.forward(layer, [stacked_map], no_bias(layer, stacked))[0]
+    # The maps side by side as the type's kernel reads them, never copied into one.
+    return module.forward_side_by_side(layer, [x for x, _ in pairs], no_bias(layer, stacked))
 
 
 def backward_sum(layer: Layer, module, maps, pairs) -> Array:
@@ -49,9 +50,8 @@ def backward_sum(layer: Layer, module, maps, pairs) -> Array:
             total = out if total is None else total + out
         return total
     xp = array_namespace(pairs[0][0])
-    stacked_residual = xp.concat([r for r, _ in pairs], axis=-1)
     stacked = {k: xp.concat([w[k] for _, w in pairs], axis=axes[k][1]) for k in axes}
-    return module.backward(layer, in_values, out_values, [stacked_residual], stacked)[0]
+    return module.backward_side_by_side(layer, [r for r, _ in pairs], stacked)
 
 
 def gradient_pair(layer: Layer, module, x: Array, residuals: tuple[Array, Array]) -> tuple:
