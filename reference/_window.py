@@ -28,6 +28,14 @@ def zeros(like: Array, shape: tuple[int, ...]) -> Array:
     return array_namespace(like).zeros(shape, dtype=like.dtype, device=device(like))
 
 
+def batch_parts(like: Array, work: int) -> list[slice]:
+    """The batch of ``like`` cut into one part a thread of the pool for ``work`` operations
+    in all (``pool.parts``), on NumPy; the whole batch on another library (its own threads)."""
+    if not is_numpy_namespace(array_namespace(like)):
+        return [slice(0, like.shape[0])]
+    return pool.parts(like.shape[0], work)
+
+
 def pad(a: Array, layer: Layer) -> Array:
     """``a`` ([B][X][Y][L]) with Px / Py zero rows and columns on each side: ``a`` itself
     where both are 0 (the callers only read it)."""

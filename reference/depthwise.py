@@ -4,11 +4,14 @@ standard.md §4 gap: Appendix A declares BIASES[F] and reads BIASES[f]; the laye
 channel l.
 """
 
+import math
+
 from array_api_compat import array_namespace
 
+from pytest_gostcnn.machine import pool
 from pytest_gostcnn.model.layers import Layer
 
-from ._window import crop, offsets, pad, padded_zeros, zeros
+from ._window import batch_parts, crop, offsets, pad, padded_zeros, zeros
 from .library import Array
 
 
@@ -17,8 +20,14 @@ def forward(layer: Layer, inputs: list[Array], weights: dict[str, Array]) -> lis
     filters = weights["filters"]
     out = zeros(padded, (padded.shape[0], *layer.out_shapes[0]))
     out[...] = weights["biases"]
-    for rx, ry, index in offsets(layer):
-        out += padded[index] * filters[rx, ry]
+    windows = list(offsets(layer))
+
+    def part(span: slice) -> None:  # a part of the batch
+        into, window_map = out[span], padded[span]
+        for rx, ry, index in windows:
+            into += window_map[index] * filters[rx, ry]
+
+    pool.split(batch_parts(out, math.prod(out.shape) * len(windows)), part)
     return [out]
 
 
@@ -32,8 +41,14 @@ def backward(
     out_residual = out_residuals[0]
     filters = weights["filters"]
     in_residual = padded_zeros(layer, out_residual)
-    for rx, ry, index in offsets(layer):
-        in_residual[index] += out_residual * filters[rx, ry]
+    windows = list(offsets(layer))
+
+    def part(span: slice) -> None:  # a part of the batch
+        into, residual = in_residual[span], out_residual[span]
+        for rx, ry, index in windows:
+            into[index] += residual * filters[rx, ry]
+
+    pool.split(batch_parts(out_residual, math.prod(out_residual.shape) * len(windows)), part)
     return [crop(in_residual, layer)]
 
 

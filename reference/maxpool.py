@@ -7,12 +7,12 @@ equal to the output (all tied maxima), accumulating over overlapping windows.
 
 import math
 
-from array_api_compat import array_namespace, is_numpy_namespace
+from array_api_compat import array_namespace
 
 from pytest_gostcnn.machine import pool
 from pytest_gostcnn.model.layers import Layer
 
-from ._window import crop, offsets, pad
+from ._window import batch_parts, crop, offsets, pad
 from .library import Array
 
 
@@ -56,7 +56,5 @@ def route(layer: Layer, inp: Array, out: Array, residuals: list[Array]) -> list[
             for into, residual in zip(routed, residuals, strict=True):
                 into[span][index] += xp.where(at_maximum, residual[span], 0.0)
 
-    work = math.prod(padded.shape) * len(windows) * len(residuals)
-    whole = [slice(0, padded.shape[0])]
-    pool.split(pool.parts(padded.shape[0], work) if is_numpy_namespace(xp) else whole, part)
+    pool.split(batch_parts(padded, math.prod(padded.shape) * len(windows) * len(residuals)), part)
     return [crop(r, layer) for r in routed]

@@ -12,7 +12,7 @@ from pytest_gostcnn.machine.threads import one_blas_thread
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.layers import make_layer
 from pytest_gostcnn.performance.training_data import benchmark_weights
-from pytest_gostcnn.reference import _window, conv, fc
+from pytest_gostcnn.reference import _window, conv, depthwise, fc
 
 # Layers whose products the pool splits in three (each part at least PARALLEL_MIN_MACS): a
 # 3x3 layer, a strided one, a 1x1 one on a map shorter than the threads (split by the batch).
@@ -275,3 +275,20 @@ def test_maps_side_by_side_give_their_concatenations_products_bit_for_bit(case):
 
 def _params(case: dict) -> dict:
     return {k: v for k, v in case.items() if k not in ("shape", "batch")}
+
+
+def test_a_depthwise_convolution_split_over_the_batch_gives_the_one_threads_sums(monkeypatch):
+    layer = make_layer("depthwise", [(10, 10, 16)], Rx=3, Ry=3, S=1, Px=1, Py=1)
+    rng = np.random.default_rng(13)
+    x, r = rng.standard_normal((3, 10, 10, 16)), rng.standard_normal((3, 10, 10, 16))
+    weights = {name: rng.standard_normal(s) for name, s in layer.weight_shapes.items()}
+    monkeypatch.setattr(pool, "PARALLEL_MIN_MACS", 1)
+    results = {}
+    for threads in (1, 3):
+        monkeypatch.setattr(pool, "threads", lambda threads=threads: threads)
+        results[threads] = [
+            depthwise.forward(layer, [x], weights)[0],
+            depthwise.backward(layer, [x], [None], [r], weights)[0],
+        ]
+    for one, split in zip(results[1], results[3], strict=True):
+        np.testing.assert_array_equal(split, one)

@@ -11,14 +11,14 @@ import math
 from collections.abc import Mapping
 
 import numpy as np
-from array_api_compat import array_namespace, device, is_numpy_namespace
+from array_api_compat import array_namespace, device
 
 from pytest_gostcnn.machine import pool
 from pytest_gostcnn.machine.pool import elementwise
 from pytest_gostcnn.model.dtypes import Precision
 from pytest_gostcnn.model.layers import Layer, window_overlap
 from pytest_gostcnn.reference import MODULES
-from pytest_gostcnn.reference._window import crop, offsets, pad
+from pytest_gostcnn.reference._window import batch_parts, crop, offsets, pad
 from pytest_gostcnn.reference.library import NUMPY, Array, ReferenceLibrary
 
 from . import passes
@@ -212,17 +212,25 @@ class ErrorModelKernels:
 
     def _forward_relu(self, layer, module, inputs, weights, values) -> list:
         x = inputs[0]
-        passes = (x.value > 0) | _uncertain(x.value, x.var)
-        var = array_namespace(x.var).where(passes, x.var, 0.0)
+
+        def chain(value, var):
+            passes = (value > 0) | _uncertain(value, var)
+            return array_namespace(var).where(passes, var, 0.0)
+
+        var = elementwise(chain, x.value, x.var)
         return [ValueAndVariance(values[0], var, x.storage, x.underflow)]
 
     def _backward_relu(self, layer, module, inputs, outputs, out_residuals, weights, values, maps):
         x, r = inputs[0], out_residuals[0]
-        flipped = _uncertain(x.value, x.var)
-        xp = array_namespace(x.value)
-        var = xp.where(x.value > 0, r.var, 0.0) + xp.where(
-            flipped, (xp.abs(r.value) + xp.sqrt(r.var)) ** 2, 0.0
-        )
+
+        def chain(value, var, residual, residual_var):
+            flipped = _uncertain(value, var)
+            xp = array_namespace(value)
+            return xp.where(value > 0, residual_var, 0.0) + xp.where(
+                flipped, (xp.abs(residual) + xp.sqrt(residual_var)) ** 2, 0.0
+            )
+
+        var = elementwise(chain, x.value, x.var, r.value, r.var)
         return [ValueAndVariance(values[0], var, r.storage, r.underflow)]
 
     def _forward_maxpool(self, layer, module, inputs, weights, values) -> list:
@@ -412,7 +420,5 @@ def _maxpool_residual_var(
         for index, close in near:
             into[index] += xp.where(close, share, 0.0)
 
-    work = math.prod(values.shape) * len(windows)
-    whole = [slice(0, values.shape[0])]
-    pool.split(pool.parts(values.shape[0], work) if is_numpy_namespace(xp) else whole, part)
+    pool.split(batch_parts(values, math.prod(values.shape) * len(windows)), part)
     return routed + crop(moved, layer)
