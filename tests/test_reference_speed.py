@@ -2,6 +2,8 @@
 reference's products split over the cell's cores sum as one product does, and a segment's
 audits replay it once (docs/benchmarking.md, "Audited rounds")."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -292,3 +294,22 @@ def test_a_depthwise_convolution_split_over_the_batch_gives_the_one_threads_sums
         ]
     for one, split in zip(results[1], results[3], strict=True):
         np.testing.assert_array_equal(split, one)
+
+
+def test_a_split_inside_a_split_runs_its_parts_on_the_calling_thread(monkeypatch):
+    # An elementwise step called from a part of another split: with every pool thread busy
+    # in the outer split, the inner one must not wait on parts queued behind itself.
+    monkeypatch.setattr(pool, "threads", lambda: 2)
+    monkeypatch.setattr(pool, "BLOCK_ELEMENTS", 4)
+    a = np.arange(64.0)
+    out = np.empty((2, 64))
+
+    def outer(span: slice) -> None:
+        out[span] = pool.elementwise(lambda x: x * 2.0, a)
+
+    runner = threading.Thread(target=pool.split, args=([slice(0, 1), slice(1, 2)], outer))
+    runner.daemon = True  # a deadlock fails the test instead of hanging the run
+    runner.start()
+    runner.join(timeout=30)
+    assert not runner.is_alive(), "a split inside a split waited on itself"
+    np.testing.assert_array_equal(out, np.stack([a * 2.0, a * 2.0]))

@@ -30,6 +30,7 @@ PARALLEL_MIN_MACS = 1 << 22
 # stream them through memory once more, on one core.
 BLOCK_ELEMENTS = 1 << 15
 
+_PREFIX = "gost-reference"
 _lock = threading.Lock()
 _pools: dict[int, ThreadPoolExecutor] = {}
 
@@ -58,7 +59,13 @@ def parts(length: int, macs: int) -> list[slice]:
 def split(pieces: list[slice], part: Callable[[slice], None]) -> None:
     """Call ``part`` on each of ``pieces`` (``parts``), each on a thread of the pool, the
     first on the calling one. Each part writes its own slice of the result, so the result
-    is the same however it is split."""
+    is the same however it is split. Called from a part (a split inside a split), the
+    parts run one after another on the calling thread: a pool thread never waits on parts
+    queued behind itself."""
+    if threading.current_thread().name.startswith(_PREFIX):
+        for piece in pieces:
+            part(piece)
+        return
     futures = [_pool(len(pieces) - 1).submit(part, piece) for piece in pieces[1:]]
     part(pieces[0])
     for future in futures:
@@ -103,5 +110,5 @@ def elementwise(chain: Callable[..., Any], *arrays: Any) -> Any:
 def _pool(workers: int) -> ThreadPoolExecutor:
     with _lock:
         if workers not in _pools:
-            _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="gost-reference")
+            _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix=_PREFIX)
         return _pools[workers]
