@@ -131,4 +131,6 @@ def parse(text: str) -> ReferenceLibrary:
             f"{text}: not a reference library; expected {', '.join(NAMESPACES)}, each with an "
             "optional :DEVICE (torch:cuda:0)"
         )
+    if name == "numpy" and device not in ("", "cpu"):
+        raise ValueError(f"{text}: NumPy runs on the CPU only; for a GPU name torch:cuda:0 or cupy")
     return ReferenceLibrary(name, device or DEFAULT_DEVICES[name])

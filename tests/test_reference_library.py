@@ -45,6 +45,13 @@ def test_the_option_refuses_a_library_it_does_not_know():
         reference_library("--gost-reference", "jax")
 
 
+def test_the_option_refuses_numpy_on_a_device_other_than_the_cpu():
+    # Accepted, it ran on the CPU while the report named cuda:0.
+    with pytest.raises(ValueError, match=r"--gost-reference=numpy:cuda:0: NumPy runs on the CPU"):
+        reference_library("--gost-reference", "numpy:cuda:0")
+    assert reference_library("--gost-reference", "numpy:cpu") == ReferenceLibrary()
+
+
 def test_the_error_model_on_torch_gives_numpys_values_and_variances_to_float64_rounding():
     layer = make_layer("conv", [(6, 5, 3)], Rx=3, Ry=3, S=1, Px=1, Py=1, F=4)
     rng = np.random.default_rng(0)
