@@ -54,14 +54,15 @@ def _seconds(work) -> float:
 
 def iterations(network, batch: int, repeats: int) -> tuple[float, float]:
     """(plain, replay): the best seconds of ``repeats`` of each, as the suite runs them
-    (BLAS on one thread, the products split over ``pool.threads()`` threads)."""
+    (BLAS on one thread, the products split over ``pool.threads()`` threads), after one
+    untimed iteration of each (a cold first one touches its memory: about twice as long)."""
     rng = np.random.default_rng(0)
     drawn = benchmark_weights(network, rng)
     image = rng.uniform(-127, 128, (batch, *network.input_shape))
     residual = rng.uniform(-1, 1, (batch, *network.output_shape)) * RESIDUAL_SCALE
     plain, replay = [], []
     with one_blas_thread():
-        for _ in range(repeats):
+        for _ in range(repeats + 1):
             weights = {n: {k: a.copy() for k, a in ws.items()} for n, ws in drawn.items()}
             plain.append(
                 _seconds(
@@ -72,7 +73,7 @@ def iterations(network, batch: int, repeats: int) -> tuple[float, float]:
             )
             replayed = Replay(network, "float32", drawn)
             replay.append(_seconds(lambda r=replayed: r.advance([(image, residual)])))
-    return min(plain), min(replay)
+    return min(plain[1:]), min(replay[1:])
 
 
 def quick_run(networks: str | None) -> dict:
@@ -97,7 +98,7 @@ def quick_run(networks: str | None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--tables", default=None, help="a shipped set or a folder (analogs)")
     parser.add_argument("--networks", default="all", help="Latin ids, 'all' or 'none'")
     parser.add_argument("--batches", default="2,16")
@@ -113,11 +114,14 @@ def main(argv: list[str] | None = None) -> int:
         pool.threads = lambda: args.threads
     networks = load_networks(args.tables)
     chosen = {"all": list(LATIN.values()), "none": []}.get(args.networks, args.networks.split(","))
+    unknown = [latin for latin in chosen if latin not in networks]
+    if unknown:
+        parser.error(f"--networks: unknown {', '.join(unknown)}; known: {', '.join(networks)}")
     rate = gemm_rate()
     print(f"float64 GEMM {GEMM_SIZE}^3 (NumPy's BLAS, its own threads): {rate / 1e9:.1f} GMAC/s")
     print(f"the suite's reference threads: {pool.threads()} (BLAS one thread each)")
     rows = []
-    print(f"{'network':8} {'B':>3} {'GMAC':>7} {'plain s':>8} {'GMAC/s':>7} {'share':>6} "
+    print(f"{'network':10} {'B':>3} {'GMAC':>7} {'plain s':>8} {'GMAC/s':>7} {'share':>6} "
           f"{'replay s':>9} {'GMAC/s':>7} {'share':>6}")  # fmt: skip
     for latin in chosen:
         for batch in (int(b) for b in args.batches.split(",")):
@@ -135,10 +139,15 @@ def main(argv: list[str] | None = None) -> int:
             }
             rows.append(row)
             print(
-                f"{network.letter} ({latin}){'':{6 - len(latin)}} {batch:>3} {macs / 1e9:>7.2f} "
+                f"{network.letter + ' (' + latin + ')':10} {batch:>3} {macs / 1e9:>7.2f} "
                 f"{plain:>8.3f} {macs / plain / 1e9:>7.2f} {100 * row['plain_share']:>5.1f}% "
                 f"{replay:>9.3f} {macs / replay / 1e9:>7.2f} {100 * row['replay_share']:>5.1f}%"
             )
+    if rows:
+        print(
+            "GMAC: the network's training multiply-adds an image times B; GMAC/s: those over "
+            "the iteration's seconds (best of --repeats); share: of the GEMM rate above"
+        )
     result = {"gemm_macs_per_second": rate, "threads": pool.threads(), "iterations": rows}
     if args.quick_run:
         run = quick_run(args.quick_networks)
