@@ -2,6 +2,7 @@
 clock the test sets: each test's warm-up gives a MAC rate, each finished test its time."""
 
 import random
+import time
 from collections import Counter
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
@@ -236,3 +237,23 @@ def test_the_estimates_whole_draws_follow_the_round_by_round_decisions():
         stepwise.update(n for n in range(1, rounds + 1) if draw.decide(n))
     for number in range(1, rounds + 1):
         assert abs(whole[number] - stepwise[number]) / draws < 0.03, number
+
+
+def test_a_tests_progress_gives_its_rounds_rate_without_its_audits(shipped_networks):
+    # 5 images (the warm-up's included) in 100 s, 96 of them audits: the rounds ran at
+    # 1.25 images/s, and the audits' time is the run estimate's, not the rounds' rate.
+    network = shipped_networks["Sh"]
+    run_plan = Plan("quick", rounds=4, warmup_rounds=1, batch=1)
+    events: list[str] = []
+    rounds = Rounds(
+        TimedTest(NumpyBackend("float32"), network, "inference", run_plan, seed=0),
+        Links(progress=events.append),
+    )
+    for _ in range(run_plan.warmup_rounds + run_plan.rounds):
+        arguments, _ = rounds.setup()
+        rounds.target(*arguments)
+        rounds.teardown(*arguments)
+    rounds.started = time.monotonic() - 100.0
+    rounds.audit_seconds = rounds.audit_seconds_before + 96.0
+    rounds._report(every=0.0)
+    assert "5/5 images (100.0%, the warm-up's included), 1.25 images/s in its rounds" in events[-1]

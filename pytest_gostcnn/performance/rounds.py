@@ -217,6 +217,7 @@ class Rounds:
         )
         self.started = time.monotonic()
         self.last_report = self.started
+        self.audit_seconds_before = self.audit_seconds  # a resumed test's earlier audits
 
     @property
     def _weight_shapes(self) -> list[tuple[int, str, tuple[int, ...]]]:
@@ -456,11 +457,15 @@ class Rounds:
         self.last_report = now
         total = (self.plan.rounds + self.plan.warmup_rounds) * self.plan.batch
         done = self.next_image  # a resumed test's include the stopped run's
-        rate = (done - self.start * self.plan.batch) / (now - self.started)
+        # The rounds' rate, setup included and this run's audits not: the audits' time is
+        # the run estimate's, after the "; ".
+        rounds = now - self.started - (self.audit_seconds - self.audit_seconds_before)
+        rate = (done - self.start * self.plan.batch) / rounds if rounds > 0 else 0.0
         left = (total - done) / rate if rate > 0 else math.inf
         line = (
             f"{subject(self.network, self.mode)}: {done}/{total} images "
-            f"({100 * done / total:.1f}%), {rate:.3g} images/s, about {duration(left)} left"
+            f"({100 * done / total:.1f}%, the warm-up's included), {rate:.3g} images/s in its "
+            f"rounds, about {duration(left)} of rounds left"
         )
         if self.links.estimate is not None:
             kept = self.start * self.plan.batch  # the estimate counts this run's rounds
