@@ -3,8 +3,9 @@
 Appendix A visits, for output (x, y) and window offset (rx, ry), the input position
 ``(x*S + rx - Px, y*S + ry - Py)`` and skips it when it falls outside the map. Padding the
 map with ``Px``/``Py`` zeros on each side turns that into one strided slice per offset:
-the skipped positions read the zero padding, which adds nothing to a sum. The Python loop
-runs over the Rx*Ry window offsets only, never over pixels or the batch.
+the skipped positions read the zero padding, which adds nothing to a sum. The Python loops
+run over the Rx*Ry window offsets, slabs of a map's rows and parts of the batch, never over
+pixels.
 """
 
 import math
@@ -69,8 +70,8 @@ def crop(padded: Array, layer: Layer) -> Array:
 def rows(a: Array) -> Array:
     """A map [B][X][Y][L] as the matrix [B*X*Y][L] (a copy where ``a`` is a window view).
 
-    One GEMM over all B*X*Y rows: NumPy's ``@`` on the 4-D map runs B*X small ones, many
-    times slower.
+    One GEMM over all of a slab's rows: NumPy's ``@`` on the 4-D map runs B*X small ones,
+    many times slower.
     """
     return array_namespace(a).reshape(a, (-1, a.shape[-1]))
 
@@ -117,7 +118,7 @@ def transposed_matmul(a: Array, maps: list[Array]) -> Array:
         pieces = [slice(0, width)]
     if len(maps) == 1 and len(pieces) == 1:
         return left.T @ rows(maps[0])
-    out = xp.empty((a.shape[-1], width), dtype=xp.result_type(a, *maps))
+    out = xp.empty((a.shape[-1], width), dtype=xp.result_type(a, *maps), device=device(a))
     step = max(SLAB_ELEMENTS // left.shape[0], min(widths) // pool.threads(), 1)
     starts = [sum(widths[:i]) for i in range(len(maps))]
 

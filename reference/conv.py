@@ -20,7 +20,7 @@ def forward_side_by_side(layer: Layer, maps: list[Array], weights: dict[str, Arr
     xp = array_namespace(padded[0])
     out = zeros(padded[0], (padded[0].shape[0], *layer.out_shapes[0]))
     out[...] = weights["biases"]
-    for rx, row in _rows(layer):
+    for rx, row in _window_rows(layer):
         # One product a row of the window: its offsets' windows side by side against the
         # row's filters, a sum Ry times as deep as one offset's (the first layer's L = 3
         # makes one offset's product too shallow for a GEMM to run well).
@@ -50,7 +50,7 @@ def backward_side_by_side(layer: Layer, residuals: list[Array], weights: dict[st
     xp = array_namespace(residuals[0])
     in_residual = padded_zeros(layer, residuals[0])
     channels = filters.shape[2]
-    for rx, row in _rows(layer):
+    for rx, row in _window_rows(layer):
         # IN_D(window) += OUT_D FILTERS[rx][ry]^T for every ry of the row from one product:
         # OUT_D against the row's filters side by side, each window's part the sum that
         # window's own product gives.
@@ -70,21 +70,21 @@ def gradient(layer: Layer, inputs: list[Array], out_residuals: list[Array]) -> d
     padded = pad(inputs[0], layer)
     out_residual = out_residuals[0]
     xp = array_namespace(padded)
-    p = layer.params  # the channels as given: the error model stacks two residuals' (F)
-    rx_, ry_, channels = p["Rx"], p["Ry"], padded.shape[-1]
-    filters_grad = zeros(padded, (rx_, ry_, channels, out_residual.shape[-1]))
-    for rx, row in _rows(layer):
+    # The shapes from the arrays: the error model stacks two residuals' channels (F).
+    width, height, channels = layer.params["Rx"], layer.params["Ry"], padded.shape[-1]
+    filters_grad = zeros(padded, (width, height, channels, out_residual.shape[-1]))
+    for rx, row in _window_rows(layer):
         # FILTERS_D[rx][ry] = IN(window)^T OUT_D for every ry of the row in one product of
         # the windows side by side, computed as its transpose: OUT_D^T, the left operand
-        # OpenBLAS runs this long reduction faster with, is read once for the row, and each
-        # sum is the one product's of that window alone.
+        # OpenBLAS runs this long reduction faster with, is read once for the row. A
+        # window's sums are the row product's (within float64 rounding of its own).
         grad = transposed_matmul(out_residual, [padded[index] for index in row])
-        filters_grad[rx] = xp.permute_dims(xp.reshape(grad, (-1, ry_, channels)), (1, 2, 0))
+        filters_grad[rx] = xp.permute_dims(xp.reshape(grad, (-1, height, channels)), (1, 2, 0))
     biases_grad = xp.sum(out_residual, axis=(0, 1, 2))
     return {"filters": filters_grad, "biases": biases_grad}
 
 
-def _rows(layer: Layer) -> list[tuple[int, list[tuple[slice, ...]]]]:
+def _window_rows(layer: Layer) -> list[tuple[int, list[tuple[slice, ...]]]]:
     """The window's rows: ``(rx, [the index of each offset (rx, ry), ry in order])``."""
     rows: dict[int, list[tuple[slice, ...]]] = {}
     for rx, _, index in offsets(layer):

@@ -20,7 +20,7 @@ def _standard_order(inp: Array) -> Array:
     return xp.reshape(xp.permute_dims(inp, (0, 3, 1, 2)), (inp.shape[0], -1))
 
 
-def _rows(weights: dict[str, Array]) -> Array:
+def _as_matrix(weights: dict[str, Array]) -> Array:
     """WEIGHTS[F][L][X][Y] as [F][L*X*Y], a view."""
     w = weights["weights"]
     return array_namespace(w).reshape(w, (w.shape[0], -1))
@@ -29,7 +29,7 @@ def _rows(weights: dict[str, Array]) -> Array:
 def forward(layer: Layer, inputs: list[Array], weights: dict[str, Array]) -> list:
     inp = inputs[0]
     xp = array_namespace(inp)
-    out = _standard_order(inp) @ _rows(weights).T + weights["biases"]
+    out = _standard_order(inp) @ _as_matrix(weights).T + weights["biases"]
     return [xp.reshape(out, (inp.shape[0], 1, 1, -1))]
 
 
@@ -43,7 +43,7 @@ def backward(
     xp = array_namespace(out_residuals[0])
     out_residual = xp.reshape(out_residuals[0], (out_residuals[0].shape[0], -1))
     x, y, channels = layer.in_shapes[0]
-    in_residual = xp.reshape(out_residual @ _rows(weights), (-1, channels, x, y))
+    in_residual = xp.reshape(out_residual @ _as_matrix(weights), (-1, channels, x, y))
     return [xp.permute_dims(in_residual, (0, 2, 3, 1))]
 
 
@@ -54,20 +54,23 @@ def gradient(layer: Layer, inputs: list[Array], out_residuals: list[Array]) -> d
     # WEIGHTS_D[f][l][x][y] sums OUT_D[b][f] * IN[b][x][y][l] over b, in the batch's order.
     flat = _standard_order(inp)
     features, length = out_residual.shape[1], flat.shape[1]
-    grad = xp.empty((features, length), dtype=flat.dtype, device=device(flat))
+    grad = xp.empty(
+        (features, length), dtype=xp.result_type(flat, out_residual), device=device(flat)
+    )
     numpy = is_numpy_namespace(xp)
     # On NumPy, blocks of rows whose products stay in cache, on the pool's threads.
     step = max(1, pool.BLOCK_ELEMENTS // length) if numpy else features
 
     def part(span: slice) -> None:
         for start in range(span.start, span.stop, step):
-            rows = slice(start, min(start + step, span.stop))
-            block = out_residual[0, rows][:, None] * flat[0][None, :]
+            cut = slice(start, min(start + step, span.stop))
+            block = out_residual[0, cut][:, None] * flat[0][None, :]
             for b in range(1, inp.shape[0]):
-                block += out_residual[b, rows][:, None] * flat[b][None, :]
-            grad[rows] = block
+                block += out_residual[b, cut][:, None] * flat[b][None, :]
+            grad[cut] = block
 
     whole = [slice(0, features)]
-    pool.split(pool.parts(features, features * length) if numpy else whole, part)
+    work = features * length * inp.shape[0]
+    pool.split(pool.parts(features, work) if numpy else whole, part)
     weights_grad = xp.reshape(grad, (-1, *layer.weight_shapes["weights"][1:]))
     return {"weights": weights_grad, "biases": xp.sum(out_residual, axis=0)}

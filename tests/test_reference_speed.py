@@ -2,7 +2,9 @@
 reference's products split over the cell's cores sum as one product does, and a segment's
 audits replay it once (docs/benchmarking.md, "Audited rounds")."""
 
-import threading
+import subprocess
+import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -63,7 +65,8 @@ def test_a_product_split_over_the_cores_gives_the_one_threads_sums_bit_for_bit(c
 @pytest.mark.parametrize("case", CONVOLUTIONS, ids=lambda c: f"{c['shape']}-F{c['F']}-S{c['S']}")
 def test_a_product_cut_in_small_slabs_gives_the_whole_slabs_sums_bit_for_bit(case, monkeypatch):
     # A row of window offsets side by side is copied a slab at a time (SLAB_ELEMENTS): a
-    # layer's results must not depend on the slab, down to one row or column at a time.
+    # layer's results must not depend on the slab, down to one row of the map at a time for
+    # the products and the narrowest column cut for the weight gradient.
     layer, arguments = _case(case)
     results = {}
     monkeypatch.setattr(pool, "threads", lambda: 2)
@@ -196,10 +199,11 @@ def test_an_elementwise_chain_run_in_blocks_gives_the_whole_arrays_values(size, 
         total = a + b
         return total, (1e-7 * total) ** 2 + b * b + 1e-30
 
+    b = b[::-1]  # a view, not contiguous: the blocks read it in its own order
     whole = chain(a, b)
     blocked = pool.elementwise(chain, a, b)
     for one, other in zip(whole, blocked, strict=True):
-        assert other.shape == one.shape
+        assert other.shape == one.shape and other.dtype == one.dtype
         np.testing.assert_array_equal(other, one)
     # A scalar argument (broadcast by the chain) runs the chain on the whole.
     np.testing.assert_array_equal(pool.elementwise(lambda x, s: x * s, a, 3.0), a * 3.0)
@@ -254,7 +258,8 @@ def test_max_pooling_split_over_the_batch_gives_the_one_threads_values_bit_for_b
 @pytest.mark.parametrize("case", CONVOLUTIONS, ids=lambda c: f"{c['shape']}-F{c['F']}-S{c['S']}")
 def test_maps_side_by_side_give_their_concatenations_products_bit_for_bit(case):
     # The error model's two variance passes through a convolution read their maps side by
-    # side, never copied into one: each sum as the concatenated map's product gives it.
+    # side, never copied into one: each sum as the product of their concatenated map (one
+    # map a slab, against two side by side) gives it.
     layer, (x, weights, r) = _case(case)
     twice = {
         "filters": np.concatenate([weights["filters"], weights["filters"] ** 2], axis=2),
@@ -296,20 +301,54 @@ def test_a_depthwise_convolution_split_over_the_batch_gives_the_one_threads_sums
         np.testing.assert_array_equal(split, one)
 
 
-def test_a_split_inside_a_split_runs_its_parts_on_the_calling_thread(monkeypatch):
+def test_a_split_inside_a_split_runs_its_parts_on_the_calling_thread():
     # An elementwise step called from a part of another split: with every pool thread busy
-    # in the outer split, the inner one must not wait on parts queued behind itself.
+    # in the outer split, the inner one must not wait on parts queued behind itself. In a
+    # process of its own, which a deadlock would leave hung (the pool's threads are joined
+    # at exit): the test fails on the timeout instead.
+    script = """
+import numpy as np
+from pytest_gostcnn.machine import pool
+pool.threads = lambda: 2
+pool.BLOCK_ELEMENTS = 4
+a, out = np.arange(64.0), np.empty((2, 64))
+
+def outer(span):
+    out[span] = pool.elementwise(lambda x: x * 2.0, a)
+
+pool.split([slice(0, 1), slice(1, 2)], outer)
+assert (out == 2.0 * a).all()
+print("done")
+"""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("a split inside a split waited on itself")
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr
+
+
+def test_a_part_on_a_pool_thread_runs_under_the_callers_errstate(monkeypatch):
+    # NumPy's errstate lives in the caller's context: a part on a pool thread must see it
+    # (a run that silences a float64 overflow, or raises on it, does so on every thread).
     monkeypatch.setattr(pool, "threads", lambda: 2)
     monkeypatch.setattr(pool, "BLOCK_ELEMENTS", 4)
-    a = np.arange(64.0)
-    out = np.empty((2, 64))
+    a = -np.ones(64)
+    with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
+        pool.elementwise(np.sqrt, a)
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(pool.elementwise(np.sqrt, a)).all()
 
-    def outer(span: slice) -> None:
-        out[span] = pool.elementwise(lambda x: x * 2.0, a)
 
-    runner = threading.Thread(target=pool.split, args=([slice(0, 1), slice(1, 2)], outer))
-    runner.daemon = True  # a deadlock fails the test instead of hanging the run
-    runner.start()
-    runner.join(timeout=30)
-    assert not runner.is_alive(), "a split inside a split waited on itself"
-    np.testing.assert_array_equal(out, np.stack([a * 2.0, a * 2.0]))
+def test_a_convolutions_weight_gradient_stays_on_its_arrays_device():
+    # On another library the row's columns are gathered into one result: on the arrays'
+    # device (a PyTorch "meta" tensor stands for a GPU's here).
+    torch = pytest.importorskip("torch")
+    layer = make_layer("conv", [(6, 6, 4)], F=5, Rx=3, Ry=3, S=1, Px=1, Py=1)
+    x = torch.empty((2, 6, 6, 4), dtype=torch.float64, device="meta")
+    r = torch.empty((2, *layer.out_shapes[0]), dtype=torch.float64, device="meta")
+    grads = conv.gradient(layer, [x], [r])
+    assert grads["filters"].device.type == "meta"
+    assert tuple(grads["filters"].shape) == layer.weight_shapes["filters"]

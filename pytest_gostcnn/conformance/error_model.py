@@ -13,8 +13,7 @@ from collections.abc import Mapping
 import numpy as np
 from array_api_compat import array_namespace, device
 
-from pytest_gostcnn.machine import pool
-from pytest_gostcnn.machine.pool import elementwise
+from pytest_gostcnn.machine.pool import elementwise, split
 from pytest_gostcnn.model.dtypes import Precision
 from pytest_gostcnn.model.layers import Layer, window_overlap
 from pytest_gostcnn.reference import MODULES
@@ -214,8 +213,8 @@ class ErrorModelKernels:
         x = inputs[0]
 
         def chain(value, var):
-            passes = (value > 0) | _uncertain(value, var)
-            return array_namespace(var).where(passes, var, 0.0)
+            through = (value > 0) | _uncertain(value, var)
+            return array_namespace(var).where(through, var, 0.0)
 
         var = elementwise(chain, x.value, x.var)
         return [ValueAndVariance(values[0], var, x.storage, x.underflow)]
@@ -420,5 +419,5 @@ def _maxpool_residual_var(
         for index, close in near:
             into[index] += xp.where(close, share, 0.0)
 
-    pool.split(batch_parts(values, math.prod(values.shape) * len(windows)), part)
+    split(batch_parts(values, math.prod(values.shape) * len(windows)), part)
     return routed + crop(moved, layer)

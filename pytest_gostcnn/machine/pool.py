@@ -9,6 +9,7 @@ cell, where BLAS's spinning threads collapse (docs/benchmarking.md, "A shared ce
 
 from __future__ import annotations
 
+import contextvars
 import math
 import threading
 from collections.abc import Callable
@@ -26,8 +27,8 @@ PARALLEL_MIN_MACS = 1 << 22
 
 # An elementwise chain over arrays this large runs a block at a time on the pool's threads:
 # a block's temporaries (256 KiB of float64 each) stay in a core's cache, where each step
-# over the whole arrays (a layer's weights: 50 MB for В's first fully connected layer) would
-# stream them through memory once more, on one core.
+# over the whole arrays (a large layer's weights) would stream them through memory once
+# more, on one core.
 BLOCK_ELEMENTS = 1 << 15
 
 _PREFIX = "gost-reference"
@@ -66,7 +67,12 @@ def split(pieces: list[slice], part: Callable[[slice], None]) -> None:
         for piece in pieces:
             part(piece)
         return
-    futures = [_pool(len(pieces) - 1).submit(part, piece) for piece in pieces[1:]]
+    # Each part in a copy of the caller's context: NumPy's errstate (a caller's
+    # ``np.errstate``) lives there, and a pool thread's own would not have it.
+    futures = [
+        _pool(len(pieces) - 1).submit(contextvars.copy_context().run, part, piece)
+        for piece in pieces[1:]
+    ]
     part(pieces[0])
     for future in futures:
         future.result()
