@@ -26,7 +26,7 @@ import numpy as np
 
 from pytest_gostcnn.conformance.replay import Replay
 from pytest_gostcnn.machine import pool
-from pytest_gostcnn.machine.threads import one_blas_thread
+from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.complexity import training_macs
 from pytest_gostcnn.model.network import LATIN, load_networks
@@ -61,7 +61,7 @@ def iterations(network, batch: int, repeats: int) -> tuple[float, float]:
     image = rng.uniform(-127, 128, (batch, *network.input_shape))
     residual = rng.uniform(-1, 1, (batch, *network.output_shape)) * RESIDUAL_SCALE
     plain, replay = [], []
-    with one_blas_thread():
+    with reference_work():
         for _ in range(repeats + 1):
             weights = {n: {k: a.copy() for k, a in ws.items()} for n, ws in drawn.items()}
             plain.append(

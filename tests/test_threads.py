@@ -88,3 +88,16 @@ def test_the_environment_names_only_the_speed_variables_that_are_set(monkeypatch
     assert threads.environment() == {"OMP_NUM_THREADS": "3", "CUDA_VISIBLE_DEVICES": "1"}
     assert threads.environment(threads.THREAD_VARIABLES) == {"OMP_NUM_THREADS": "3"}
     assert threads.thread_limit() == 3
+
+
+def test_the_reference_works_without_numpys_huge_page_advice_and_gives_it_back():
+    # A fresh large array's first touch under the advice can wait for the kernel to compact
+    # memory: the suite's own float64 work goes without it, the backend's rounds keep it.
+    from pytest_gostcnn.machine import pool
+
+    multiarray = np._core.multiarray
+    before = multiarray._get_madvise_hugepage()
+    with ThreadpoolController().limit(limits=2, user_api="blas"), pool.reference_work():
+        assert multiarray._get_madvise_hugepage() is False
+        assert _threads() == [1] * len(_threads())
+    assert multiarray._get_madvise_hugepage() == before

@@ -12,13 +12,15 @@ from __future__ import annotations
 import contextvars
 import math
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 from array_api_compat import array_namespace, is_numpy_namespace
 
-from .threads import cell_cores, thread_limit
+from .threads import cell_cores, one_blas_thread, thread_limit
 
 # A product is split into parts of at least this many multiply-adds: a smaller part costs
 # more to hand to the pool than it saves, and BLAS may sum a small product in another order
@@ -34,6 +36,24 @@ BLOCK_ELEMENTS = 1 << 15
 _PREFIX = "gost-reference"
 _lock = threading.Lock()
 _pools: dict[int, ThreadPoolExecutor] = {}
+
+
+@contextmanager
+def reference_work() -> Iterator[None]:
+    """What the suite's own float64 work (verification, audits) runs under, as before
+    outside: BLAS on one thread (``one_blas_thread``), and NumPy's large arrays allocated
+    without its transparent-huge-page advice, whose first touch of a fresh array can wait for
+    the kernel to compact memory (docs/performance.md, "The suite's own work"). The backend's
+    timed rounds run outside, under NumPy's own setting."""
+    core = getattr(np, "_core", None) or getattr(np, "core", None)  # NumPy 2, NumPy 1
+    set_advice = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
+    with one_blas_thread():
+        before = set_advice(False) if set_advice is not None else None
+        try:
+            yield
+        finally:
+            if set_advice is not None:
+                set_advice(before)
 
 
 def threads() -> int:

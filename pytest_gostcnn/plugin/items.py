@@ -27,7 +27,7 @@ from pytest_gostcnn.conformance.verification import (
 )
 from pytest_gostcnn.judgement import no_result
 from pytest_gostcnn.judgement.compliance import above_peak
-from pytest_gostcnn.machine.threads import one_blas_thread
+from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.designations import benchmark_name
@@ -83,7 +83,7 @@ def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pyte
     if layer_case.network_shape:  # large: the case's steps share one draw and reference
         prepare = _shared_data(session, layer_case)
     started = time.monotonic()
-    with one_blas_thread():  # the float64 reference, sized to never collapse
+    with reference_work():  # the float64 reference, sized to never collapse
         result = verify_layer(
             session.resolved.backend,
             layer_case.layer,
@@ -143,7 +143,7 @@ def _verified(session: GostSession, latin: str, mode: str) -> Verification:
     if (latin, mode) not in results.networks:
         network = session.resolved.networks[latin]
         started = time.monotonic()
-        with one_blas_thread():
+        with reference_work():
             results.networks[(latin, mode)] = verify_network(
                 session.resolved.backend,
                 network,
@@ -430,7 +430,7 @@ def audit_round(
     a training round's weights replayed from its segment's start, on from where the test's
     last audit in that segment left them (``replayed``)."""
     weights, trained = audited.weights, None
-    with one_blas_thread():
+    with reference_work():
         if mode == "training":
             weights = replayed.before(audited.number, audited.segment, weights, audited.data)
             trained = partial(replayed.after, audited.number, audited.segment)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from pytest_gostcnn.machine.peak import Peak
-from pytest_gostcnn.machine.threads import one_blas_thread
+from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.network import Network, TableError, load_networks
 from pytest_gostcnn.performance.plan import plan
@@ -50,7 +50,7 @@ def reference(
         return 2
     for network in networks.values():
         try:
-            with one_blas_thread():  # as the suite runs it: the pool's threads, BLAS one each
+            with reference_work():  # as the suite runs it: the pool's threads, BLAS one each
                 line = training_iteration(network, batch, seed, reading)
             print(line, flush=True)
         except MemoryError:
