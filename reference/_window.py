@@ -29,12 +29,18 @@ def zeros(like: Array, shape: tuple[int, ...]) -> Array:
     return array_namespace(like).zeros(shape, dtype=like.dtype, device=device(like))
 
 
-def batch_parts(like: Array, work: int) -> list[slice]:
-    """The batch of ``like`` cut into one part a thread of the pool for ``work`` operations
-    in all (``pool.parts``), on NumPy; the whole batch on another library (its own threads)."""
+def numpy_parts(like: Array, length: int, work: int) -> list[slice]:
+    """``range(length)`` cut into one part a thread of the pool for ``work`` operations in
+    all (``pool.parts``) where ``like`` is NumPy's; the whole on another library, which runs
+    its own threads."""
     if not is_numpy_namespace(array_namespace(like)):
-        return [slice(0, like.shape[0])]
-    return pool.parts(like.shape[0], work)
+        return [slice(0, length)]
+    return pool.parts(length, work)
+
+
+def batch_parts(like: Array, work: int) -> list[slice]:
+    """The batch of ``like`` cut as ``numpy_parts`` cuts it."""
+    return numpy_parts(like, like.shape[0], work)
 
 
 def pad(a: Array, layer: Layer) -> Array:
@@ -89,13 +95,10 @@ def products(maps: list[Array], matrix: Array, take: Callable[[tuple, Array], No
     depth = sum(m.shape[-1] for m in maps)
     per_row = positions // first.shape[axis] * depth
     step = max(1, SLAB_ELEMENTS // per_row)
-    whole = [slice(0, first.shape[axis])]
-    macs = positions * depth * matrix.shape[-1]
-    pieces = pool.parts(first.shape[axis], macs) if is_numpy_namespace(xp) else whole
+    pieces = numpy_parts(first, first.shape[axis], positions * depth * matrix.shape[-1])
 
     def part(span: slice) -> None:
-        for start in range(span.start, span.stop, step):
-            cut = slice(start, min(start + step, span.stop))
+        for cut in pool.steps(span, step):
             index = (slice(None), cut) if axis == 1 else (cut,)
             slab = [m[index] for m in maps]
             left = rows(slab[0]) if len(slab) == 1 else rows(xp.concat(slab, axis=-1))
@@ -113,9 +116,7 @@ def transposed_matmul(a: Array, maps: list[Array]) -> Array:
     left = rows(a)
     widths = [m.shape[-1] for m in maps]
     width = sum(widths)
-    pieces = pool.parts(width, a.shape[-1] * width * left.shape[0])
-    if not is_numpy_namespace(xp):
-        pieces = [slice(0, width)]
+    pieces = numpy_parts(a, width, a.shape[-1] * width * left.shape[0])
     if len(maps) == 1 and len(pieces) == 1:
         return left.T @ rows(maps[0])
     out = xp.empty((a.shape[-1], width), dtype=xp.result_type(a, *maps), device=device(a))
@@ -132,8 +133,7 @@ def transposed_matmul(a: Array, maps: list[Array]) -> Array:
         return held[0] if len(held) == 1 else xp.concat(held, axis=-1)
 
     def part(span: slice) -> None:
-        for start in range(span.start, span.stop, step):
-            cut = slice(start, min(start + step, span.stop))
+        for cut in pool.steps(span, step):
             out[:, cut] = left.T @ rows(columns(cut))
 
     pool.split(pieces, part)

@@ -10,6 +10,7 @@ from array_api_compat import array_namespace, device, is_numpy_namespace
 from pytest_gostcnn.machine import pool
 from pytest_gostcnn.model.layers import Layer
 
+from ._window import numpy_parts
 from .library import Array
 
 
@@ -57,20 +58,16 @@ def gradient(layer: Layer, inputs: list[Array], out_residuals: list[Array]) -> d
     grad = xp.empty(
         (features, length), dtype=xp.result_type(flat, out_residual), device=device(flat)
     )
-    numpy = is_numpy_namespace(xp)
     # On NumPy, blocks of rows whose products stay in cache, on the pool's threads.
-    step = max(1, pool.BLOCK_ELEMENTS // length) if numpy else features
+    step = max(1, pool.BLOCK_ELEMENTS // length) if is_numpy_namespace(xp) else features
 
     def part(span: slice) -> None:
-        for start in range(span.start, span.stop, step):
-            cut = slice(start, min(start + step, span.stop))
+        for cut in pool.steps(span, step):
             block = out_residual[0, cut][:, None] * flat[0][None, :]
             for b in range(1, inp.shape[0]):
                 block += out_residual[b, cut][:, None] * flat[b][None, :]
             grad[cut] = block
 
-    whole = [slice(0, features)]
-    work = features * length * inp.shape[0]
-    pool.split(pool.parts(features, work) if numpy else whole, part)
+    pool.split(numpy_parts(flat, features, features * length * inp.shape[0]), part)
     weights_grad = xp.reshape(grad, (-1, *layer.weight_shapes["weights"][1:]))
     return {"weights": weights_grad, "biases": xp.sum(out_residual, axis=0)}

@@ -77,6 +77,12 @@ def parts(length: int, macs: int) -> list[slice]:
     return spans(length, min(threads(), macs // PARALLEL_MIN_MACS))
 
 
+def steps(span: slice, step: int) -> Iterator[slice]:
+    """``span`` cut into slices of ``step`` (the last shorter)."""
+    for start in range(span.start, span.stop, step):
+        yield slice(start, min(start + step, span.stop))
+
+
 def split(pieces: list[slice], part: Callable[[slice], None]) -> None:
     """Call ``part`` on each of ``pieces`` (``parts``), each on a thread of the pool, the
     first on the calling one. Each part writes its own slice of the result, so the result
