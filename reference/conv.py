@@ -52,8 +52,8 @@ def backward_side_by_side(layer: Layer, residuals: list[Array], weights: dict[st
     channels = filters.shape[2]
     for rx, row in _window_rows(layer):
         # IN_D(window) += OUT_D FILTERS[rx][ry]^T for every ry of the row from one product:
-        # OUT_D against the row's filters side by side, each window's part the sum that
-        # window's own product gives.
+        # OUT_D against the row's filters side by side, each window's part its columns of it
+        # (within float64 rounding of that window's own product).
         side_by_side = xp.reshape(
             xp.permute_dims(filters[rx], (2, 0, 1)), (-1, len(row) * channels)
         )

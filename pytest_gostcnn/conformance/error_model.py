@@ -175,16 +175,10 @@ class ErrorModelKernels:
         module = MODULES[layer.type.name]
         in_values = [x.value for x in inputs]
         out_values = [o.value for o in outputs]
-        name = rule(layer.type.name)
-        # Max pooling's rule routes the residual with its variances, the maxima found once.
-        values = (
-            None
-            if name == "maxpool"
-            else module.backward(
-                layer, in_values, out_values, [r.value for r in out_residuals], _values(weights)
-            )
+        values = module.backward(
+            layer, in_values, out_values, [r.value for r in out_residuals], _values(weights)
         )
-        backward = getattr(self, f"_backward_{name}")
+        backward = getattr(self, f"_backward_{rule(layer.type.name)}")
         maps = (in_values, out_values)  # the float64 maps, for the rules' variance passes
         return backward(layer, module, inputs, outputs, out_residuals, weights, values, maps)
 
@@ -248,11 +242,12 @@ class ErrorModelKernels:
         r = out_residuals[0]
         in_values, out_values = maps
         c = self._sum_of_products(window_overlap(layer.params))
-        values, routed_var, routed_square = module.route(
-            layer, in_values[0], out_values[0], [r.value, r.var, r.value**2]
+        # The residual's variance and its square routed together, the maxima found once.
+        routed_var, routed_square = module.route(
+            layer, in_values[0], out_values[0], [r.var, r.value**2]
         )
         var = _maxpool_residual_var(layer, inputs[0], outputs[0], r, routed_var)
-        return [self._stored(values, var + c * routed_square)]
+        return [self._stored(values[0], var + c * routed_square)]
 
     def _forward_avgpool(self, layer, module, inputs, weights, values) -> list:
         window = layer.params["Rx"] * layer.params["Ry"]
