@@ -248,9 +248,12 @@ def test_bias_mutants_pass_the_networks_under_the_full_range_weight_draw(
     assert result.verdict != NOT_CORRECT, result.first_failure
 
 
-def test_relu_writing_into_its_input_fails_naming_the_kernel_and_the_argument():
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int8"])
+def test_relu_writing_into_its_input_fails_naming_the_kernel_and_the_argument(dtype):
+    # In each type the backend holds the host's draws in (the check keeps its copy in that
+    # type once the draws convert exactly, and compares bytes).
     case = _case("relu", "uniform")
-    result = verify_layer(ReluInPlace("float32"), case.layer, "forward", 2, seed=5, subject="r")
+    result = verify_layer(ReluInPlace(dtype), case.layer, "forward", 2, seed=5, subject="r")
     assert result.verdict == NOT_CORRECT
     assert "relu forward wrote into its argument IN1" in result.first_failure
     # Its output alone is right: only the check of its arguments sees the mutant.
