@@ -1,11 +1,13 @@
-"""The audit of a timed round of section 9 (standard.md §7.7): section 8's rule applied to
-the data that round ran on, from the weights it started from.
+"""The checks of section 9's timed rounds (standard.md §7.7): section 8's rule applied to
+the data a round ran on, as it delivered it: one image of an inference round, or a whole
+training segment replayed from the weights it started from.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,7 +23,7 @@ from pytest_gostcnn.reference.library import NUMPY, Array, ReferenceLibrary
 from . import fixed_point
 from .error_model import ValueAndVariance
 from .harness import SuiteError, comparer, guarded, model_of, suite_side
-from .network import compare_training
+from .replay import Replay
 from .verdicts import Verification
 
 
@@ -50,73 +52,108 @@ def _largest(array: Array) -> float:
 def verify_round(
     backend: Backend,
     network: Network,
-    mode: str,
     weights: executor.Weights,
     image: np.ndarray,
-    out_residual: np.ndarray | None,
-    result: Any,
-    updated: executor.Weights | None,
+    output: Any,
     threshold: float | None = None,
     scales: ScaleTable | None = None,
     library: ReferenceLibrary = NUMPY,
-    trained: Callable[[dict], None] | None = None,
 ) -> Verification:
-    """Audit one timed round (standard.md §7.7) by section 8's rule on that round's data.
+    """Check an inference round (standard.md §7.7) by section 8's rule: ``image``, the host
+    images it judges (one image of the round, drawn after it delivered), against ``output``,
+    the rows of the output map the round delivered for them (host copies made inside its
+    timed region, never read from the backend again).
 
-    Every array of the round's is on the host already: what it delivered inside its timed
-    region, and what it did not deliver read right after its audit was decided
-    (docs/benchmarking.md, "Audited rounds"); none is read from the backend again.
-    ``weights`` are the host weights the round started from (inference: those the backend
-    was given, rounded here as ``to_device`` rounded them; training: those a correct
-    backend holds, replayed on the host from the segment's start and stored in the type it
-    keeps them in, ``conformance/replay.py``), ``image`` and ``out_residual`` the host
-    arrays it was given; ``result`` is the round's output map, or its TrainingResult, and
-    ``updated`` its weights after a training round. The float64
-    reference runs one iteration from the same values. An integer type's round (inference)
-    has integer ``weights`` and its calibrated ``scales``. ``library``: the array library the
-    float64 reference runs on (an integer type's runs on NumPy). ``trained``, a training
-    round's: called with the reference's weights after its iteration (the replay goes on
-    from them, ``SegmentReplay.after``).
+    ``weights`` are the host weights the backend was given (rounded here as ``to_device``
+    rounded them); an integer type's are integers with its calibrated ``scales``.
+    ``library``: the array library the float64 reference runs on (an integer type's runs
+    on NumPy). Each image's СКОП is its own: the error model of that image alone.
     """
-    subject = f"{network.latin}-{mode} round"
-    itype = integer_type(backend.dtype)
-    if itype is not None:
-        return _verify_integer_round(backend, network, weights, image, result, scales, threshold)
+    if integer_type(backend.dtype) is not None:
+        return _verify_integer_round(backend, network, weights, image, output, scales, threshold)
     model, representable = model_of(backend.dtype, library)
-    held = representable if mode == "inference" else (lambda array: array)
 
     def prepare() -> tuple:
-        ref_weights = {  # replayed weights come with the error of the rounds before
-            n: {
-                k: a
-                if isinstance(a, ValueAndVariance)
-                else model.bound(held(np.asarray(a, np.float64)))
-                for k, a in ws.items()
-            }
+        ref_weights = {
+            n: {k: model.bound(representable(np.asarray(a, np.float64))) for k, a in ws.items()}
             for n, ws in weights.items()
         }
         ref_image = model.bound(representable(np.asarray(image, dtype=np.float64)))
-        if mode == "inference":
-            return executor.infer(network, model, ref_weights, ref_image), ref_weights
-        ref_residual = model.bound(representable(np.asarray(out_residual, dtype=np.float64)))
-        reference = executor.train(network, model, ref_weights, ref_image, ref_residual)
-        if trained is not None:
-            trained(ref_weights)
-        return reference, ref_weights
+        return executor.infer(network, model, ref_weights, ref_image), ref_weights
 
     def verify(verification: Verification) -> None:
         reference, ref_weights = suite_side(image.shape[0], prepare)
         master = [w for ws in ref_weights.values() for w in ws.values()]
+        _check_range([reference], master, backend.dtype)
+        comparer(verification, backend, threshold, on_host=True)("output", output, reference)
+
+    return guarded(f"{network.latin}-inference round", verify)
+
+
+@dataclass(frozen=True)
+class DeliveredRound:
+    """One training round of a segment as its check sees it: the output map it delivered,
+    and ``data()``, the host images and output residual it was given (rebuilt when asked,
+    so a segment's data is never held at once)."""
+
+    number: int  # the timed round, from 1
+    output: Any
+    data: Callable[[], tuple[np.ndarray, np.ndarray]]
+
+
+def verify_segment(
+    backend: Backend,
+    network: Network,
+    drawn: executor.Weights,
+    rounds: Sequence[DeliveredRound],
+    updated: executor.Weights,
+    input_residual: Any,
+    threshold: float | None = None,
+    library: ReferenceLibrary = NUMPY,
+) -> Verification:
+    """Check a training segment whole (standard.md §7.7): its rounds replayed from the
+    ``drawn`` weights it started from (``replay.Replay``: the float64 reference with its
+    error model, the weights stored after each update in the type they are kept in), every
+    round's delivered output compared with its replay, and at the segment's last round the
+    input residual and every ``updated`` weight array it delivered.
+
+    Nothing is read from the backend: every array is a copy the segment's timed rounds
+    made, so no read after the draw tells the backend that its segment was checked.
+    """
+    if not rounds:
+        raise ValueError("a segment's check needs its rounds")
+    batch = int(np.shape(rounds[0].output)[0])
+
+    def verify(verification: Verification) -> None:
+        replay = suite_side(batch, lambda: Replay(network, backend.dtype, drawn, library))
+        model, precision = replay.model, replay.precision
         compare = comparer(verification, backend, threshold, on_host=True)
-        if mode == "inference":
-            _check_range([reference], master, backend.dtype)
-            compare("output", result, reference)
-        else:
+        for delivered in rounds:
+            weights = replay.weights()
+
+            def prepare(delivered: DeliveredRound = delivered, weights: dict = weights):
+                image, residual = (np.asarray(a, np.float64) for a in delivered.data())
+                image = model.bound(precision.round(image))
+                residual = model.bound(precision.round(residual))
+                return executor.train(network, model, weights, image, residual)
+
+            reference = suite_side(batch, prepare)
+            master = [w for ws in weights.values() for w in ws.values()]
             master += [g for gs in reference.gradients.values() for g in gs.values()]
             _check_range([reference.output, reference.input_residual], master, backend.dtype)
-            compare_training(compare, network, result, updated, reference, ref_weights)
+            compare(f"round {delivered.number} output", delivered.output, reference.output)
+            replay.keep(weights)
+        compare("input residual", input_residual, reference.input_residual)
+        for layer in network.weight_layers:
+            for key in layer.weight_shapes:
+                compare(
+                    f"row {layer.number} {key} updated",
+                    updated[layer.number][key],
+                    weights[layer.number][key],
+                    master=True,
+                )
 
-    return guarded(subject, verify)
+    return guarded(f"{network.latin}-training segment", verify)
 
 
 def _verify_integer_round(

@@ -1,15 +1,15 @@
-"""The weights a timed training round starts from, rebuilt on the host for its audit.
+"""The weights through a timed training segment, rebuilt on the host for its check.
 
 A training test sets its weights back to the drawn values before each segment
 (``performance/rounds.py``), so a round's weights follow from the drawn ones and the
-images and residuals of the segment's earlier rounds, all of which the suite regenerates.
-The audit replays them with the float64 reference instead of reading the device's weights
-before the round, which a backend could notice (docs/benchmarking.md, "Audited rounds").
+images and residuals of the segment's earlier rounds, all of which the suite rebuilds from
+their keys. The check replays them with the float64 reference instead of reading the
+device's weights, which a backend could notice (docs/benchmarking.md, "Checked rounds").
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from array_api_compat import array_namespace
@@ -25,8 +25,7 @@ from .error_model import ErrorModelKernels, ValueAndVariance
 
 class Replay:
     """The weights through one segment's rounds, replayed from the ``drawn`` weights a round
-    at a time: the audit of a later round of the segment goes on from where the audit of an
-    earlier one stopped (``advance``), instead of replaying the segment again.
+    at a time (``advance``, or a check's own iteration of each round, ``keep``).
 
     Each iteration runs the float64 reference and its error model on the values the
     backend is handed (image, residual and loaded weights rounded to ``dtype``); after each
@@ -35,7 +34,7 @@ class Replay:
     drift must be carried: a correct implementation's gradients err within their СКОП, its
     weights drift from the reference's by that much each round, and the rounds after read
     them: the plain reference alone fails a correct backend (docs/benchmarking.md,
-    "Audited rounds"). The weights' values are kept on the host, their carried error on the
+    "Checked rounds"). The weights' values are kept on the host, their carried error on the
     reference's ``library``.
     """
 
@@ -76,7 +75,7 @@ class Replay:
 
     def keep(self, weights: dict[int, dict[str, ValueAndVariance]]) -> None:
         """Take ``weights``, the reference's after one more round from ``weights()`` (the
-        round replayed, or the audit's own iteration of it), as the replay's next state."""
+        round replayed, or the check's own iteration of it), as the replay's next state."""
         for n, ws in weights.items():
             for k, w in ws.items():
                 # The read's rounding (a float16 copy of a float32 master) is made anew
@@ -94,42 +93,6 @@ class Replay:
             n: {k: read(self.model, self.values[n][k], self.carried[n][k]) for k in ws}
             for n, ws in self.values.items()
         }
-
-
-class SegmentReplay:
-    """One test's replay of the segment its latest audit was in: the audit of a later round
-    of that segment goes on from it (a segment's audits replay it once, whatever their
-    number); one of another segment starts anew from the drawn weights."""
-
-    def __init__(self, network: Network, dtype: str, library: ReferenceLibrary = NUMPY) -> None:
-        self.network, self.dtype, self.library = network, dtype, library
-        self.segment: int | None = None
-        self.replay: Replay | None = None
-
-    def before(
-        self,
-        number: int,
-        segment: int,
-        drawn: executor.Weights,
-        data: Callable[[int], tuple[np.ndarray, np.ndarray]],
-    ) -> dict[int, dict[str, ValueAndVariance]]:
-        """The weights timed round ``number`` starts from, its segment starting at timed
-        round ``segment`` from the ``drawn`` weights; ``data(n)``: round n's image and
-        output residual."""
-        if self.replay is None or self.segment != segment or segment + self.replay.rounds > number:
-            self.replay = None  # the last segment's arrays go before the next one's are made
-            self.segment = segment
-            self.replay = Replay(self.network, self.dtype, drawn, self.library)
-        self.replay.advance(data(n) for n in range(segment + self.replay.rounds, number))
-        return self.replay.weights()
-
-    def after(self, number: int, segment: int, weights: dict[int, dict[str, ValueAndVariance]]):
-        """Take ``weights``, the reference's after timed round ``number`` (of the segment
-        from ``segment``) as its audit's own float64 iteration left them: the replay goes on
-        from them, so a later audit of the segment does not replay that round again."""
-        if self.replay is not None and self.segment == segment:
-            if segment + self.replay.rounds == number:
-                self.replay.keep(weights)
 
 
 def read(model: ErrorModelKernels, value: np.ndarray, carried) -> ValueAndVariance:

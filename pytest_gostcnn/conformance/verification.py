@@ -8,7 +8,7 @@ every verification shares (``harness.py``), a network (``network.py``), a layer 
 
 from pytest_gostcnn.model.dtypes import HOST_DTYPES
 
-from .audit import verify_round
+from .audit import DeliveredRound, verify_round, verify_segment
 from .harness import (
     MEAN_ERROR_SIGMAS,
     MIN_NONZERO_SHARE,
@@ -61,4 +61,6 @@ __all__ = [
     "verify_layer",
     "verify_network",
     "verify_round",
+    "verify_segment",
+    "DeliveredRound",
 ]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pytest_gostcnn.conformance.verification import FAILED_VERDICTS
+from pytest_gostcnn.machine.peak import si
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, LATIN
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.evaluation import Particulars
@@ -326,9 +327,22 @@ def above_peak(timing: Timing) -> list[tuple[CellTiming, float]]:
     ]
 
 
-def impossible_results(timing: Timing) -> list[Reason]:
-    """One reason for each cell of ``timing`` whose ОРП is above 100 %."""
+def below_probe(timing: Timing) -> list[CellTiming]:
+    """Every cell whose peak is below the rate its backend's probe measured before the
+    rounds (standard.md §7.7, fifth release): the peak is false."""
     return [
+        cell
+        for cell in timing.cells
+        if cell.peak is not None
+        and cell.probe is not None
+        and cell.peak.macs_per_second < cell.probe.macs_per_second
+    ]
+
+
+def impossible_results(timing: Timing) -> list[Reason]:
+    """One reason for each cell of ``timing`` whose ОРП is above 100 %, and one for each
+    whose peak is below its backend's measured rate."""
+    above = [
         Reason(
             "ОРП above 100 %",
             f"{_test(timing)}: ОРП {orp:.3g} %{_where(timing, cell.cell)} is above 100 % of the "
@@ -338,14 +352,26 @@ def impossible_results(timing: Timing) -> list[Reason]:
         )
         for cell, orp in above_peak(timing)
     ]
+    return above + [
+        Reason(
+            "peak below measured rate",
+            f"{_test(timing)}: the cell peak {si(cell.peak.macs_per_second)}MAC/s "
+            f"({cell.peak.source}){_where(timing, cell.cell)} is below the "
+            f"{si(cell.probe.macs_per_second)}MAC/s the backend's own kernel of row "
+            f"{cell.probe.row} measured before the rounds: the peak is false, not a result",
+            timing.mode,
+            timing.latin,
+        )
+        for cell in below_probe(timing)
+    ]
 
 
 def failed_audits(timing: Timing) -> list[Reason]:
-    """One reason for each audit of ``timing``'s rounds that failed, on any cell."""
+    """One reason for each check of ``timing``'s rounds that failed, on any cell."""
     return [
         Reason(
             "audit failed",
-            f"audit failed: {_test(timing)}, timed round {audit.round}"
+            f"check failed: {_test(timing)}, timed {audit.subject}"
             f"{_where(timing, cell)}: {audit.failure}",
             timing.mode,
             timing.latin,

@@ -1,5 +1,5 @@
 """What a timed round delivers (docs/benchmarking.md, "One round"): its results read to the
-host and copied inside the timed region. The copies are the suite's: an audit compares
+host and copied inside the timed region. The copies are the suite's: a check compares
 them and nothing read later (standard.md §7.7), and each round's output is named by a
 fingerprint of its bytes.
 """
@@ -65,36 +65,3 @@ def fingerprint(output: np.ndarray) -> str:
     """A round's delivered output map named by 64 bits of a hash of its bytes (BLAKE2b):
     two rounds on different images that deliver the same bytes gave a previous answer."""
     return hashlib.blake2b(output, digest_size=8).hexdigest()
-
-
-def read_now(backend: Backend, array: object) -> object:
-    """An array a round did not deliver, read to the host for its audit and copied; what
-    else ``to_host`` gave, or the exception it raised, as it was, for the audit to name."""
-    try:
-        host = backend.to_host(array)
-    except Exception as exc:  # the audit fails naming it (``host_array_problem``)
-        return exc
-    return np.array(host, order="C") if isinstance(host, np.ndarray) else host
-
-
-def received(
-    backend: Backend, copies: list, result: executor.TrainingResult, weights: dict
-) -> tuple[executor.TrainingResult, dict]:
-    """An audited training round's results on the host, and its weights after it: the
-    copies it delivered, and what it did not deliver (the gradients; mid-segment the
-    weights and the input residual) read now, once the audit is drawn and before the
-    backend's next call."""
-    names = [(n, k) for n, ws in weights.items() for k in ws]
-    updated: dict = {n: {} for n in weights}
-    if len(copies) > 1:  # a segment's last round delivered its weights
-        for (n, k), copy in zip(names, copies[1:-1], strict=True):
-            updated[n][k] = copy
-        input_residual = copies[-1]
-    else:
-        for n, k in names:
-            updated[n][k] = read_now(backend, weights[n][k])
-        input_residual = read_now(backend, result.input_residual)
-    gradients = {
-        n: {k: read_now(backend, g) for k, g in gs.items()} for n, gs in result.gradients.items()
-    }
-    return executor.TrainingResult(copies[0], input_residual, gradients), updated

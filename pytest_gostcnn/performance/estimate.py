@@ -16,15 +16,13 @@ the rate of section 8's verification of the networks, the same float64 iteration
 from __future__ import annotations
 
 import math
-import random
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pytest_gostcnn.machine.peak import si
 
-from .audit_draw import whole_draw
-from .training_data import segment_start
+from .checks import check_chance, check_units
 
 # A refined total is printed at a test's start when it moved by more than this share from
 # the last one printed: the guess is no finer than that (the networks' rates differ by
@@ -233,22 +231,16 @@ class RunEstimate:
         return ", ".join(parts)
 
 
-def audit_iterations(rounds: int, segment_rounds: int | None, draws: int = 64) -> float:
-    """The float64 iterations a test of ``rounds`` timed rounds runs for its audits, on
-    average over draws of its audited rounds (a fixed generator's, not the test's): one an
-    audit in inference; in training (segments of ``segment_rounds``) each round of a segment
-    with audits once, up to its last audited round: an audit's own iteration is the
-    replay's of its round (``conformance/replay.py``, ``SegmentReplay``)."""
-    generator = random.Random(0)
-    total = 0
-    for _ in range(draws):
-        audited = whole_draw(rounds, generator)
-        if segment_rounds is None:
-            total += len(audited)
-        else:
-            last = {segment_start(r, segment_rounds): r for r in audited}
-            total += sum(r - start + 1 for start, r in last.items())
-    return total / draws
+def check_iterations(mode: str, rounds: int, segment_rounds: int | None, batch: int) -> float:
+    """The float64 iterations (each of a whole batch) a test of ``rounds`` timed rounds runs
+    for its checks, on average over the draw (``checks.py``): in inference one image a
+    checked round, 1 / ``batch`` of an iteration; in training every round of a checked
+    segment once (segments of ``segment_rounds``)."""
+    units = check_units(mode, rounds, segment_rounds)
+    chance = check_chance(mode, units)
+    if mode == "training":
+        return chance * rounds
+    return chance * rounds / batch
 
 
 def _tests(count: int) -> str:

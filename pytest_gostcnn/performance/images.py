@@ -1,15 +1,17 @@
-"""Each computing cell's own image set (section 9.3), generated on demand, and the output
-residuals of its training rounds.
+"""The images and output residual of each timed round (section 9.3), drawn in the round's
+setup from a key nobody holds before it (standard.md §7.7, fifth release).
 
-Image ``i`` of cell ``c`` comes from a counter-based generator (Philox) keyed by (seed, cell)
-at counter ``i``: any image is made directly, no two cells share a set, and the 1,000,000
-images never exist at once. Values are U(-127, 128), as section 8 draws a network input.
-The residual of round ``r`` comes from the same key at a counter far above every image's,
-so an audit rebuilds any round's residual from (seed, cell, r) alone.
+A round's data comes from a counter-based generator (Philox) keyed by the round's own
+128-bit key, drawn from the operating system's randomness when the round is set up: no
+object of the process can tell a round's images before then, so no work on them can be
+done ahead of the round's clock. Image ``i`` of a round is at counter ``i`` x a stride, so
+a check rebuilds one image, or the whole batch, from the key alone; the residual lies at a
+counter above every image's. The key is kept only while a check may need it.
 """
 
 from __future__ import annotations
 
+import random
 import zlib
 
 import numpy as np
@@ -20,19 +22,30 @@ from pytest_gostcnn.model.data import INPUT_RANGE
 # than n counter steps, so spacing images this far apart keeps every image's stream apart
 # for maps up to 2**40 values.
 _COUNTER_STRIDE = 2**40
-# Residuals start here: above the counters of 2**150 images, the same stride apart.
-_RESIDUAL_COUNTERS = 2**190
+_RESIDUAL_COUNTER = 2**120  # above the counters of 2**80 images
+
+
+def round_key(randomness: random.Random | None = None) -> int:
+    """A round's data key: 128 bits of the operating system's randomness (a unit test gives
+    a seeded generator)."""
+    return (randomness or random.SystemRandom()).getrandbits(128)
+
+
+def seed_key(seed: int, cell: int) -> int:
+    """The key of data that follows from the session's seed alone (an integer type's
+    calibration batch), never a timed round's."""
+    return (seed << 32) | cell
 
 
 class ImageSet:
-    """The image set of one cell: ``batch(start, count)`` returns images start..start+count-1."""
+    """The images of one key: ``batch(start, count)`` returns images start..start+count-1."""
 
-    def __init__(self, shape: tuple[int, int, int], seed: int, cell: int = 0) -> None:
+    def __init__(self, shape: tuple[int, int, int], key: int) -> None:
         self.shape = shape
-        self.key = (seed << 32) | cell
+        self.key = key
 
     def image(self, index: int) -> np.ndarray:
-        """Image ``index`` as float32 [X][Y][L]."""
+        """Image ``index`` as float32 [X][Y][L], U(-127, 128) as section 8 draws an input."""
         bits = np.random.Philox(key=self.key, counter=index * _COUNTER_STRIDE)
         low, high = INPUT_RANGE
         values = np.random.Generator(bits).random(self.shape, dtype=np.float32)
@@ -46,23 +59,13 @@ class ImageSet:
         return out
 
 
+def residual(key: int, shape: tuple[int, ...], scale: float) -> np.ndarray:
+    """The output residual of the round keyed ``key``: U(-1, 1) x ``scale`` in float64
+    (rounded to the data type by ``to_device``), shaped ``shape`` = (B, X, Y, L)."""
+    bits = np.random.Philox(key=key, counter=_RESIDUAL_COUNTER)
+    return np.random.Generator(bits).uniform(-1.0, 1.0, size=shape) * scale
+
+
 def image_checksum(image: np.ndarray) -> str:
     """The checksum a report keeps of a cell's first timed image (cells must differ)."""
     return f"{zlib.crc32(image.tobytes()):08x}"
-
-
-class ResidualSet:
-    """The output residuals of one cell's training rounds: ``batch(r, shape)`` is round
-    ``r``'s, U(-1, 1) x ``scale`` in float64 (rounded to the data type by ``to_device``)."""
-
-    def __init__(self, seed: int, cell: int = 0, scale: float = 1.0) -> None:
-        self.key = (seed << 32) | cell
-        self.scale = scale
-
-    def batch(self, number: int, shape: tuple[int, ...]) -> np.ndarray:
-        """Round ``number``'s residual (``number`` >= 0), shaped ``shape`` = (B, X, Y, L)."""
-        if number < 0:
-            raise ValueError(f"round number {number}: residuals are numbered from 0")
-        counter = _RESIDUAL_COUNTERS + number * _COUNTER_STRIDE
-        bits = np.random.Philox(key=self.key, counter=counter)
-        return np.random.Generator(bits).uniform(-1.0, 1.0, size=shape) * self.scale

@@ -1,17 +1,17 @@
 """Section 9: the timed rounds of one test of one network on one computing cell.
 
 A round is one training iteration (9.3) or one forward pass (9.4) over one batch of the
-cell's own images; preparing the batch is the round's untimed setup (docs/benchmarking.md).
-A round ends when its results are on the host: the timed region reads them back and
-copies them (``delivery.py``). Training runs in segments (``training_data.py``), each from
-the drawn weights. After each round has delivered, whether it is audited is drawn
-(``audit_draw.py``); an audited round's delivered copies are checked against the float64
-reference, replayed from the segment's start (standard.md §7.7).
+cell's own images. Its untimed setup draws the batch from a key nobody held before
+(``images.py``); the timed region hands it to the backend, runs the round and reads its
+results back to the host, copied (``delivery.py``), so no work on a round's inputs is done
+where no clock runs (standard.md §7.7). Training runs in segments (``training_data.py``),
+each from the drawn weights, reloaded inside the segment's first timed round. Once a
+round (training: a segment) has delivered, whether it is checked is drawn with the test's
+chance (``checks.py``), and a checked one is judged by ``round_checks.py``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 import time
@@ -24,17 +24,20 @@ import numpy as np
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type, quantise
 from pytest_gostcnn.model.network import Network
+from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
-from .audit_draw import AuditDraw, impossible_draw
 from .cells import Deadline
+from .checks import CheckDraw, check_chance, check_units
 from .contention import ContentionMeter
-from .delivery import deliver, delivered, delivery_problem, fingerprint, received
+from .delivery import deliver, delivered, delivery_problem, fingerprint
 from .estimate import RunEstimate, duration
-from .images import ImageSet, ResidualSet, image_checksum
+from .images import ImageSet, image_checksum, round_key, seed_key
 from .partial import PartialCell, boundary_rounds
 from .plan import Plan
+from .probe import probe
+from .round_checks import RoundChecks
 from .stall import stall_deadline
-from .timing import Audit, macs_per_image
+from .timing import Audit, CellTiming, macs_per_image
 from .training_data import benchmark_weights, segment_start, training_data
 
 
@@ -57,7 +60,10 @@ class TimedTest:
         segment_rounds: training's rounds per segment; None: ``training_data``'s for the
             backend's type.
         calibrate: an integer type's (inference only): the integer weights and the scales,
-            fixed from the drawn weights and the first batch.
+            fixed from the drawn weights and a batch of the seed's.
+        threshold: ``--gost-rmse-threshold`` for the checks (None: СКОП as derived).
+        library: the array library the checks' float64 reference runs on.
+        checked: whether rounds are checked (a unit test's rounds may run without).
     """
 
     backend: Backend
@@ -68,6 +74,9 @@ class TimedTest:
     cell: int = 0
     segment_rounds: int | None = None
     calibrate: Calibrate | None = None
+    threshold: float | None = None
+    library: ReferenceLibrary = NUMPY
+    checked: bool = True
 
 
 @dataclass(frozen=True)
@@ -79,13 +88,12 @@ class Links:
         progress: takes the progress lines (every 10 s, and the estimate's after the
             warm-up).
         barrier: ``barrier(deadline, where, word=None)``, with several cells: meets the
-            others before each round, after each timed round (with audits) and after the
-            last, giving up on a cell not there by ``deadline`` (``stall_deadline``) and
-            naming the round it was in (``where``); returns cell 0's ``word()``, called
-            once every cell arrived (the audit's decision, one for all cells).
-        audit: checks a round the draw audits, after it delivered, untimed.
-        randomness: the audit draw's; None, the operating system's (unit tests give a
-            seeded one).
+            others before each round, after each unit's delivery (the checks' draw) and
+            after the last, giving up on a cell not there by ``deadline``
+            (``stall_deadline``) and naming the round it was in (``where``); returns cell
+            0's ``word()``, called once every cell arrived (the draw, one for all cells).
+        randomness: the rounds' data keys' and the checks' draw's; None, the operating
+            system's (unit tests give a seeded one).
         stall_timeout: ``--gost-stall-timeout``, every barrier's deadline.
         estimate: the whole run's, told when this test begins and when its warm-up ends.
         boundary: ``boundary(rounds)``, told in the teardown of each boundary's round
@@ -95,49 +103,27 @@ class Links:
 
     progress: Callable[[str], None] | None = None
     barrier: Callable[..., Any] | None = None
-    audit: Callable[[AuditedRound], Audit] | None = None
     randomness: random.Random | None = None
     stall_timeout: float | None = None
     estimate: RunEstimate | None = None
     boundary: Callable[[Rounds], None] | None = None
 
 
-@dataclass
-class AuditedRound:
-    """What an audit checks of one timed round, on the host after it ended: the data it was
-    given (regenerated), the weights its segment started from, where its segment starts and
-    each round's data (training: the audit replays the rounds before it), and what it gave
-    back: the copies it delivered, and (training) what it did not deliver, read once the
-    audit was drawn."""
-
-    number: int  # the timed round, from 1
-    image: np.ndarray
-    out_residual: np.ndarray | None  # training only
-    weights: dict  # the drawn host arrays, by row and name
-    result: Any  # the output map (inference) or a TrainingResult of host arrays (training)
-    updated: dict | None  # training: the weights after the round, host arrays
-    # Training: the first timed round of the round's segment, and (image, residual) of a
-    # timed round by its number, made when asked.
-    segment: int = 1
-    data: Callable[[int], tuple[np.ndarray, np.ndarray]] | None = None
-    scales: ScaleTable | None = None  # an integer type's calibrated scales
-
-
 class Rounds:
     """The setup, the timed target and the teardown of every round of one ``test``, with
-    progress reports and audits (``links``).
+    progress reports and checks.
 
     Training: the warm-up rounds start from the weights loaded with the test and form a
     segment of their own; timed round n starts a segment when (n - 1) is a multiple of
-    ``segment_rounds``, and its setup loads the drawn weights again, audited or not.
+    ``segment_rounds``, and its timed region loads the drawn weights again.
 
     ``meter`` counts what the cell's cores did from the end of each timed round's setup to
     the start of its teardown (``performance/contention.py``): whether the cell was shared;
     a resumed test's counts go on from its checkpoint's.
 
     ``resume``: this cell's share of the test stopped at a boundary (``PartialCell``); the
-    timed rounds go on from the next, after this run's own warm-up, the audits done kept
-    and the draw going on from them (``AuditDraw``)."""
+    timed rounds go on from the next, after this run's own warm-up, the checks done kept
+    (each unit's draw is its own, so the draw needs nothing of theirs)."""
 
     def __init__(
         self, test: TimedTest, links: Links | None = None, resume: PartialCell | None = None
@@ -152,9 +138,8 @@ class Rounds:
         self.links = links
         rng = np.random.default_rng([test.seed, test.cell])
         self.host_weights = benchmark_weights(network, rng)
-        self.images = ImageSet(network.input_shape, test.seed, test.cell)
-        # An integer type: weights and scales calibrated once on the first batch of images
-        # (docs/benchmarking.md), handed over before the weights and before every round.
+        # An integer type: weights and scales calibrated once on a batch of the seed's
+        # (docs/benchmarking.md), handed over before the weights and in every round.
         self.itype = integer_type(backend.dtype)
         self.scales: ScaleTable | None = None
         if self.itype is not None:
@@ -162,53 +147,63 @@ class Rounds:
                 raise ValueError(f"{backend.dtype} is timed in inference only")
             if test.calibrate is None:
                 raise ValueError(f"a {backend.dtype} benchmark needs its calibration (calibrate)")
-            first_batch = self.images.batch(0, run_plan.batch)
+            calibration = ImageSet(network.input_shape, seed_key(test.seed, test.cell))
+            first_batch = calibration.batch(0, run_plan.batch)
             self.host_weights, self.scales = test.calibrate(network, self.host_weights, first_batch)
             backend.use_scales(self.scales)
         self.weights = backend.load_weights(network, self.host_weights)
-        self.residuals = ResidualSet(test.seed, test.cell, self.residual_scale)
+        self.probe = probe(backend, network, self.weights, run_plan.batch, self.scales)
         self.segment_rounds = segment_rounds
         self.warmup_seconds: float | None = None  # the last warm-up round, barrier to barrier
         self.left_barrier: float | None = None
         self.boundary_rounds = boundary_rounds(mode, segment_rounds)
-        # Timed rounds a stopped run did (resumed), their seconds, audits and checks' time.
+        # Timed rounds a stopped run did (resumed), their seconds, checks and checks' time.
         self.start = 0 if resume is None else len(resume.round_seconds)
         self.earlier_seconds = () if resume is None else resume.round_seconds
         self.audits: list[Audit] = [] if resume is None else list(resume.audits)
         self.audit_seconds = 0.0 if resume is None else resume.audit_seconds
-        self.audit_before_barrier: float | None = None  # the audit since the last barrier
+        self.audit_before_barrier: float | None = None  # the check since the last barrier
         if self.start and (self.start % self.boundary_rounds or self.start >= run_plan.rounds):
             raise ValueError(
                 f"resumed after timed round {self.start} of {run_plan.rounds}: not a boundary "
                 f"(every {self.boundary_rounds} rounds) before the test's end"
             )
-        # Whether a round is audited is drawn after it delivered (commit, then reveal): nothing
-        # here holds a decision about a round to come (standard.md §7.7).
-        self.draw: AuditDraw | None = None
-        if links.audit:
-            past = [a.round for a in self.audits]
-            problem = (
-                None if self.audit_failed else impossible_draw(run_plan.rounds, self.start, past)
+        if any(a.last_round > self.start for a in self.audits):
+            raise ValueError(
+                f"resumed after timed round {self.start}: checks of rounds "
+                f"{[a.subject for a in self.audits]} are not all among them"
             )
-            if problem is not None:
-                raise ValueError(f"resumed after timed round {self.start}: {problem}")
-            self.draw = AuditDraw(run_plan.rounds, past, links.randomness)
+        self.randomness = links.randomness
+        # Each unit's draw is made after it delivered (commit, then reveal), with the same
+        # chance for every unit: nothing here holds a decision about one to come.
+        units = check_units(mode, run_plan.rounds, segment_rounds)
+        self.draw = CheckDraw(check_chance(mode, units), links.randomness) if test.checked else None
+        self.checks = RoundChecks(
+            backend,
+            network,
+            mode,
+            self.host_weights,
+            run_plan.batch,
+            self.residual_scale,
+            test.threshold,
+            self.scales,
+            test.library,
+        )
         # Each timed round's fingerprint (None: it delivered nothing), the stopped run's first.
         self.fingerprints: list[str | None] = []
         if resume is not None:
             kept = resume.fingerprints or (None,) * self.start  # a checkpoint before them
             self.fingerprints = list(kept)
         self.error: str | None = None  # the backend's first failure; later rounds idle
-        self.first_image = ""
-        if resume is not None:
-            self.first_image = image_checksum(self._image(1)[0])
+        self.first_image = "" if resume is None else resume.first_image
         self.next_image = self.start * run_plan.batch  # images set up, with the resumed ones
         self.calls = 0  # rounds set up so far, warm-up included
         self.number = 0  # the timed round now set up or running (0: the warm-up)
         self.segment_end = False  # whether that round is its segment's last (set up untimed)
+        self.key = 0  # the data key of the round set up, kept until its check's draw
         self.done = self.start  # timed rounds that ended
         self.result: Any = None  # the backend's own result of the round now running
-        self.delivered: list | None = None  # its host copies, until its audit is decided
+        self.delivered: list | None = None  # its host copies, until its check is decided
         # A resumed test's counts go on from its stopped run's, over the same rounds as its
         # times (unknown when its checkpoint predates them).
         self.meter = ContentionMeter(
@@ -217,7 +212,7 @@ class Rounds:
         )
         self.started = time.monotonic()
         self.last_report = self.started
-        self.audit_seconds_before = self.audit_seconds  # a resumed test's earlier audits
+        self.audit_seconds_before = self.audit_seconds  # a resumed test's earlier checks
 
     @property
     def _weight_shapes(self) -> list[tuple[int, str, tuple[int, ...]]]:
@@ -246,10 +241,12 @@ class Rounds:
             return number == 0
         return number % self.segment_rounds == 0 or number == self.plan.rounds
 
-    # The batch is generated, moved to the device and its residual filled in the setup,
-    # outside the timed region: the standard times the computation on a cell's image set
-    # (which a system would stream from storage), not the project's generator. So is the
-    # reload of the drawn weights at a segment's start.
+    def starts_segment(self, number: int) -> bool:
+        return number >= 1 and (number - 1) % self.segment_rounds == 0
+
+    # The setup draws the round's key and makes its host data (the suite's generator, which
+    # a system would stream from storage, stays untimed); the hand-over to the backend is
+    # the timed region's (standard.md §7.7).
     def setup(self) -> tuple[tuple, dict]:
         batch = self.plan.batch
         self.calls += 1
@@ -259,17 +256,17 @@ class Rounds:
             number += self.start  # a resumed test's rounds go on from the stopped run's
         self.number = max(0, number)
         self.segment_end = self.ends_segment(number)
-        arguments: tuple = (None,)
-        try:
-            if self.error is None:
-                arguments = self._arguments(batch, number)
-        except Exception as exc:  # noted; this cell still meets the others at the barrier
-            self.error = _failure(exc, "preparing a batch")
-        self.next_image += batch
         self._report()
         if self.links.barrier is not None:  # every cell's round starts together
             ended = self.calls - 1
             self._meet(self._round_name(ended) if ended else f"preparing {self._round_name(1)}")
+        arguments: tuple = (None,)
+        try:
+            if self.error is None and not self.audit_failed:
+                arguments = self._arguments(batch, number)
+        except Exception as exc:  # noted; this cell still meets the others at the barrier
+            self.error = _failure(exc, "preparing a batch")
+        self.next_image += batch
         if number >= 1:
             self.meter.start()  # the last thing before the timed region
         return arguments, {}
@@ -281,7 +278,7 @@ class Rounds:
 
     @property
     def deadline(self) -> Deadline:
-        """``stall_deadline``, given this cell's audit since the last barrier, if any."""
+        """``stall_deadline``, given this cell's check since the last barrier, if any."""
         return stall_deadline(
             self.links.stall_timeout, self.warmup_seconds, self.audit_before_barrier
         )
@@ -316,58 +313,52 @@ class Rounds:
             if line is not None and self.links.progress is not None:
                 self.links.progress(line)
 
-    def _image(self, number: int) -> np.ndarray:
-        """The host images of timed round ``number`` (0 or less: a warm-up round)."""
-        batch = self.plan.batch
-        return self.images.batch((number + self.plan.warmup_rounds - 1) * batch, batch)
-
-    def _residual(self, number: int) -> np.ndarray:
-        """The output residual of timed round ``number``, from (seed, cell, round) alone:
-        the rounds of the run are numbered from 0, the first warm-up round."""
-        shape = (self.plan.batch, *self.network.output_shape)
-        return self.residuals.batch(number + self.plan.warmup_rounds - 1, shape)
-
     def _arguments(self, batch: int, number: int) -> tuple:
-        host = self._image(number)
+        """The round's host images (an integer type's, at the input's scale) and, training,
+        its output residual, from a key drawn now."""
+        self.key = round_key(self.randomness)
+        host = self.checks.images(self.key)
         if number == 1:
             self.first_image = image_checksum(host[0])
-        if self.scales is not None:  # the integers of the images, at the input's scale
-            self.backend.use_scales(self.scales)
+        if self.scales is not None:
             first = self.scales[self.network.layers[0].number].inputs[0]
             host = quantise(host, first, self.itype)
         if self.mode == "inference":
-            arguments: tuple = (self.backend.to_device(host),)
-        else:
-            if number >= 1 and (number - 1) % self.segment_rounds == 0:
-                self.weights = self.backend.load_weights(self.network, self.host_weights)
-            residual = self.backend.to_device(self._residual(number))
-            arguments = (self.backend.to_device(host), residual)
-        self.backend.synchronize()  # the setup's copies end before the timed region begins
-        return arguments
+            return (host,)
+        return (host, self.checks.out_residual(self.key))
 
-    def target(self, image, residual=None) -> None:
-        """The timed region: the round's call, ``synchronize()``, and the reads that deliver
+    def target(self, host, out_residual=None) -> None:
+        """The timed region: the round's data handed to the backend (and, at a segment's
+        start, the drawn weights), its call, ``synchronize()``, and the reads that deliver
         its results to the host, copied (``deliver``)."""
         if self.error is not None or self.audit_failed:
             return
+        backend = self.backend
         try:
-            if residual is None:
-                self.result = self.backend.infer(self.network, self.weights, image)
-                self.backend.synchronize()
-                self.delivered = deliver(self.backend, [self.result])
-            else:
-                self.result = self.backend.train(self.network, self.weights, image, residual)
-                self.backend.synchronize()
-                arrays = delivered(self.result, self.weights, self.segment_end)
-                self.delivered = deliver(self.backend, arrays)
+            if self.scales is not None:
+                backend.use_scales(self.scales)
+            if out_residual is None:
+                image = backend.to_device(host)
+                self.result = backend.infer(self.network, self.weights, image)
+                backend.synchronize()
+                self.delivered = deliver(backend, [self.result])
+                return
+            if self.starts_segment(self.number):
+                self.weights = backend.load_weights(self.network, self.host_weights)
+            image, residual_given = backend.to_device(host), backend.to_device(out_residual)
+            self.result = backend.train(self.network, self.weights, image, residual_given)
+            backend.synchronize()
+            arrays = delivered(self.result, self.weights, self.segment_end)
+            self.delivered = deliver(backend, arrays)
         except Exception as exc:  # noted and reported for every cell after the rounds
             self.error = _failure(exc, f"{self.mode} round")
 
     def teardown(self, *arguments) -> None:
-        """After a round, untimed: what it delivered checked and fingerprinted, whether it
-        is audited drawn (one draw for all cells), its audit if so, then its results let go."""
+        """After a round, untimed: what it delivered checked and fingerprinted, whether its
+        unit is checked drawn once the unit delivered (one draw for all cells), its check
+        if so, then its results let go."""
         self.meter.stop()  # the first thing after the timed region
-        copies, result = self.delivered, self.result
+        copies = self.delivered
         self.delivered = self.result = None
         if copies is not None and self.error is None:
             weights = [] if len(copies) == 1 else self._weight_shapes
@@ -382,30 +373,58 @@ class Rounds:
         if self.number >= 1:
             delivered_now = ran and copies is not None  # None: pytest-benchmark timed nothing
             self.fingerprints.append(fingerprint(copies[0]) if delivered_now else None)
-            if self.draw is not None and self._drawn(self.number) and delivered_now:
-                self._audit(copies, result)
+            if self.draw is not None:
+                self._check(copies if delivered_now else None)
         if self.links.boundary is not None and self.at_boundary:
             self.links.boundary(self)
 
-    def _drawn(self, number: int) -> bool:
-        """Whether timed round ``number``, delivered, is audited: drawn now, on cell 0 once
-        every cell has met it after the round, and the same word given to every cell."""
-        if self.links.barrier is None:
-            return self.draw.decide(number)
-        where = self._round_name(self.calls)
-        return bool(self.links.barrier(self.deadline, where, lambda: self.draw.decide(number)))
+    def _check(self, copies: list | None) -> None:
+        """Keep what a training round delivered for its segment's check; once the unit has
+        delivered (an inference round, a segment's last round), draw and judge it."""
+        training = self.mode == "training"
+        if training and copies is not None:
+            self.checks.keep(self.number, self.key, copies[0])
+        if training and not self.segment_end:
+            return
+        checked, image = self._drawn()
+        whole = copies is not None and (
+            not training
+            or len(self.checks.kept)
+            == self.number - segment_start(self.number, self.segment_rounds) + 1
+        )
+        if checked and whole:
+            started = time.monotonic()
+            if training:
+                names = [(n, k) for n, ws in self.weights.items() for k in ws]
+                updated: dict = {n: {} for n in self.weights}
+                for (n, k), copy in zip(names, copies[1:-1], strict=True):
+                    updated[n][k] = copy
+                audit = self.checks.segment(updated, copies[-1])
+            else:
+                audit = self.checks.image(self.number, self.key, image, copies[0])
+            self.audit_seconds += audit.seconds
+            self.audit_before_barrier = time.monotonic() - started
+            self.audits.append(audit)
+        self.checks.forget()
+        self.key = 0
 
-    def _audit(self, copies: list, result: Any) -> None:
-        started = time.monotonic()
-        if self.mode == "inference":
-            results: tuple = (copies[0], None)
-        else:
-            results = received(self.backend, copies, result, self.weights)
-        audit = self.links.audit(self._rebuilt(self.number, *results))
-        seconds = time.monotonic() - started
-        self.audit_seconds += seconds
-        self.audit_before_barrier = seconds
-        self.audits.append(dataclasses.replace(audit, seconds=seconds))
+    def _drawn(self) -> tuple[bool, int | None]:
+        """Whether the unit that just delivered is checked, and (inference) which image:
+        drawn now, on cell 0 once every cell has met after the round, the same word given
+        to every cell."""
+
+        def word() -> tuple[bool, int | None]:
+            checked = self.draw.decide()
+            image = (
+                self.draw.image(self.plan.batch) if checked and self.mode == "inference" else None
+            )
+            return checked, image
+
+        if self.links.barrier is None:
+            return word()
+        where = self._round_name(self.calls)
+        checked, image = self.links.barrier(self.deadline, where, word)
+        return bool(checked), image
 
     @property
     def at_boundary(self) -> bool:
@@ -431,23 +450,22 @@ class Rounds:
             tuple(self.fingerprints),
         )
 
-    def _rebuilt(self, number: int, result: Any, updated: dict | None) -> AuditedRound:
-        """Timed round ``number`` as its audit sees it: its images and residual regenerated,
-        the drawn weights and, training, the data of its segment's earlier rounds."""
-        image = self._image(number)
-        if self.mode == "inference":
-            return AuditedRound(
-                number, image, None, self.host_weights, result, None, scales=self.scales
-            )
-        return AuditedRound(
-            number,
-            image,
-            self._residual(number),
-            self.host_weights,
-            result,
-            updated,
-            segment=segment_start(number, self.segment_rounds),
-            data=lambda n: (self._image(n), self._residual(n)),
+    def record(self, round_seconds: Iterable[float], cell: int, device: str, peak) -> CellTiming:
+        """This cell's measurement of the whole test: ``round_seconds``, this run's timed
+        rounds' (the stopped run's, when resumed, come first), its checks and its probe."""
+        seconds = (*self.earlier_seconds, *round_seconds)
+        return CellTiming(
+            cell=cell,
+            device=device,
+            images=self.plan.images,
+            round_seconds=seconds,
+            peak=peak,
+            first_image=self.first_image,
+            audits=tuple(self.audits),
+            audit_seconds=self.audit_seconds,
+            contention=self.meter.contention(),
+            fingerprints=tuple(self.fingerprints),
+            probe=self.probe,
         )
 
     def _report(self, every: float = 10.0) -> None:
@@ -457,7 +475,7 @@ class Rounds:
         self.last_report = now
         total = (self.plan.rounds + self.plan.warmup_rounds) * self.plan.batch
         done = self.next_image  # a resumed test's include the stopped run's
-        # The rounds' rate, setup included and this run's audits not: the audits' time is
+        # The rounds' rate, setup included and this run's checks not: the checks' time is
         # the run estimate's, after the "; ".
         rounds = now - self.started - (self.audit_seconds - self.audit_seconds_before)
         rate = (done - self.start * self.plan.batch) / rounds if rounds > 0 else 0.0

@@ -16,8 +16,10 @@ from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.network import CYRILLIC, DEFAULT_TABLE_SET, Network
 
+from .checks import CHEAT_SHARES, check_chance, check_units, power
 from .contention import Contention
 from .designations import benchmark_name, designate_test
+from .probe import Probe
 
 FULL_PROFILE_IMAGES = 1_000_000  # section 9.3: each cell's own set of 1,000,000 images
 # The ОРП divides by the mean round, the median is a typical round's: a mean more than this
@@ -37,27 +39,45 @@ def relative_real_performance(
 
 @dataclass(frozen=True)
 class Audit:
-    """One audited timed round: section 8's comparison on that round's own data."""
+    """One check of timed rounds (standard.md §7.7): section 8's comparison on their own
+    data, one image of an inference round or a whole training segment."""
 
-    round: int  # the timed round, from 1
+    round: int  # the timed round checked, or the segment's first, from 1
     passed: bool
     verdict: str
     worst_array: str | None
     worst_ratio: float | None  # СКО / СКОП of the worst array; None when not comparable
-    failure: str | None  # the first failing array, or why the audit could not compare
+    failure: str | None  # the first failing array, or why the check could not compare
     seconds: float = 0.0  # the check's time, never counted in the test's
+    rounds: int = 1  # the rounds judged: 1, or the segment's
+    image: int | None = None  # inference: the image of the round judged, from 0
+    keys: tuple[str, ...] = ()  # each judged round's data key (hex), to rebuild its data
+
+    @property
+    def last_round(self) -> int:
+        return self.round + self.rounds - 1
 
     def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        return {**dataclasses.asdict(self), "keys": list(self.keys)}
 
     @classmethod
     def from_dict(cls, data: dict) -> Audit:
-        return cls(**data)
+        return cls(**{**data, "keys": tuple(data.get("keys", ()))})
 
     def describe(self) -> str:
+        what = self.subject
         if self.passed:
-            return f"round {self.round}: {self.verdict}"
-        return f"round {self.round}: {self.verdict}: {self.failure}"
+            return f"{what}: {self.verdict}"
+        return f"{what}: {self.verdict}: {self.failure}"
+
+    @property
+    def subject(self) -> str:
+        """ "round 7, image 1" or "rounds 17-32" (a segment)."""
+        if self.rounds > 1:
+            return f"rounds {self.round}-{self.last_round}"
+        if self.image is not None:
+            return f"round {self.round}, image {self.image}"
+        return f"round {self.round}"
 
 
 @dataclass(frozen=True)
@@ -125,6 +145,7 @@ class CellTiming:
     # Each timed round's delivered output named by its hash (None: the round delivered
     # nothing); () in a report that predates them.
     fingerprints: tuple[str | None, ...] = ()
+    probe: Probe | None = None  # the backend's best rate before the rounds (probe.py)
 
     @property
     def seconds(self) -> float:
@@ -150,6 +171,7 @@ class CellTiming:
             "audit_seconds": self.audit_seconds,
             "spread": self.spread.as_dict(),
             "contention": self.contention.as_dict() if self.contention else None,
+            "probe": self.probe.as_dict() if self.probe else None,
         }
 
     @classmethod
@@ -166,6 +188,7 @@ class CellTiming:
             audit_seconds=data["audit_seconds"],
             contention=Contention.from_dict(data["contention"]) if data.get("contention") else None,
             fingerprints=tuple(data.get("fingerprints", ())),
+            probe=Probe.from_dict(data["probe"]) if data.get("probe") else None,
         )
 
 
@@ -230,6 +253,34 @@ class Timing:
     def failed_audits(self) -> list[tuple[int, Audit]]:
         """(cell, audit) of every audit that failed, on any cell."""
         return [(c.cell, a) for c in self.cells for a in c.audits if not a.passed]
+
+    @property
+    def check_units(self) -> int | None:
+        """The units its checks are drawn over (rounds, or training's segments); None in a
+        report that predates the segments."""
+        if self.mode == "training" and not self.segment_rounds:
+            return None
+        return check_units(self.mode, self.rounds, self.segment_rounds)
+
+    @property
+    def check_chance(self) -> float | None:
+        units = self.check_units
+        return None if units is None else check_chance(self.mode, units)
+
+    @property
+    def check_power(self) -> float | None:
+        units, chance = self.check_units, self.check_chance
+        return None if units is None else power(self.mode, units, chance)
+
+    def decided_units(self, cell: CellTiming) -> int:
+        """The units whose draw ``cell`` made: all, or those up to a failed check's (the
+        test calls the backend no more after it)."""
+        failed = [a for a in cell.audits if not a.passed]
+        if not failed:
+            return self.check_units or 0
+        if self.mode == "training":
+            return (failed[0].round - 1) // self.segment_rounds + 1
+        return failed[0].round
 
     @property
     def shared_cells(self) -> list[CellTiming]:
@@ -307,6 +358,22 @@ class Timing:
             "orp_percent": self.orp,
             "cells": [{**c.as_dict(), "orp_percent": self.cell_orp(c)} for c in self.cells],
             "spread": self.spread.as_dict(),
+            "checks": self.checks_dict(),
+        }
+
+    def checks_dict(self) -> dict | None:
+        """The checks' draw and power (standard.md §7.7): ``check`` recomputes each."""
+        units = self.check_units
+        if units is None:
+            return None
+        return {
+            "unit": "segment" if self.mode == "training" else "round",
+            "units": units,
+            "chance": self.check_chance,
+            "cheat_share": CHEAT_SHARES[self.mode],
+            "power": self.check_power,
+            "made": sum(len(c.audits) for c in self.cells),
+            "seconds": sum(c.audit_seconds for c in self.cells),
         }
 
     @classmethod

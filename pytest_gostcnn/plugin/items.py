@@ -9,21 +9,18 @@ from __future__ import annotations
 import math
 import time
 import zlib
-from functools import partial
 
 import numpy as np
 import pytest
 
 from pytest_gostcnn.conformance.fixed_point import calibration
 from pytest_gostcnn.conformance.layer_cases import LayerCase
-from pytest_gostcnn.conformance.replay import SegmentReplay
 from pytest_gostcnn.conformance.verification import (
     LayerData,
     Verification,
     prepare_layer,
     verify_layer,
     verify_network,
-    verify_round,
 )
 from pytest_gostcnn.judgement import no_result
 from pytest_gostcnn.judgement.compliance import above_peak
@@ -32,9 +29,9 @@ from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell, PartialTest
-from pytest_gostcnn.performance.rounds import AuditedRound, Links, Rounds, TimedTest, subject
+from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest, subject
 from pytest_gostcnn.performance.stall import stall_deadline
-from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
+from pytest_gostcnn.performance.timing import Timing, macs_per_image
 from pytest_gostcnn.reports.compare import compare
 from pytest_gostcnn.run.resolution import case_steps, layer_item_id, layer_params
 
@@ -214,22 +211,22 @@ def run_benchmark_case(
             options.seed,
             cells.rank,
             calibrate=calibration(options.dtype) if integer_type(options.dtype) else None,
+            threshold=options.rmse_threshold,
+            library=resolved.reference,
         )
-        # The test's audits share it.
-        replayed = SegmentReplay(network, resolved.backend.dtype, resolved.reference)
         links = Links(
             session.progress,
             barrier=barrier,
-            audit=lambda audited: audit_round(
-                resolved.backend, network, mode, audited, options.rmse_threshold, replayed
-            ),
             stall_timeout=options.stall_timeout,
             estimate=session.results.estimate,
             boundary=_boundary(session, latin, mode, benchmark, device),
         )
         rounds = Rounds(test, links, resume)
     except Exception as exc:  # the backend's failure fails the item on every cell
-        error = f"the backend raised {type(exc).__name__}: {exc} while loading the weights"
+        error = (
+            f"the backend raised {type(exc).__name__}: {exc} while loading the weights or "
+            "probing its rate"
+        )
     if barrier is not None:  # a cell hung loading its weights must not hold the others
         barrier(stall_deadline(options.stall_timeout, None), "loading the weights")
     _fail_if_any_cell(cells, error, "preparing")
@@ -252,19 +249,8 @@ def run_benchmark_case(
     if benchmark.stats is None:
         pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
     stats = benchmark.stats.stats
+    own_timing = rounds.record(stats.data, cells.rank, device, resolved.peak)
     stats.data[:0] = rounds.earlier_seconds  # pytest-benchmark's table: the whole test's
-    own_timing = CellTiming(
-        cell=cells.rank,
-        device=device,
-        images=run_plan.images,
-        round_seconds=tuple(stats.data),
-        peak=resolved.peak,
-        first_image=rounds.first_image,
-        audits=tuple(rounds.audits),
-        audit_seconds=rounds.audit_seconds,
-        contention=rounds.meter.contention(),
-        fingerprints=tuple(rounds.fingerprints),
-    )
     timing = Timing(
         latin=latin,
         mode=mode,
@@ -340,9 +326,9 @@ def _record_timing(
     session: GostSession, timing: Timing, node: pytest.Item, resumed: bool = False
 ) -> None:
     """A test's timing into the session's results and the item's properties; the item
-    fails when the judge finds it no result (an audit of its rounds failed, or a cell's
-    ОРП is above 100 %). ``resumed``: the timing is the stopped run's (``--gost-resume``),
-    not timed again."""
+    fails when the judge finds it no result (a check of its rounds failed, a cell's ОРП is
+    above 100 % or its peak below its backend's measured rate). ``resumed``: the timing is
+    the stopped run's (``--gost-resume``), not timed again."""
     options = session.options
     session.results.timings[(timing.latin, timing.mode)] = timing
     if resumed:
@@ -364,7 +350,13 @@ def _record_timing(
     if reasons[0].short == "output repeated":
         command = session.rerun("test_benchmark", networks=timing.latin, mode=timing.mode)
         pytest.fail(
-            f"{reasons[0].text} (docs/benchmarking.md, Audited rounds)\nrerun: {command}",
+            f"{reasons[0].text} (docs/benchmarking.md, Checked rounds)\nrerun: {command}",
+            pytrace=False,
+        )
+    if not timing.failed_audits and not above_peak(timing):  # a peak below the probe's rate
+        way_out = "give the cell's true peak with --gost-peak=MAC/s"
+        pytest.fail(
+            f"{reasons[0].text} ({way_out}; docs/benchmarking.md, The peak's floor)",
             pytrace=False,
         )
     if not timing.failed_audits:
@@ -389,7 +381,7 @@ def _record_timing(
     pytest.fail(
         "\n".join(
             [
-                f"{timing.name}: audit of timed round {audit.round} of {timing.rounds}{where}"
+                f"{timing.name}: check of timed {audit.subject} of {timing.rounds}{where}"
                 f"{earlier} failed ({audit.verdict}); section 9 counts no result whose rounds "
                 "differ from the verified implementation",
                 f"first failure: {audit.failure}",
@@ -416,47 +408,6 @@ def _gate(session: GostSession, timing: Timing, node: pytest.Item) -> None:
     if why is not None:
         session.results.fell[node.nodeid] = why
         pytest.fail(why, pytrace=False)
-
-
-def audit_round(
-    backend,
-    network,
-    mode: str,
-    audited: AuditedRound,
-    threshold: float | None,
-    replayed: SegmentReplay,
-) -> Audit:
-    """Section 8's comparison on one timed round (``verify_round``), as the round's audit;
-    a training round's weights replayed from its segment's start, on from where the test's
-    last audit in that segment left them (``replayed``)."""
-    weights, trained = audited.weights, None
-    with reference_work():
-        if mode == "training":
-            weights = replayed.before(audited.number, audited.segment, weights, audited.data)
-            trained = partial(replayed.after, audited.number, audited.segment)
-        result = verify_round(
-            backend,
-            network,
-            mode,
-            weights,
-            audited.image,
-            audited.out_residual,
-            audited.result,
-            audited.updated,
-            threshold,
-            scales=audited.scales,
-            library=replayed.library,
-            trained=trained,
-        )
-    worst = result.worst
-    return Audit(
-        round=audited.number,
-        passed=not result.failed,
-        verdict=result.verdict,
-        worst_array=worst.name if worst else None,
-        worst_ratio=None if worst is None or math.isinf(worst.ratio) else worst.ratio,
-        failure=result.first_failure,
-    )
 
 
 def _fail_if_any_cell(cells: Cells, error: str | None, stage: str) -> None:

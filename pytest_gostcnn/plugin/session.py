@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_gostcnn.performance.estimate import RunEstimate, audit_iterations
+from pytest_gostcnn.performance.estimate import RunEstimate, check_iterations
 from pytest_gostcnn.performance.plan import Plan, plan
 from pytest_gostcnn.performance.timing import macs_per_image
 from pytest_gostcnn.performance.training_data import training_data
@@ -202,7 +202,8 @@ def _run_estimate(resolved: Resolved, run_plan: Plan, results: Results, dtype: s
         per_round = macs_per_image(network, mode) * run_plan.batch
         tests.append(((latin, mode), label, per_round * rounds))
         segment = training_data(dtype)[0] if mode == "training" else None
-        work[(latin, mode)] = per_round * audit_iterations(run_plan.rounds, segment)
+        checks = check_iterations(mode, run_plan.rounds, segment, run_plan.batch)
+        work[(latin, mode)] = per_round * checks
     return RunEstimate(tests, audit_work=work)
 
 

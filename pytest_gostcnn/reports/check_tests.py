@@ -6,12 +6,11 @@ from __future__ import annotations
 
 from pytest_gostcnn.conformance.verification import PASSED_VERDICTS
 from pytest_gostcnn.model.network import CYRILLIC, Network
-from pytest_gostcnn.performance.audit_draw import impossible_draw
+from pytest_gostcnn.performance.checks import implausible_checks
 from pytest_gostcnn.performance.contention import Contention
-from pytest_gostcnn.performance.images import ImageSet, image_checksum
 from pytest_gostcnn.performance.partial import PartialTest, boundary_rounds
-from pytest_gostcnn.performance.plan import WARMUP_ROUNDS, plan
-from pytest_gostcnn.performance.timing import Audit, Timing, macs_per_image
+from pytest_gostcnn.performance.plan import plan
+from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
 from pytest_gostcnn.performance.training_data import training_data
 
 from .agreement import agrees, compare_figures
@@ -67,6 +66,10 @@ def check_tests(
         compare_figures(
             found, f"{where}, spread", stated.get("spread", {}), timing.spread.as_dict()
         )
+        if stated.get("checks") is not None or timing.checks_dict() is not None:
+            compare_figures(
+                found, f"{where}, checks", stated.get("checks") or {}, timing.checks_dict() or {}
+            )
         if [c["cell"] for c in stated["cells"]] != list(range(options["cells"])):
             found.append(f"{where}: cells {[c['cell'] for c in stated['cells']]}, not one per cell")
         for cell, written in zip(timing.cells, stated["cells"], strict=True):
@@ -94,28 +97,54 @@ def check_tests(
             )
             check_contention(here, cell.cell, cell.contention, written, report, found)
             check_audits(here, cell.audits, timing.rounds, found)
-            check_draw(here, cell.audits, timing.rounds, found)
+            check_draw(here, timing, cell, found)
+            check_probe(here, cell, written, found)
             check_fingerprints(here, cell.fingerprints, cell.audits, timing.rounds, found)
         drawn = {
-            tuple(a.round for a in c.audits)
+            tuple((a.round, a.image) for a in c.audits)
             for c in timing.cells
             if all(a.passed for a in c.audits)
         }
-        if len(drawn) > 1:  # one draw for all cells: each audits the same rounds
-            found.append(f"{where}: the cells audited different rounds {sorted(drawn)}")
+        if len(drawn) > 1:  # one draw for all cells: each checks the same rounds
+            found.append(f"{where}: the cells checked different rounds {sorted(drawn)}")
 
 
-def check_draw(here: str, audits: tuple[Audit, ...], rounds: int, found: list[str]) -> None:
-    """A finished test's audited rounds are a draw of them (standard.md §7.7): the whole
-    draw, or up to the round whose audit failed (no later round is audited)."""
+def check_draw(here: str, timing: Timing, cell: CellTiming, found: list[str]) -> None:
+    """A finished test's checks are a draw of its units (standard.md §7.7): each a whole
+    unit (one image of a round, or a whole segment), in order, a failed one last, and as
+    many as the chance the test's units give can draw (``implausible_checks``)."""
+    audits = cell.audits
     numbers = [a.round for a in audits]
     failed = [a.round for a in audits if not a.passed]
     if numbers != sorted(set(numbers)) or (failed and failed[0] != numbers[-1]):
-        found.append(f"{here}: audited rounds {numbers}: not in order, once each, failed last")
+        found.append(f"{here}: checked rounds {numbers}: not in order, once each, failed last")
         return
-    problem = impossible_draw(rounds, failed[0] if failed else rounds, numbers)
+    chance = timing.check_chance
+    if chance is None:
+        return
+    for audit in audits:
+        if not _whole_unit(timing, audit):
+            found.append(f"{here}: the check of {audit.subject} is not one whole unit")
+    problem = implausible_checks(chance, timing.decided_units(cell), len(audits))
     if problem is not None:
         found.append(f"{here}: {problem}")
+
+
+def _whole_unit(timing: Timing, audit: Audit) -> bool:
+    """An inference check judges one image of one round; a training check one whole
+    segment, from its first round to its last (the test's last round ends the last)."""
+    if timing.mode == "inference":
+        return audit.rounds == 1 and audit.image is not None and 0 <= audit.image < timing.batch
+    length = timing.segment_rounds
+    first_ok = (audit.round - 1) % length == 0
+    last = min(audit.round + length - 1, timing.rounds)
+    return first_ok and audit.image is None and audit.last_round == last
+
+
+def check_probe(here: str, cell: CellTiming, written: dict, found: list[str]) -> None:
+    """The probe's rate is its best call's (``performance/probe.py``)."""
+    if cell.probe is not None:
+        compare_figures(found, f"{here}, probe", written.get("probe") or {}, cell.probe.as_dict())
 
 
 def check_fingerprints(
@@ -182,9 +211,9 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
     """The test a checkpoint kept at a boundary (``run.partial``): not a result, so nothing
     is judged of it, but ``--gost-resume`` goes on from it, so it must be what a run of
     these options leaves there: a test of the run that has no result, stopped at one of its
-    boundaries before its end, each cell with that many round times, audits that a draw of
-    the audited rounds can have made up to there (a failed one last), and each cell's first
-    image the one its (seed, cell) gives."""
+    boundaries before its end, each cell with that many round times and checks of rounds
+    up to there (a failed one last). A cell's first image follows from a key drawn in the
+    round's setup and kept by nobody: it is not recomputed."""
     stored = report["run"].get("partial")
     if stored is None:
         return
@@ -229,7 +258,6 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
         )
     if [c.cell for c in test.cells] != list(range(options["cells"])):
         found.append(f"{where}: cells {[c.cell for c in test.cells]}, not one per cell")
-    network = networks.get(test.latin)
     for cell, written in zip(test.cells, stored["cells"], strict=True):
         here = f"{where}, cell {cell.cell}"
         if len(cell.round_seconds) != test.done:
@@ -241,12 +269,6 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
         rounds = [a.round for a in cell.audits]
         failed = [n for n, a in enumerate(cell.audits) if not a.passed]
         if rounds != sorted(set(rounds)) or (failed and failed[0] != len(rounds) - 1):
-            found.append(f"{here}: audited rounds {rounds}: not in order, once each, failed last")
-        elif not failed:  # the rounds still to run are drawn given these: a draw's past
-            problem = impossible_draw(test.rounds, test.done, rounds)
-            if problem is not None:
-                found.append(f"{here}: {problem}")
-        if network is not None:
-            images = ImageSet(network.input_shape, options["seed"], cell.cell)
-            first = image_checksum(images.image(WARMUP_ROUNDS * test.batch))
-            compare_figures(found, here, written, {"first_image_crc32": first})
+            found.append(f"{here}: checked rounds {rounds}: not in order, once each, failed last")
+        if any(a.last_round > test.done for a in cell.audits):
+            found.append(f"{here}: a check of rounds after timed round {test.done}")

@@ -1,0 +1,161 @@
+"""The checks of one test's timed rounds (standard.md §7.7, fifth release): what a unit
+delivered kept until its draw, the draw, and section 8's rule on the units drawn.
+
+Inference: each round, once delivered, is checked with the test's chance; a check judges
+one image of it, drawn then, against the float64 reference of that image. Training: each
+segment, once its last round delivered, is checked with the test's chance; a check replays
+the segment from the drawn weights and compares every round's delivered output and the
+weights and input residual delivered at its end. Only the delivered copies are judged:
+nothing is read from the backend after a draw, so no read tells it what was drawn.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from pytest_gostcnn.backend import Backend
+from pytest_gostcnn.conformance.verification import (
+    DeliveredRound,
+    Verification,
+    verify_round,
+    verify_segment,
+)
+from pytest_gostcnn.machine.pool import reference_work
+from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type, quantise
+from pytest_gostcnn.model.network import Network
+from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
+
+from .images import ImageSet, residual
+from .timing import Audit
+
+
+@dataclass(frozen=True)
+class KeptRound:
+    """A timed round of the segment under way: its data key and its delivered output."""
+
+    number: int
+    key: int
+    output: np.ndarray
+
+
+class RoundChecks:
+    """Judges the units a test's draw checks.
+
+    Args:
+        backend, network, mode: the test's.
+        weights: the drawn host weights (an integer type's, its integers) every segment,
+            and inference, starts from.
+        batch: the test's.
+        residual_scale: training's output residual's scale.
+        threshold: ``--gost-rmse-threshold`` (None: СКОП as derived).
+        scales: an integer type's calibrated scales.
+        library: the array library the float64 reference runs on.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        network: Network,
+        mode: str,
+        weights: dict,
+        batch: int,
+        residual_scale: float,
+        threshold: float | None = None,
+        scales: ScaleTable | None = None,
+        library: ReferenceLibrary = NUMPY,
+    ) -> None:
+        self.backend, self.network, self.mode = backend, network, mode
+        self.weights, self.batch, self.residual_scale = weights, batch, residual_scale
+        self.threshold, self.scales, self.library = threshold, scales, library
+        self.kept: list[KeptRound] = []  # training: the segment under way
+
+    def images(self, key: int) -> np.ndarray:
+        """The host images of the round keyed ``key``."""
+        return ImageSet(self.network.input_shape, key).batch(0, self.batch)
+
+    def out_residual(self, key: int) -> np.ndarray:
+        """The output residual of the training round keyed ``key``."""
+        shape = (self.batch, *self.network.output_shape)
+        return residual(key, shape, self.residual_scale)
+
+    def keep(self, number: int, key: int, output: np.ndarray) -> None:
+        """A training round's delivered output, kept until its segment's draw."""
+        self.kept.append(KeptRound(number, key, output))
+
+    def forget(self) -> None:
+        """The segment's draw is made: its kept rounds go."""
+        self.kept = []
+
+    def image(self, number: int, key: int, image: int, output: np.ndarray) -> Audit:
+        """Check image ``image`` of inference round ``number`` (keyed ``key``), whose
+        delivered output map is ``output``."""
+        host = ImageSet(self.network.input_shape, key).batch(image, 1)
+        if self.scales is not None:  # the integers the round was given
+            first = self.scales[self.network.layers[0].number].inputs[0]
+            host = quantise(host, first, integer_type(self.backend.dtype))
+        return self._judged(
+            number,
+            1,
+            [key],
+            image,
+            lambda: verify_round(
+                self.backend,
+                self.network,
+                self.weights,
+                host,
+                output[image : image + 1],
+                self.threshold,
+                self.scales,
+                self.library,
+            ),
+        )
+
+    def segment(self, updated: dict, input_residual: np.ndarray) -> Audit:
+        """Check the segment whose rounds are kept, its last round having delivered the
+        ``updated`` weights and the ``input_residual``."""
+        rounds = [
+            DeliveredRound(
+                kept.number,
+                kept.output,
+                lambda key=kept.key: (self.images(key), self.out_residual(key)),
+            )
+            for kept in self.kept
+        ]
+        return self._judged(
+            self.kept[0].number,
+            len(self.kept),
+            [kept.key for kept in self.kept],
+            None,
+            lambda: verify_segment(
+                self.backend,
+                self.network,
+                self.weights,
+                rounds,
+                updated,
+                input_residual,
+                self.threshold,
+                self.library,
+            ),
+        )
+
+    def _judged(self, first: int, rounds: int, keys: list[int], image, verify) -> Audit:
+        started = time.monotonic()
+        with reference_work():
+            result: Verification = verify()
+        worst = result.worst
+        return Audit(
+            round=first,
+            passed=not result.failed,
+            verdict=result.verdict,
+            worst_array=worst.name if worst else None,
+            worst_ratio=None if worst is None or math.isinf(worst.ratio) else worst.ratio,
+            failure=result.first_failure,
+            seconds=time.monotonic() - started,
+            rounds=rounds,
+            image=image,
+            keys=tuple(f"{key:032x}" for key in keys),
+        )
