@@ -11,11 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pytest_gostcnn.conformance.replay import SegmentReplay
 from pytest_gostcnn.model.network import LATIN
-from pytest_gostcnn.performance import audit_draw
 from pytest_gostcnn.performance.plan import Plan
-from pytest_gostcnn.plugin.items import audit_round
 
 HERE = Path(__file__).parent
 REPOSITORY = HERE.parent
@@ -163,39 +160,21 @@ SMALL_PLAN = Plan("quick", rounds=3, warmup_rounds=1, batch=1)
 
 
 class Scripted:
-    """An audit draw that audits exactly ``audited`` (a unit test's, put in ``Rounds.draw``;
-    the suite's own draws each round after it delivered)."""
+    """A check draw that checks exactly the units numbered in ``checked`` (from 1, in the
+    order the test's units deliver; a resumed test's first is ``start`` + 1) and, in
+    inference, image ``image`` of each: a unit test's, put in ``Rounds.draw``."""
 
-    def __init__(self, audited):
-        self.chosen = tuple(audited)
+    def __init__(self, checked, image=0, start=0):
+        self.chosen = tuple(checked)
+        self.unit = start
         self.past = []
+        self.picture = image
 
-    def decide(self, number):
-        if number in self.chosen:
-            self.past.append(number)
-        return number in self.chosen
+    def decide(self):
+        self.unit += 1
+        if self.unit in self.chosen:
+            self.past.append(self.unit)
+        return self.unit in self.chosen
 
-
-def whole_draw(rounds, rng):
-    """The audited rounds drawn all at once, as the suite drew them before it drew them
-    round by round (standard.md §7.7): the distribution the round-by-round draw keeps."""
-    if rounds < 2:
-        return tuple(range(1, rounds + 1))
-    first = rng.randint(1, min(10, rounds))
-    last = rng.choice([r for r in range(max(1, rounds - 9), rounds + 1) if r != first])
-    between = range(11, rounds - 9)
-    more = rng.sample(between, min(rounds // audit_draw.AUDIT_EVERY, len(between)))
-    return tuple(sorted({first, last, *more}))
-
-
-def round_by_round(rounds, randomness, past=(), start=0):
-    """The audited rounds after ``start`` an ``AuditDraw`` decides, each as if delivered."""
-    draw = audit_draw.AuditDraw(rounds, past, randomness)
-    return tuple(n for n in range(start + 1, rounds + 1) if draw.decide(n))
-
-
-def auditor(backend, network, mode, threshold=None):
-    """The audit the plugin runs after each drawn round (plugin/items.py), one replay of a
-    segment shared by its audits."""
-    replayed = SegmentReplay(network, backend.dtype)
-    return lambda audited: audit_round(backend, network, mode, audited, threshold, replayed)
+    def image(self, batch):
+        return min(self.picture, batch - 1)

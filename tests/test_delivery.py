@@ -12,7 +12,7 @@ import random
 
 import gost_test_backends as mutants
 import pytest
-from gost_helpers import Scripted, auditor, directory, suite
+from gost_helpers import Scripted, directory, suite
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
@@ -28,11 +28,8 @@ MODES = ["inference", "training"]
 def driven(backend, network, mode, audit=True, draw=None, seed=0):
     """Every round of one test on Ш (Sh); ``draw`` a scripted one, else a seeded draw."""
     rounds = Rounds(
-        TimedTest(backend, network, mode, PLAN, seed=3),
-        Links(
-            audit=auditor(backend, network, mode) if audit else None,
-            randomness=random.Random(seed),
-        ),
+        TimedTest(backend, network, mode, PLAN, seed=3, checked=audit),
+        Links(randomness=random.Random(seed)),
     )
     if draw is not None:
         rounds.draw = draw
@@ -74,7 +71,7 @@ def test_an_audit_judges_the_bytes_the_round_delivered_not_a_later_read(shipped_
     assert [(a.round, a.passed, a.verdict) for a in rounds.audits] == [
         (1, False, NOT_CORRECT)
     ]  # fmt: skip
-    assert rounds.audits[0].worst_array == "output"
+    assert rounds.audits[0].worst_array.endswith("output")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -84,10 +81,12 @@ def test_what_a_backend_writes_into_its_delivered_arrays_later_changes_no_verdic
     network = shipped_networks["Sh"]
     backend = verified(mutants.ScribblesOnWhatItDelivered, network, mode)
 
-    rounds = driven(backend, network, mode, draw=Scripted((3, 6)))
+    rounds = driven(backend, network, mode, draw=Scripted((1, 3, 6)))
 
     assert rounds.error is None
-    assert [(a.round, a.passed) for a in rounds.audits] == [(3, True), (6, True)]
+    # Inference: rounds 1, 3 and 6; training: its one segment, rounds 1 to 6.
+    checked = [(1, True), (3, True), (6, True)] if mode == "inference" else [(1, True)]
+    assert [(a.round, a.passed) for a in rounds.audits] == checked
 
 
 @pytest.mark.parametrize(
@@ -126,25 +125,25 @@ class Logged(NumpyBackend):
 class LoggedDraw:
     """The suite's draw, each decision noted where it falls among the backend's calls."""
 
-    def __init__(self, draw, log):
-        self.draw, self.log = draw, log
+    def __init__(self, draw, log, rounds):
+        self.draw, self.log, self.rounds = draw, log, rounds
 
-    def decide(self, number):
-        self.log.append(("decide", number))
-        return self.draw.decide(number)
+    def decide(self):
+        self.log.append(("decide", self.rounds.number))
+        return self.draw.decide()
+
+    def image(self, batch):
+        return self.draw.image(batch)
 
 
-@pytest.mark.parametrize("mode", MODES)
-def test_a_round_is_drawn_only_after_it_delivered_and_before_the_next_begins(
-    shipped_networks, mode
+@pytest.mark.parametrize(("mode", "segment", "units"), [("inference", None, 6), ("training", 4, 2)])
+def test_a_unit_is_drawn_only_after_it_delivered_and_before_the_next_round_begins(
+    shipped_networks, mode, segment, units
 ):
     network = shipped_networks["Sh"]
     backend = Logged("float32")
-    rounds = Rounds(
-        TimedTest(backend, network, mode, PLAN, seed=3),
-        Links(audit=auditor(backend, network, mode)),
-    )
-    rounds.draw = LoggedDraw(rounds.draw, backend.log)
+    rounds = Rounds(TimedTest(backend, network, mode, PLAN, seed=3, segment_rounds=segment))
+    rounds.draw = LoggedDraw(Scripted(range(1, 7)), backend.log, rounds)
     delivered = []
     for _ in range(PLAN.warmup_rounds + PLAN.rounds):
         arguments, _ = rounds.setup()
@@ -153,11 +152,13 @@ def test_a_round_is_drawn_only_after_it_delivered_and_before_the_next_begins(
         delivered.append(len(backend.log))  # every read of the timed region is done
         rounds.teardown(*arguments)
     decisions = [i for i, call in enumerate(backend.log) if isinstance(call, tuple)]
-    assert [backend.log[i][1] for i in decisions] == list(range(1, PLAN.rounds + 1))
-    for number, at in enumerate(decisions, 1):
+    # Inference: after every round; training: after each segment's last (rounds 4 and 6).
+    ends = list(range(1, 7)) if mode == "inference" else [4, 6]
+    assert [backend.log[i][1] for i in decisions] == ends and len(ends) == units
+    for number, at in zip(ends, decisions, strict=True):
         assert at >= delivered[number]  # after the timed round's reads
         assert "to_device" not in backend.log[delivered[number] : at]  # nothing began
-    assert [a.round for a in rounds.audits] == rounds.draw.draw.past
+    assert len(rounds.audits) == units and all(a.passed for a in rounds.audits)
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -233,10 +234,11 @@ def test_a_backend_that_copies_asynchronously_and_waits_for_its_copies_passes(
     network = shipped_networks["Sh"]
     backend = verified(mutants.WaitsForItsCopies, network, mode)
 
-    rounds = driven(backend, network, mode, draw=Scripted((2, 5)))
+    rounds = driven(backend, network, mode, draw=Scripted((1, 2, 5)))
 
     assert rounds.error is None
-    assert [(a.round, a.passed) for a in rounds.audits] == [(2, True), (5, True)]
+    checked = [(1, True), (2, True), (5, True)] if mode == "inference" else [(1, True)]
+    assert [(a.round, a.passed) for a in rounds.audits] == checked
     assert no_result(timing_of(rounds, network, mode)) == []
 
 
@@ -246,10 +248,10 @@ def test_a_backend_that_copies_asynchronously_and_waits_for_its_copies_passes(
 @pytest.mark.parametrize(
     ("mutant", "guard"),
     [
-        ("CopiesOutputLate", {"audit failed"}),
-        ("SkipsReluUnlessAudited", {"audit failed"}),
-        # A first audit that fails ends the rounds before any repeat: then the audit tells.
-        ("RepeatsUnlessAudited", {"output repeated", "audit failed"}),
+        ("CopiesOutputLate", {"check failed"}),
+        ("SkipsReluUnlessAudited", {"check failed"}),
+        # A first check that fails ends the rounds before any repeat: then the check tells.
+        ("RepeatsUnlessAudited", {"output repeated", "check failed"}),
         ("WaitsForItsCopies", None),
     ],
 )
@@ -269,7 +271,7 @@ def test_each_cheat_fails_its_benchmark_tests_through_its_guard(tmp_path, mutant
         shorts = {reason.split(":")[0] for reason in test["noncompliance_reasons"]}
         assert not any("ОРП" in reason for reason in test["noncompliance_reasons"])
         if guard is None:
-            assert not shorts & {"audit failed", "output repeated", "not audited"}, shorts
+            assert not shorts & {"check failed", "output repeated", "not audited"}, shorts
         else:
             assert guard & shorts, shorts
     assert (run.returncode != 0) == (guard is not None), run.stdout[-2000:]

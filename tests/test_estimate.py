@@ -1,13 +1,10 @@
 """The run's time estimate (docs/benchmarking.md, "Estimate and progress"), driven by a
 clock the test sets: each test's warm-up gives a MAC rate, each finished test its time."""
 
-import random
 import time
-from collections import Counter
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
-from pytest_gostcnn.performance.audit_draw import AuditDraw, whole_draw
-from pytest_gostcnn.performance.estimate import RunEstimate, audit_iterations, duration
+from pytest_gostcnn.performance.estimate import RunEstimate, check_iterations, duration
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.performance.timing import macs_per_image
@@ -208,13 +205,15 @@ def test_the_audits_of_the_tests_to_come_are_estimated_from_the_finished_tests_a
     assert estimate.status("B", 0.5).endswith(f"about {duration(10 + 150)} left")
 
 
-def test_a_tests_audit_work_counts_each_round_of_a_segment_once_up_to_its_last_audit():
-    # Two timed rounds: both audited, every draw. Inference: one iteration each; training in
-    # one segment: round 1's, then round 2's going on from round 1's audit; each round a
-    # segment of its own: no replay.
-    assert audit_iterations(2, None) == 2
-    assert audit_iterations(2, 16) == 2
-    assert audit_iterations(2, 1) == 2
+def test_a_tests_check_work_is_its_expected_share_of_the_rounds():
+    # Few rounds: every unit checked. Inference judges one image a round (a batch's share of
+    # an iteration), training every round of each segment checked.
+    assert check_iterations("inference", 8, None, 2) == 4
+    assert check_iterations("training", 8, 16, 2) == 8
+    # The full profile at batch 2: about 460 images of inference, 92 segments of training.
+    inference = check_iterations("inference", 500_000, None, 2)
+    training = check_iterations("training", 500_000, 16, 2)
+    assert 229 < inference < 232 and 92 * 16 * 0.99 < training < 92 * 16 * 1.01
 
 
 def test_section_8s_float64_rate_estimates_the_audits_before_any_test_has_finished():
@@ -223,20 +222,6 @@ def test_section_8s_float64_rate_estimates_the_audits_before_any_test_has_finish
     line = warm_up(estimate, clock, "A", macs=10, seconds=1.0)
     assert estimate.audit_seconds() == 400.0 * 0.02
     assert "about 8.0 s for their audits (at the rate of section 8's float64 iterations)" in line
-
-
-def test_the_estimates_whole_draws_follow_the_round_by_round_decisions():
-    # The estimate samples a test's audited rounds at once; the test decides them round by
-    # round after each delivers: the two must give each round the same chance.
-    rounds, draws = 25, 4000
-    whole, stepwise = Counter(), Counter()
-    generator = random.Random(1)
-    for _ in range(draws):
-        whole.update(whole_draw(rounds, generator))
-        draw = AuditDraw(rounds, randomness=generator)
-        stepwise.update(n for n in range(1, rounds + 1) if draw.decide(n))
-    for number in range(1, rounds + 1):
-        assert abs(whole[number] - stepwise[number]) / draws < 0.03, number
 
 
 def test_a_tests_progress_gives_its_rounds_rate_without_its_audits(shipped_networks):

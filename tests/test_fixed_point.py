@@ -229,15 +229,11 @@ def test_a_round_is_audited_under_its_calibration_and_no_verdict_beyond_it(shipp
     q, _ = fixed_point.fixed_reference(network, weights, other, scales, INT8)
     output = backend.infer(network, loaded, backend.to_device(q))
     with pytest.raises(ValueError, match="needs its calibrated scales"):
-        verify_round(backend, network, "inference", weights, other, None, output, None)
-    audit = verify_round(
-        backend, network, "inference", weights, other, None, output, None, scales=scales
-    )
+        verify_round(backend, network, weights, other, output)
+    audit = verify_round(backend, network, weights, other, output, scales=scales)
     assert audit.verdict in PASSED_VERDICTS, audit.first_failure
     # Far beyond the calibration's range the reference leaves it: no verdict, not a failure.
     big = dict(weights)
     big[1] = {**weights[1], "biases": weights[1]["biases"] * 0 + 2**30}
-    audit = verify_round(
-        backend, network, "inference", big, other, None, output, None, scales=scales
-    )
+    audit = verify_round(backend, network, big, other, output, scales=scales)
     assert audit.verdict == NOT_VERIFIED and "calibrated scale holds" in audit.error

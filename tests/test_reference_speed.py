@@ -10,12 +10,9 @@ import numpy as np
 import pytest
 
 from pytest_gostcnn.conformance.harness import model_of
-from pytest_gostcnn.conformance.replay import Replay, SegmentReplay
 from pytest_gostcnn.machine import pool
 from pytest_gostcnn.machine.threads import one_blas_thread
-from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.layers import make_layer
-from pytest_gostcnn.performance.training_data import benchmark_weights
 from pytest_gostcnn.reference import _window, conv, depthwise, fc
 
 # Layers whose products the pool splits in three (each part at least PARALLEL_MIN_MACS): a
@@ -126,63 +123,6 @@ def _same(a, b) -> None:
         for k, w in ws.items():
             np.testing.assert_array_equal(w.value, b[n][k].value)
             np.testing.assert_array_equal(w.var, b[n][k].var)
-
-
-def test_a_segments_later_audit_goes_on_from_the_earlier_ones_replay(shipped_networks):
-    network = shipped_networks["Sh"]
-    drawn = benchmark_weights(network, np.random.default_rng(0))
-    data = _data(network)
-    shared = SegmentReplay(network, "float32")
-    with one_blas_thread():
-        shared.before(3, 1, drawn, data)  # rounds 1 and 2 replayed
-        weights = shared.before(5, 1, drawn, data)  # rounds 3 and 4 more, not 1 to 4 again
-        assert shared.replay.rounds == 4
-        fresh = Replay(network, "float32", drawn)
-        fresh.advance(data(n) for n in range(1, 5))
-    _same(weights, fresh.weights())
-
-
-def test_an_audit_in_another_segment_replays_from_the_drawn_weights(shipped_networks):
-    network = shipped_networks["Sh"]
-    drawn = benchmark_weights(network, np.random.default_rng(0))
-    data = _data(network)
-    shared = SegmentReplay(network, "float32")
-    with one_blas_thread():
-        shared.before(3, 1, drawn, data)
-        weights = shared.before(18, 17, drawn, data)  # segment 17..32: round 17 alone
-        assert (shared.segment, shared.replay.rounds) == (17, 1)
-        fresh = Replay(network, "float32", drawn)
-        fresh.advance([data(17)])
-    _same(weights, fresh.weights())
-
-
-def test_a_later_audit_goes_on_from_the_earlier_audits_own_iteration(shipped_networks):
-    # The audit of round 3 runs round 3's float64 iteration from the replayed weights and
-    # hands the result on (SegmentReplay.after): round 5's audit then replays round 4 alone,
-    # and its weights are those of a replay of rounds 1 to 4.
-    network = shipped_networks["Sh"]
-    drawn = benchmark_weights(network, np.random.default_rng(0))
-    data, asked = _data(network), []
-
-    def recorded(n):
-        asked.append(n)
-        return data(n)
-
-    shared = SegmentReplay(network, "float32")
-    with one_blas_thread():
-        weights = shared.before(3, 1, drawn, recorded)
-        model, representable = model_of("float32")
-        image, residual = data(3)
-        bound = [model.bound(representable(a)) for a in (image, residual)]
-        executor.train(network, model, weights, *bound)  # the audit's iteration of round 3
-        shared.after(3, 1, weights)
-        shared.after(3, 1, weights)  # once only: the replay is past round 3 now
-        assert shared.replay.rounds == 3
-        later = shared.before(5, 1, drawn, recorded)
-        fresh = Replay(network, "float32", drawn)
-        fresh.advance(data(n) for n in range(1, 5))
-    assert asked == [1, 2, 4]
-    _same(later, fresh.weights())
 
 
 @pytest.mark.parametrize("size", [1, 64, 65, 64 * 7 + 3])

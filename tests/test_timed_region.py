@@ -15,11 +15,10 @@ import warnings
 import gost_test_backends as mutants
 import numpy as np
 import pytest
-from gost_helpers import Scripted, auditor, directory, suite, swept
+from gost_helpers import Scripted, directory, suite, swept
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
-from pytest_gostcnn.performance.images import ResidualSet
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.performance.timing import CellTiming, Timing, macs_per_image
@@ -27,7 +26,6 @@ from pytest_gostcnn.performance.training_data import (
     RESIDUAL_SCALE,
     SEGMENT_ROUNDS,
     benchmark_weights,
-    segment_start,
 )
 
 FACTOR = 3.0  # generous: the machine is shared, the escape it guards against is 100x-1000x
@@ -35,13 +33,10 @@ FACTOR = 3.0  # generous: the machine is shared, the escape it guards against is
 
 def drive(backend, network, mode, run_plan, audit=True, draw_seed=0, segment_rounds=None):
     """Every round of one test; returns the Rounds and each timed round's target seconds."""
-    rounds = Rounds(
-        TimedTest(backend, network, mode, run_plan, seed=3, segment_rounds=segment_rounds),
-        Links(
-            audit=auditor(backend, network, mode) if audit else None,
-            randomness=random.Random(draw_seed),
-        ),
+    test = TimedTest(
+        backend, network, mode, run_plan, seed=3, segment_rounds=segment_rounds, checked=audit
     )
+    rounds = Rounds(test, Links(randomness=random.Random(draw_seed)))
     seconds = []
     for call in range(run_plan.warmup_rounds + run_plan.rounds):
         arguments, _ = rounds.setup()
@@ -131,13 +126,14 @@ class Recording(NumpyBackend):
 
 
 def _round_calls(network, audited, segment_rounds=2):
-    """The backend's calls in each round's setup and timed target, with these rounds
-    audited (every call of the teardown, where the audit runs, left out)."""
+    """The backend's calls in each round's setup and timed target, with these segments
+    checked (every call of the teardown, where the check runs, left out); the rounds' data
+    from one seeded generator, so that two runs hand over the same bytes."""
     backend = Recording("float32")
     run_plan = Plan("quick", rounds=6, warmup_rounds=1, batch=1)
     rounds = Rounds(
         TimedTest(backend, network, "training", run_plan, seed=3, segment_rounds=segment_rounds),
-        Links(audit=auditor(backend, network, "training")),
+        Links(randomness=random.Random(0)),
     )
     rounds.draw = Scripted(audited)
     calls = []
@@ -147,15 +143,15 @@ def _round_calls(network, audited, segment_rounds=2):
         rounds.target(*arguments)
         calls.append(list(backend.log))
         rounds.teardown(*arguments)
-    assert [a.round for a in rounds.audits] == list(audited)
+    assert [a.round for a in rounds.audits] == [2 * n - 1 for n in audited]
     assert all(a.passed for a in rounds.audits), rounds.audits
     return calls
 
 
-def test_no_call_before_or_in_a_round_tells_an_audited_one(shipped_networks):
+def test_no_call_before_or_in_a_round_tells_a_checked_one(shipped_networks):
     network = shipped_networks["Sh"]
     unaudited = _round_calls(network, ())
-    audited = _round_calls(network, (1, 4, 5))
+    audited = _round_calls(network, (1, 3))
 
     assert audited == unaudited
     # The weights are loaded again before timed rounds 1, 3, 5 (segments of 2), audited or not.
@@ -174,17 +170,30 @@ def test_no_call_before_or_in_a_round_tells_an_audited_one(shipped_networks):
     assert reads == [2 + weights, 1, 2 + weights, 1, 2 + weights, 1, 2 + weights]
 
 
-def test_the_output_residual_follows_from_the_round_alone(shipped_networks):
+def test_a_rounds_data_is_handed_over_inside_its_timed_region_from_its_own_key(
+    shipped_networks,
+):
+    # The setup makes the host arrays from a key drawn then; the backend sees them only in
+    # the timed target, the residual and the images as the key rebuilds them.
     network = shipped_networks["Sh"]
     backend = Recording("float32")
     run_plan = Plan("quick", rounds=3, warmup_rounds=1, batch=2)
     rounds = Rounds(TimedTest(backend, network, "training", run_plan, seed=3, cell=1))
-    for number in range(4):
+    keys = set()
+    for _ in range(4):
         backend.log = []
-        rounds.setup()
-        sent = [c for c in backend.log if c[0] == "to_device" and c[1][1:] == network.output_shape]
-        residual = ResidualSet(3, 1, RESIDUAL_SCALE).batch(number, (2, *network.output_shape))
-        assert sent[-1][2] == residual.tobytes()
+        arguments, _ = rounds.setup()
+        assert backend.log == []  # nothing handed over untimed
+        rounds.target(*arguments)
+        sent = {c[1]: c[2] for c in backend.log if c[0] == "to_device"}
+        residual = rounds.checks.out_residual(rounds.key)
+        assert sent[residual.shape] == residual.tobytes()
+        images = rounds.checks.images(rounds.key)
+        assert sent[images.shape] == images.tobytes()
+        keys.add(rounds.key)
+        rounds.teardown(*arguments)
+    assert len(keys) == 4  # a fresh key every round
+    assert np.abs(rounds.checks.out_residual(7)).max() <= RESIDUAL_SCALE
 
 
 @pytest.mark.parametrize(
@@ -200,7 +209,6 @@ def test_a_backend_honest_only_when_watched_fails_an_audit(shipped_networks, mut
 
     rounds, _ = drive(backend, network, "training", run_plan)
 
-    assert any(segment_start(n, rounds.segment_rounds) != n for n in rounds.draw.past)
     failed = [a for a in rounds.audits if not a.passed]
     assert failed and failed[0].verdict == NOT_CORRECT, rounds.audits
 
@@ -215,11 +223,8 @@ def test_a_correct_backend_passes_audits_across_segments_on_every_network(shippe
     network = shipped_networks[latin]
     run_plan = Plan("quick", rounds=5, warmup_rounds=1, batch=1)
     backend = NumpyBackend("float32")
-    rounds = Rounds(
-        TimedTest(backend, network, "training", run_plan, seed=3, segment_rounds=2),
-        Links(audit=auditor(backend, network, "training")),
-    )
-    rounds.draw = Scripted((2, 4, 5))  # segments' last rounds, and the test's last
+    rounds = Rounds(TimedTest(backend, network, "training", run_plan, seed=3, segment_rounds=2))
+    rounds.draw = Scripted((1, 2, 3))  # every segment: rounds 1-2, 3-4 and 5
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no overflow, no invalid value
         for _ in range(run_plan.warmup_rounds + run_plan.rounds):
@@ -227,7 +232,7 @@ def test_a_correct_backend_passes_audits_across_segments_on_every_network(shippe
             rounds.target(*arguments)
             rounds.teardown(*arguments)
     assert rounds.error is None, rounds.error
-    assert [a.round for a in rounds.audits] == [2, 4, 5]
+    assert [(a.round, a.rounds) for a in rounds.audits] == [(1, 2), (3, 2), (5, 1)]
     assert all(a.passed and a.worst_ratio < 1 for a in rounds.audits), rounds.audits
 
 

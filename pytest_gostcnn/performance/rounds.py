@@ -345,8 +345,8 @@ class Rounds:
                 return
             if self.starts_segment(self.number):
                 self.weights = backend.load_weights(self.network, self.host_weights)
-            image, residual_given = backend.to_device(host), backend.to_device(out_residual)
-            self.result = backend.train(self.network, self.weights, image, residual_given)
+            given = backend.to_device(out_residual)
+            self.result = backend.train(self.network, self.weights, backend.to_device(host), given)
             backend.synchronize()
             arrays = delivered(self.result, self.weights, self.segment_end)
             self.delivered = deliver(backend, arrays)
