@@ -1,76 +1,35 @@
 """A long performance test checkpointed at its boundaries and resumed from the last one
 (docs/benchmarking.md, "Checkpoints inside a test"; docs/report.md).
 
-The draw of the audited rounds after a boundary, the checkpoints' clock and the rounds of a
-resumed test are checked in this process; one chain of runs in fresh interpreters, on the
-tiny tables with a clock that advances a fixed step per reading, is killed mid-test, resumed,
-interrupted mid-test, resumed again, and ends equal to an uninterrupted run.
+The checkpoints' clock and the rounds of a resumed test are checked in this process; one
+chain of runs in fresh interpreters, on the tiny tables with a clock that advances a fixed
+step per reading and each round's data key fixed by its round (``STOP``), is killed
+mid-test, resumed, interrupted mid-test, resumed again, and ends equal to an uninterrupted
+run.
 """
 
-import collections
 import copy
 import importlib.util
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from gost_helpers import FIXED_CLOCK, directory, round_by_round, suite, whole_draw
+from gost_helpers import FIXED_CLOCK, directory, suite
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.model.network import load_networks
-from pytest_gostcnn.performance import audit_draw, partial
-from pytest_gostcnn.performance.audit_draw import AUDIT_WINDOW, impossible_draw
+from pytest_gostcnn.performance import partial
+from pytest_gostcnn.performance import rounds as rounds_module
 from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.reports.check import check_report
 from pytest_gostcnn.reports.merge import merge_reports
-
-# The draw after a boundary. ------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("rounds", "done", "every"),
-    [(40, 16, 10_000), (14, 4, 10_000), (14, 8, 10_000), (25, 16, 10_000), (3, 1, 10_000),
-     (60, 32, 10)],
-)  # fmt: skip
-def test_the_rounds_audited_after_a_boundary_are_drawn_as_an_uninterrupted_test_draws_them(
-    rounds, done, every, monkeypatch
-):
-    """Each round is audited as often as the whole draw audits it (one among the first ten,
-    another among the last ten, ``every``: one more per that many rounds), whether drawn
-    round by round through the test or stopped after ``done`` and drawn on from its past."""
-    monkeypatch.setattr(audit_draw, "AUDIT_EVERY", every)
-    draws = 3000
-    whole, through, resumed = (collections.Counter() for _ in range(3))
-    for seed in range(draws):
-        whole.update(whole_draw(rounds, random.Random(seed)))
-        through.update(round_by_round(rounds, random.Random(draws + seed)))
-        past = [r for r in round_by_round(rounds, random.Random(2 * draws + seed)) if r <= done]
-        after = round_by_round(rounds, random.Random(3 * draws + seed), past, start=done)
-        drawn = (*past, *after)
-        assert list(drawn) == sorted(set(drawn))
-        assert len(drawn) == len(whole_draw(rounds, random.Random(seed)))
-        if rounds >= 2:
-            assert drawn[0] <= AUDIT_WINDOW and drawn[-1] > rounds - AUDIT_WINDOW
-        resumed.update(drawn)
-    for number in range(1, rounds + 1):
-        assert abs(whole[number] - through[number]) / draws < 0.04, number
-        assert abs(whole[number] - resumed[number]) / draws < 0.04, number
-
-
-def test_a_past_no_draw_makes_is_refused():
-    assert "not a draw" in impossible_draw(40, 16, [])  # none among the first ten
-    assert "not a draw" in impossible_draw(40, 16, [2, 3])  # two there
-    assert "not each once among timed rounds 1 to 16" in impossible_draw(40, 16, [2, 17])
-    assert impossible_draw(40, 32, [2]) is None
-    assert impossible_draw(40, 40, [2]) is not None  # the last ten audited none
 
 
 def test_a_checkpoint_waits_its_seconds_and_a_hundred_times_its_last_writing():
@@ -95,8 +54,12 @@ def tiny(tmp_path_factory):
     return load_networks(directory(tmp_path_factory.mktemp("tables")) / "tiny")["Sh"]
 
 
-def _drive(rounds, plan, seen):
-    """The rounds left, as ``benchmark.pedantic`` runs them; each timed round's output."""
+def _drive(rounds, plan, seen, monkeypatch=None):
+    """The rounds left, as ``benchmark.pedantic`` runs them; each timed round's output.
+    With ``monkeypatch``, each round's data key is its number's, so that two runs of the
+    same rounds compute alike."""
+    if monkeypatch is not None:
+        monkeypatch.setattr(rounds_module, "round_key", lambda randomness=None: rounds.number + 1)
     for _ in range(plan.warmup_rounds + plan.rounds - rounds.start):
         arguments, _ = rounds.setup()
         rounds.target(*arguments)
@@ -106,21 +69,23 @@ def _drive(rounds, plan, seen):
 
 
 @pytest.mark.parametrize("mode", ["training", "inference"])
-def test_a_test_resumed_at_a_boundary_computes_the_rounds_an_uninterrupted_one_does(tiny, mode):
+def test_a_test_resumed_at_a_boundary_computes_the_rounds_an_uninterrupted_one_does(
+    tiny, mode, monkeypatch
+):
     backend, plan = NumpyBackend("float32"), Plan(None, 40, 1, 1, 40)
     boundaries, through = [], {}
 
     def boundary(rounds):
-        assert rounds.delivered is None  # in the teardown, after the round's audit
+        assert rounds.delivered is None  # in the teardown, after the round's check
         boundaries.append(rounds.number)
         assert rounds.partial([1.0] * rounds.number, 0, "cpu").round_seconds[-1] == 1.0
 
     whole = Rounds(TimedTest(backend, tiny, mode, plan, seed=5), Links(boundary=boundary))
-    _drive(whole, plan, through)
+    _drive(whole, plan, through, monkeypatch)
     assert boundaries == [16, 32]  # a boundary every 16 rounds, never the test's last
     kept = PartialCell(0, "cpu", (1.0,) * 16, whole.first_image)
     again, resumed = Rounds(TimedTest(backend, tiny, mode, plan, seed=5), resume=kept), {}
-    _drive(again, plan, resumed)
+    _drive(again, plan, resumed, monkeypatch)
     assert sorted(resumed) == list(range(17, 41)) and again.done == 40
     for number, output in resumed.items():
         np.testing.assert_array_equal(output, through[number], err_msg=f"round {number}")
@@ -158,18 +123,27 @@ def test_a_resumed_test_counts_its_contention_on_from_its_checkpoint(tiny):
 
 # Killed, resumed, interrupted, resumed again. -------------------------------------------
 
-STOP = '''"""A checkpoint at every boundary, every round between the audit windows audited,
-and the run stopped after timed round GOST_TEST_STOP_AT of the GOST_TEST_STOP_MODE test:
-ended at once, as a kill ends it, or with GOST_TEST_INTERRUPT interrupted, as Ctrl-C does.
-The threads' waiting goes unmeasured, so that the machine's load decides nothing."""
+STOP = '''"""A checkpoint at every boundary, each round's data key fixed by its cell, mode and
+number (so that two runs compute alike), and the run stopped after timed round
+GOST_TEST_STOP_AT of the GOST_TEST_STOP_MODE test: ended at once, as a kill ends it, or with
+GOST_TEST_INTERRUPT interrupted, as Ctrl-C does. The threads' waiting goes unmeasured, so
+that the machine's load decides nothing."""
 import os
 
-from pytest_gostcnn.performance import audit_draw, contention, partial, rounds
-from pytest_gostcnn.performance import rounds as rounds_module
+from pytest_gostcnn.performance import contention, partial, rounds
 
 contention.waited_seconds = lambda tasks="": None
 partial.CHECKPOINT_SECONDS = 0.0
-audit_draw.AUDIT_EVERY = 1
+_arguments = rounds.Rounds._arguments
+
+
+def arguments(self, batch, number):
+    mode = 1 + (self.mode == "training")
+    rounds.round_key = lambda randomness=None: (self.cell << 64) | (mode << 32) | (number + 1)
+    return _arguments(self, batch, number)
+
+
+rounds.Rounds._arguments = arguments
 AT, MODE = int(os.environ.get("GOST_TEST_STOP_AT", "0")), os.environ.get("GOST_TEST_STOP_MODE")
 _teardown = rounds.Rounds.teardown
 
@@ -196,16 +170,10 @@ RUN = (
 )
 
 
-@pytest.fixture
-def every_round_between(monkeypatch):
-    """This process checks the reports as the runs drew their audits (``STOP``)."""
-    monkeypatch.setattr(audit_draw, "AUDIT_EVERY", 1)
-
-
 def _apart(report):
     """A report less when it was written, how it was started and where it resumed from, its
-    cells' contention counts and the suite's own seconds (times), and its audits apart, by
-    test and round, less their seconds (the drawn rounds of the two windows differ)."""
+    cells' contention counts, probes and the suite's own seconds (times of the machine's,
+    not the fixed clock's), and its checks apart, by test and round, less their seconds."""
     report, audits = copy.deepcopy(report), {}
     report.pop("created")
     report.pop("invocation")  # its command line and load differ
@@ -213,8 +181,10 @@ def _apart(report):
     for cell in report["cells"]:
         assert cell.pop("suite_seconds")["network_verification"] > 0  # the suite's own: times
     for test in report["benchmarks"]:
+        test["checks"].pop("seconds")
         for cell in test["cells"]:
             assert cell.pop("contention")["wall_seconds"] > 0  # counted, times apart
+            assert cell.pop("probe")["macs_per_second"] > 0  # timed by the machine's clock
             for audit in cell.pop("audits"):
                 audit.pop("seconds")
                 audits[(test["mode"], audit["round"])] = audit
@@ -244,24 +214,22 @@ def chain(tmp_path_factory):
     return runs
 
 
-def test_a_test_killed_mid_way_keeps_its_last_boundary(chain, every_round_between):
+def test_a_test_killed_mid_way_keeps_its_last_boundary(chain):
     whole, killed = chain["whole"], chain["killed"]
     assert whole.returncode == 0, whole.stdout[-3000:]
-    assert [len(c["audits"]) for t in whole.report["benchmarks"] for c in t["cells"]] == [22, 22]
+    # Too few units for the power to spare any: training's 3 segments, inference's 40 rounds.
+    assert [len(c["audits"]) for t in whole.report["benchmarks"] for c in t["cells"]] == [3, 40]
     assert killed.returncode == 137
     kept = killed.report["run"]["partial"]  # the checkpoint after timed round 16
     assert kept["test"] == "ТП-Ш-О-float32-B1" and kept["timed_rounds_done"] == 16
-    audited = [a["round"] for a in kept["cells"][0]["audits"]]
-    assert audited[0] <= 10 and audited[1:] == list(range(11, 17))
+    assert [(a["round"], a["rounds"]) for a in kept["cells"][0]["audits"]] == [(1, 16)]
     assert killed.report["complete"] is False
     assert check_report(killed.report, killed.path / "tiny") == []
     training = whole.report["benchmarks"][0]["cells"][0]
     assert kept["cells"][0]["round_seconds"] == training["round_seconds"][:16]
 
 
-def test_a_resumed_test_goes_on_and_an_interrupt_keeps_the_next_ones_boundary(
-    chain, every_round_between
-):
+def test_a_resumed_test_goes_on_and_an_interrupt_keeps_the_next_ones_boundary(chain):
     stopped = chain["stopped"]
     assert stopped.returncode == 2, stopped.stdout[-3000:]
     assert "went on from its checkpoint: its first 16 timed rounds" in stopped.stdout
@@ -275,7 +243,7 @@ def test_a_resumed_test_goes_on_and_an_interrupt_keeps_the_next_ones_boundary(
     assert check_report(stopped.report, stopped.path / "tiny") == []
 
 
-def test_the_resumed_run_reports_what_an_uninterrupted_one_does(chain, every_round_between):
+def test_the_resumed_run_reports_what_an_uninterrupted_one_does(chain):
     resumed, whole = chain["resumed"], chain["whole"]
     assert resumed.returncode == 0, resumed.stdout[-3000:]
     assert resumed.report["run"]["resumed_from"]["continued"] == {
@@ -283,14 +251,12 @@ def test_the_resumed_run_reports_what_an_uninterrupted_one_does(chain, every_rou
         "timed_rounds_kept": 16,
     }
     assert resumed.report["run"]["partial"] is None
-    # Every round time, every figure, and every audit of a round both audited (rounds 11 to
-    # 30 and those the two draws of the windows share): the same.
+    # Every round time, every figure, every fingerprint and every check, its image drawn
+    # from a batch of one: the same.
     report, audits = _apart(resumed.report)
     whole_report, whole_audits = _apart(whole.report)
     assert report == whole_report
-    shared = audits.keys() & whole_audits.keys()
-    assert {(m, n) for m in ("training", "inference") for n in range(11, 31)} <= shared
-    assert {k: audits[k] for k in shared} == {k: whole_audits[k] for k in shared}
+    assert audits == whole_audits and len(audits) == 3 + 40
     assert check_report(resumed.report, resumed.path / "tiny") == []
 
 
@@ -311,7 +277,6 @@ EDITS = {
         p["cells"][0].update(seconds=sum(p["cells"][0]["round_seconds"])),
     ),
     "round times for 16 rounds": lambda p, r: p["cells"][0]["round_seconds"].pop(),
-    "first_image_crc32 is": lambda p, r: p["cells"][0].update(first_image_crc32="00000000"),
     "seconds is": lambda p, r: p["cells"][0]["round_seconds"].__setitem__(0, 1.0),
     "audited round 17 of 16": lambda p, r: p["cells"][0]["audits"][-1].update(round=17),
     "boundary_rounds is": lambda p, r: p.update(boundary_rounds=8),
@@ -322,22 +287,22 @@ EDITS = {
 
 
 @pytest.mark.parametrize("problem", list(EDITS))
-def test_check_names_a_partial_test_edited(chain, problem, every_round_between):
+def test_check_names_a_partial_test_edited(chain, problem):
     edited = _edited(chain["stopped"].report, EDITS[problem])
     found = check_report(edited, chain["stopped"].path / "tiny")
     assert any(problem in line for line in found), found
 
 
-def test_check_refuses_audits_no_draw_makes_up_to_the_boundary(chain, every_round_between):
-    """A checkpoint whose audits leave the first ten rounds unaudited (a resumed draw could
-    then never audit there): not a draw of the audited rounds."""
+def test_check_refuses_checks_no_draw_makes_up_to_the_boundary(chain):
+    """A checkpoint whose first ten rounds are left unchecked where every round is checked
+    (40 rounds: 1 % of them is less than one): no draw of the test's chance gives it."""
 
     def unaudited(p, r):
         p["cells"][0]["audits"] = [a for a in p["cells"][0]["audits"] if a["round"] > 10]
 
     stopped = chain["stopped"]
     found = check_report(_edited(stopped.report, unaudited), stopped.path / "tiny")
-    assert any("not a draw of the audited rounds" in line for line in found), found
+    assert any("where every unit is checked" in line for line in found), found
 
 
 def test_resume_refuses_an_inconsistent_partial_test(chain):
@@ -349,7 +314,7 @@ def test_resume_refuses_an_inconsistent_partial_test(chain):
     assert "the report does not check" in run.stderr and "not a boundary" in run.stderr
 
 
-def test_a_merge_keeps_the_test_a_job_stopped_in_part_way_but_not_two(chain, every_round_between):
+def test_a_merge_keeps_the_test_a_job_stopped_in_part_way_but_not_two(chain):
     killed, stopped = chain["killed"].report, chain["stopped"].report
     # The killed job kept training part-way; the stopped one finished training and kept
     # inference part-way: the merged run is the stopped one's, inference to go on from.
@@ -402,9 +367,7 @@ def test_two_cells_killed_mid_test_keep_both_shares_and_resume(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     resumed = json.loads((path / "resumed.json").read_text(encoding="utf-8"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(audit_draw, "AUDIT_EVERY", 1)
-        assert check_report(resumed, path / "tiny") == []
+    assert check_report(resumed, path / "tiny") == []
     for share, cell in zip(kept["cells"], resumed["benchmarks"][0]["cells"], strict=True):
         assert cell["round_seconds"][:16] == share["round_seconds"]
         assert len(cell["round_seconds"]) == 40

@@ -135,7 +135,7 @@ class Rounds:
         if segment_rounds < 1:
             raise ValueError(f"segment_rounds {segment_rounds}: a segment has at least 1 round")
         self.backend, self.network, self.mode, self.plan = backend, network, mode, run_plan
-        self.links = links
+        self.links, self.cell = links, test.cell
         rng = np.random.default_rng([test.seed, test.cell])
         self.host_weights = benchmark_weights(network, rng)
         # An integer type: weights and scales calibrated once on a batch of the seed's

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pytest_gostcnn.conformance.verification import PASSED_VERDICTS
 from pytest_gostcnn.model.network import CYRILLIC, Network
-from pytest_gostcnn.performance.checks import implausible_checks
+from pytest_gostcnn.performance.checks import check_chance, check_units, implausible_checks
 from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.partial import PartialTest, boundary_rounds
 from pytest_gostcnn.performance.plan import plan
@@ -272,3 +272,10 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
             found.append(f"{here}: checked rounds {rounds}: not in order, once each, failed last")
         if any(a.last_round > test.done for a in cell.audits):
             found.append(f"{here}: a check of rounds after timed round {test.done}")
+        elif not failed:  # every unit up to the boundary was drawn with the test's chance
+            length = boundary if test.mode == "training" else None
+            units = check_units(test.mode, test.rounds, length)
+            decided = check_units(test.mode, test.done, length)
+            problem = implausible_checks(check_chance(test.mode, units), decided, len(rounds))
+            if problem is not None:
+                found.append(f"{here}: {problem}")
