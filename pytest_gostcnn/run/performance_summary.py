@@ -1,13 +1,14 @@
 """Section 9's lines, of a run or of merged reports: why a run is not compliant, the peak,
-each test's row with its audited rounds, spread and contention, and the evaluations."""
+each test's row with its checks, spread and contention, and the evaluations."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_gostcnn.judgement.compliance import Compliance, Reason, above_peak
+from pytest_gostcnn.judgement.compliance import Compliance, Reason, above_peak, below_probe
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CYRILLIC
+from pytest_gostcnn.performance.checks import power_text
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.evaluation import Evaluation, describe
 from pytest_gostcnn.performance.plan import Plan
@@ -60,6 +61,22 @@ def performance_lines(
     else:
         label = "ESTIMATED " if peak.estimated else ""
         lines.append(f"cell peak ({dtype}): {label}{peak.describe()}")
+        probes = [(c.probe, t) for t in timings for c in t.cells if c.probe is not None]
+        if probes:
+            best, where = max(probes, key=lambda p: p[0].macs_per_second)
+            lines.append(
+                f"the backend's best measured rate: {si(best.macs_per_second)}MAC/s (its "
+                f"kernel of {CYRILLIC[where.latin]} ({where.latin}) row {best.row}, before the "
+                "rounds; a peak below it fails every result: docs/benchmarking.md, The peak's "
+                "floor)"
+            )
+    below = [f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode}" for t in timings if below_probe(t)]
+    if below:
+        lines.append(
+            f"PEAK BELOW THE MEASURED RATE ({', '.join(below)}): the backend's own kernel ran "
+            "faster than the cell peak, so the peak is false: those tests failed and count in "
+            "no evaluation (--gost-peak)"
+        )
     above = [f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode}" for t in timings if above_peak(t)]
     if above:
         lines.append(
@@ -110,7 +127,7 @@ def _test_lines(
     counted: bool,
     shared_comment: str | None,
 ) -> list[str]:
-    """One test's row and, as ``verbosity`` asks, its cells, audits, rounds, contention,
+    """One test's row and, as ``verbosity`` asks, its cells, checks, rounds, contention,
     comment and reasons."""
     t = timing
     orp = "-" if t.orp is None else f"{t.orp:.3g}"
@@ -161,31 +178,35 @@ def _once(reasons: Sequence[Reason]) -> list[str]:
 
 
 def audit_line(timing: Timing) -> str:
-    """The audited rounds of one test: which, the verdict, the worst array, and their
-    time, which the test's does not count."""
+    """The checks of one test's rounds: how many of its units, at what chance, the verdict
+    and the worst array, their time (which the test's does not count), and the power."""
     audits = [(cell.cell, a) for cell in timing.cells for a in cell.audits]
     seconds = sum(cell.audit_seconds for cell in timing.cells)
-    if len(timing.cells) > 1:
-        rounds = "; ".join(
-            f"cell {cell.cell}: {', '.join(str(a.round) for a in cell.audits) or 'none'}"
-            for cell in timing.cells
-        )
-    else:
-        rounds = ", ".join(str(a.round) for _, a in audits) or "none"
+    unit = "segments" if timing.mode == "training" else "rounds"
+    made = len(timing.cells[0].audits)
+    each = " on each cell" if len(timing.cells) > 1 else ""
+    decided = timing.decided_units(timing.cells[0])
+    chance = timing.check_chance
+    drawn = "" if chance is None else f" (each with chance {chance:.3g}, drawn after it delivered)"
     failed = timing.failed_audits
     if failed:
         cell, audit = failed[0]
-        verdict = f"FAILED, round {audit.round}: {audit.failure}"
+        verdict = f"FAILED, {audit.subject}: {audit.failure}"
     else:
         ratios = [a for _, a in audits if a.worst_ratio is not None]
         worst = max(ratios, key=lambda a: a.worst_ratio, default=None)
         verdict = "passed" + (
-            f", worst СКО/СКОП {worst.worst_ratio:.3g} ({worst.worst_array})" if worst else ""
+            f", worst СКО/СКОП {worst.worst_ratio:.3g} ({worst.subject}: {worst.worst_array})"
+            if worst
+            else ""
         )
-    return (
-        f"audited rounds {rounds} of {timing.rounds}: {verdict}; "
+    line = (
+        f"checks: {made} of {decided} {unit}{each}{drawn}: {verdict}; "
         f"{seconds:.3g} s, not counted in the time"
     )
+    if chance is not None:
+        line += f"; {power_text(timing.mode, timing.check_units, chance)}"
+    return line
 
 
 def spread_line(timing: Timing) -> str:
