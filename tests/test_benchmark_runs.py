@@ -473,7 +473,7 @@ def test_a_run_prints_its_estimate_before_timing_and_each_tests_spread_after(pyt
             "gostcnn: run estimate: about * for the rounds of 1 benchmark test (1 from its own "
             "warm-up)*",
             "ТП-Ш-П-float32-B1 (quick, non-compliant) *",
-            "  audited rounds *",
+            "  checks: * of * rounds (each with chance 1, drawn after it delivered): passed*",
             "  rounds: median * s, slowest round *x the median, mean (the ОРП's) * % * the median*",
         ]
     )

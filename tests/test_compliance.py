@@ -131,7 +131,7 @@ MISSED = [
             "timings": without(FULL.timings, "S", "training")
             + (timing("S", "training", audits=(PASSED, FAILED)),)
         },
-        "audit failed: С (S) training, timed round 7: output: СКО",
+        "check failed: С (S) training, timed round 7: output: СКО",
     ),
     (
         "not-audited",

@@ -74,7 +74,7 @@ def test_each_test_result_carries_the_comment_of_9_7(compliant):
     (comment,) = {benchmark["comment"] for benchmark in compliant.report["benchmarks"]}
     assert [line for line in lines if comment in line] == [f"every test's {comment}"]
     row = next(i for i, line in enumerate(lines) if line.startswith("ТП-Ш-П-float32-B1 "))
-    assert lines[row + 1].startswith("  audited rounds ")
+    assert lines[row + 1].startswith("  checks: ")
     assert lines[row + 2].startswith("  rounds: median ")
     assert lines[row + 3].startswith("  during the timed rounds: ")
 
@@ -220,20 +220,20 @@ def test_a_subset_of_networks_is_a_reason_saying_how_many_of_how_many(run_dir):
     assert reasons(run)[-1].startswith("inference evaluation incomplete: no result for М (M)")
 
 
-def test_a_backend_that_caches_its_answer_while_timed_fails_an_audit(run_dir):
+def test_a_backend_that_caches_its_answer_while_timed_fails_a_check(run_dir):
     run = suite(run_dir, "--gost-backend=mymod:CachesAnswer", "--gost-mode=inference", *TINY)
 
     assert run.returncode == pytest.ExitCode.TESTS_FAILED
     failed = run.longreprs("failed")
     assert failed and all(name.startswith("test_benchmark[") for name in failed)
     message = next(iter(failed.values()))
-    assert "audit of timed round " in message and " of 4 failed (not correct)" in message
+    assert "check of timed round " in message and " of 4 failed (not correct)" in message
     assert "\nworst array: output\n" in message
     # The fake speed does not count: the evaluation has no result for the cheats.
     (evaluation,) = run.report["evaluations"]
     assert not evaluation["compliant"] and evaluation["results_percent"] == {}
     assert any(
-        reason.startswith("audit failed: ") for reason in evaluation["noncompliance_reasons"]
+        reason.startswith("check failed: ") for reason in evaluation["noncompliance_reasons"]
     )
     audits = [a for b in run.report["benchmarks"] for a in b["cells"][0]["audits"]]
     assert any(not a["passed"] for a in audits)
