@@ -278,6 +278,18 @@ def _no_draw(report):
     report["benchmarks"][3]["cells"][0]["audits"].pop()
 
 
+def _power(report):
+    report["benchmarks"][3]["checks"]["power"] = 0.999
+
+
+def _chance(report):
+    report["benchmarks"][3]["checks"]["chance"] = 0.5
+
+
+def _probe(report):
+    report["benchmarks"][0]["cells"][0]["probe"]["macs_per_second"] *= 0.5
+
+
 def _schema(report):
     report["benchmarks"][0]["orp_percent"] = "high"
 
@@ -304,6 +316,9 @@ TAMPERING = {
     "an output repeated, still a result": (_repeated_output, "output repeated"),
     "a round's fingerprint dropped": (_fingerprint_dropped, "output fingerprints for"),
     "a check no draw leaves out": (_no_draw, "where every unit is checked"),
+    "the checks' stated power edited": (_power, "checks: power is 0.999"),
+    "the checks' stated chance edited": (_chance, "checks: chance is 0.5"),
+    "a probe's rate halved": (_probe, "probe: macs_per_second is"),
 }
 
 

@@ -112,9 +112,14 @@ class RoundChecks:
             ),
         )
 
-    def segment(self, updated: dict, input_residual: np.ndarray) -> Audit:
-        """Check the segment whose rounds are kept, its last round having delivered the
-        ``updated`` weights and the ``input_residual``."""
+    def segment(self, delivered: list, names: list[tuple[int, str]]) -> Audit:
+        """Check the segment whose rounds are kept, from what its last round ``delivered``
+        (``delivery.delivered``: the output, every weight array in the order of ``names``,
+        (row, name), and the input residual)."""
+        updated: dict = {n: {} for n, _ in names}
+        for (n, k), copy in zip(names, delivered[1:-1], strict=True):
+            updated[n][k] = copy
+        input_residual = delivered[-1]
         rounds = [
             DeliveredRound(
                 kept.number,

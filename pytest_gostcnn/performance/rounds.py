@@ -322,11 +322,7 @@ class Rounds:
         if checked and whole:
             started = time.monotonic()
             if training:
-                names = [(n, k) for n, ws in self.weights.items() for k in ws]
-                updated: dict = {n: {} for n in self.weights}
-                for (n, k), copy in zip(names, copies[1:-1], strict=True):
-                    updated[n][k] = copy
-                audit = self.checks.segment(updated, copies[-1])
+                audit = self.checks.segment(copies, [(n, k) for n, k, _ in self._weight_shapes])
             else:
                 audit = self.checks.image(self.number, self.key, image, copies[0])
             self.audit_seconds += audit.seconds
