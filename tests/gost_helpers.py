@@ -178,3 +178,13 @@ class Scripted:
 
     def image(self, batch):
         return min(self.picture, batch - 1)
+
+
+def run_rounds(loop):
+    """Every round of ``loop`` (a ``Rounds``), the warm-up first, as ``benchmark.pedantic``
+    runs them: setup, the timed target, teardown."""
+    for _ in range(loop.plan.warmup_rounds + loop.plan.rounds - loop.start):
+        arguments, _ = loop.setup()
+        loop.target(*arguments)
+        loop.teardown(*arguments)
+    return loop

@@ -756,7 +756,22 @@ class SkipsReluUnlessAudited(_WhileTimed):
         return super().forward(layer, inputs, weights)
 
 
-class RepeatsUnlessAudited(_WhileTimed):
+class _Answering(_WhileTimed):
+    """Answers each whole-network call through ``_answer(compute)``."""
+
+    def _answer(self, compute):
+        return compute()
+
+    def infer(self, network, weights, image):
+        parent = super()
+        return self._answer(lambda: parent.infer(network, weights, image))
+
+    def train(self, network, weights, image, out_residual):
+        parent = super()
+        return self._answer(lambda: parent.train(network, weights, image, out_residual))
+
+
+class RepeatsUnlessAudited(_Answering):
     """Once timed, answers a round with the round before's result, doing no work, unless
     its callers' objects say the round is audited (``_audit_ahead``)."""
 
@@ -769,14 +784,6 @@ class RepeatsUnlessAudited(_WhileTimed):
             return self.last
         self.last = compute()
         return self.last
-
-    def infer(self, network, weights, image):
-        parent = super()
-        return self._answer(lambda: parent.infer(network, weights, image))
-
-    def train(self, network, weights, image, out_residual):
-        parent = super()
-        return self._answer(lambda: parent.train(network, weights, image, out_residual))
 
 
 class WaitsForItsCopies(NoSynchronize):
@@ -868,7 +875,7 @@ def _above(attribute):
     return None
 
 
-class _Skipper(_WhileTimed):
+class _Skipper(_Answering):
     """Counts its timed rounds (the warm-up is the first); where ``skip(number)`` says so it
     answers with its last answer nudged: inference's output, or training's result with the
     output nudged and no step done (the weights as they were)."""
@@ -893,14 +900,6 @@ class _Skipper(_WhileTimed):
             return self.last
         self.last = compute()
         return self.last
-
-    def infer(self, network, weights, image):
-        parent = super()
-        return self._answer(lambda: parent.infer(network, weights, image))
-
-    def train(self, network, weights, image, out_residual):
-        parent = super()
-        return self._answer(lambda: parent.train(network, weights, image, out_residual))
 
 
 class SkipsTheMiddle(_Skipper):

@@ -15,7 +15,7 @@ import time
 
 import gost_test_backends as mutants
 import pytest
-from gost_helpers import directory, suite
+from gost_helpers import directory, run_rounds, suite
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
@@ -38,11 +38,7 @@ def timed(backend, network, mode, rounds, batch=1, seed=0, segment_rounds=None):
     run_plan = Plan(None, rounds, 1, batch, rounds * batch)
     test = TimedTest(backend, network, mode, run_plan, seed=3, segment_rounds=segment_rounds)
     loop = Rounds(test, Links(randomness=random.Random(seed)))
-    for _ in range(run_plan.warmup_rounds + run_plan.rounds):
-        arguments, _ = loop.setup()
-        loop.target(*arguments)
-        loop.teardown(*arguments)
-    return loop
+    return run_rounds(loop)
 
 
 def verified(mutant, network, mode):

@@ -12,7 +12,7 @@ import random
 import gost_test_backends as mutants
 import numpy as np
 import pytest
-from gost_helpers import MARGIN, SMALL_PLAN, Scripted
+from gost_helpers import MARGIN, SMALL_PLAN, Scripted, run_rounds
 
 from pytest_gostcnn.backends.cupy.xp_kernels import XpBackend
 from pytest_gostcnn.backends.numpy import NumpyBackend
@@ -58,11 +58,7 @@ def timed(backend, network, mode, run_plan=SMALL_PLAN, draw_seed=0, threshold=No
     )
     if draw is not None:
         rounds.draw = draw
-    for _ in range(run_plan.warmup_rounds + run_plan.rounds):
-        arguments, _ = rounds.setup()
-        rounds.target(*arguments)
-        rounds.teardown(*arguments)
-    return rounds
+    return run_rounds(rounds)
 
 
 # The draw: one chance for every unit, from the power asked.

@@ -12,7 +12,7 @@ import random
 
 import gost_test_backends as mutants
 import pytest
-from gost_helpers import Scripted, directory, suite
+from gost_helpers import Scripted, directory, run_rounds, suite
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
@@ -33,11 +33,7 @@ def driven(backend, network, mode, audit=True, draw=None, seed=0):
     )
     if draw is not None:
         rounds.draw = draw
-    for _ in range(PLAN.warmup_rounds + PLAN.rounds):
-        arguments, _ = rounds.setup()
-        rounds.target(*arguments)
-        rounds.teardown(*arguments)
-    return rounds
+    return run_rounds(rounds)
 
 
 def timing_of(rounds, network, mode) -> Timing:

@@ -70,20 +70,23 @@ def performance_lines(
                 "rounds; a peak below it fails every result: docs/benchmarking.md, The peak's "
                 "floor)"
             )
-    below = [f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode}" for t in timings if below_probe(t)]
-    if below:
-        lines.append(
-            f"PEAK BELOW THE MEASURED RATE ({', '.join(below)}): the backend's own kernel ran "
-            "faster than the cell peak, so the peak is false: those tests failed and count in "
-            "no evaluation (--gost-peak)"
-        )
-    above = [f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode}" for t in timings if above_peak(t)]
-    if above:
-        lines.append(
-            f"ОРП ABOVE 100 % ({', '.join(above)}): faster than the cell peak, so the peak "
-            "or the time is wrong: those tests failed and count in no evaluation (--gost-peak, "
-            "or a backend whose rounds end before its work)"
-        )
+    for failing, warning in (
+        (
+            below_probe,
+            "PEAK BELOW THE MEASURED RATE ({}): the backend's own kernel ran faster than the "
+            "cell peak, so the peak is false: those tests failed and count in no evaluation "
+            "(--gost-peak)",
+        ),
+        (
+            above_peak,
+            "ОРП ABOVE 100 % ({}): faster than the cell peak, so the peak or the time is "
+            "wrong: those tests failed and count in no evaluation (--gost-peak, or a backend "
+            "whose rounds end before its work)",
+        ),
+    ):
+        tests = [f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode}" for t in timings if failing(t)]
+        if tests:
+            lines.append(warning.format(", ".join(tests)))
     shared = [t for t in timings if t.shared_cells]
     if shared:
         lines.append(shared_line(shared))
