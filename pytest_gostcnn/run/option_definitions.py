@@ -237,7 +237,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "reference",
         "LIBRARY[:DEVICE]",
-        "the array library the float64 reference of verification and audits runs on: numpy "
+        "the array library the float64 reference of verification and checks runs on: numpy "
         "(default), torch (PyTorch on the CPU, its GEMM multithreaded), torch:cuda:0, cupy "
         "or cupy:cuda:N; checked against NumPy on fixed items before the run relies on it, "
         "the report says which ran and the agreement found (docs/verification.md)",
