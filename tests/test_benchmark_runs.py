@@ -99,7 +99,7 @@ def test_an_image_count_runs_ceil_n_over_b_rounds_and_says_it_is_not_compliant(p
             "*GOST R 57700.36-2021, section 9: performance*",
             "IMAGES=5: NOT COMPLIANT (section 9.3 requires 1,000,000 images per cell; *)",
             "ТП-Ш-П-float32-B2 (images=5, non-compliant) * 6 *",
-            "  audited rounds * of 3: passed*",
+            "  checks: 3 of 3 rounds (each with chance 1, drawn after it delivered): passed*",
             "evaluation ОП-П-float32-B2-N1 (images=5, non-compliant):",
             "GOST R 57700.36-2021: verification PASSED: *",
             "GOST R 57700.36-2021: inference evaluation ОП-П-float32-B2-N1 (images=5, "
