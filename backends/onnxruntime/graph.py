@@ -241,10 +241,11 @@ def network_model(
     batch: int,
     dtype: str = "float32",
     doc: str = "",
+    props: Mapping[str, str] | None = None,
 ) -> onnx.ModelProto:
     """The network's forward at ``batch`` as one model: ``input`` [B][X][Y][L] to ``output``
     [B][X][Y][F], ``weights`` (the standard's layout, any float type) as initializers in
-    ONNX's layout and in ``dtype``, named ``row<n>.<name>``."""
+    ONNX's layout and in ``dtype``, named ``row<n>.<name>``; ``props``: more metadata."""
     g = Graph(dtype)
     maps = {
         network.layers[0].inputs[0]: g.node("Transpose", [INPUT], "nchw", perm=list(TO_NCHW))[0]
@@ -277,6 +278,7 @@ def network_model(
             "gost.table_checksum": table_checksum(network),
             "gost.batch": str(batch),
             "gost.layout": "input and output [B][X][Y][L]; inside, NCHW with H = X, W = Y",
+            **(props or {}),
         },
     )
     return model
