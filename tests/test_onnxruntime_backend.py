@@ -307,6 +307,37 @@ def test_integer_types_are_refused_with_the_rule_onnx_runtime_breaks(dtype):
         OnnxRuntimeBackend(dtype)
 
 
+@needs_onnx
+def test_onnx_runtimes_qlinearconv_rounds_a_value_just_past_a_tie_the_wrong_way():
+    # The refusal's example: 2048 products of 127 by 127 or 126 sum to 32946594 (exact in
+    # int32); times 0.01 * 0.01 / 32.143017 that is 102.5000009, which the fixed-point model
+    # rounds to 103. A float32 requantisation gives 102.
+    from onnx import TensorProto, helper, numpy_helper
+
+    ort, length, first = ort_backend.ort, 2048, 1374
+    image = np.full((1, length, 1, 1), 127, np.int8)
+    filters = np.where(np.arange(length) < first, 127, 126).astype(np.int8)
+    total = int(image.astype(np.int64).ravel() @ filters.astype(np.int64))
+    scales = {"xs": 0.01, "ws": 0.01, "ys": 32.14301681518555}
+    exact = total * np.float32(0.01).item() ** 2 / scales["ys"]
+    assert total == 32946594 and 102.5 < exact < 102.500001
+    arrays = {name: np.array(value, np.float32) for name, value in scales.items()}
+    arrays.update(
+        w=filters.reshape(1, length, 1, 1), **{z: np.array(0, np.int8) for z in "xz wz yz".split()}
+    )
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["y"])
+    graph = helper.make_graph(
+        [node],
+        "requantised",
+        [helper.make_tensor_value_info("x", TensorProto.INT8, [1, length, 1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.INT8, [1, 1, 1, 1])],
+        [numpy_helper.from_array(a, name) for name, a in arrays.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert session.run(None, {"x": image})[0].item() == 102
+
+
 # The shipped suite. -----------------------------------------------------------------------
 
 

@@ -32,15 +32,14 @@ INFERENCE_ONLY = (
     "the onnxruntime backend runs inference only (ONNX Runtime's training package is no "
     "longer published)"
 )
-# standard.md §6's fixed-point model keeps every integer sum exact and allows the ratio of
-# scales in float64; ONNX Runtime's QLinearConv and QGemm requantise in float32.
+# docs/standard.md §6's fixed-point model keeps each integer sum exact and rounds it once to
+# nearest; ONNX Runtime's QLinearConv requantises the sum in float32 (docs/backends.md).
 INTEGER_REFUSAL = (
     "--gost-dtype={dtype}: not offered by the onnxruntime backend: ONNX Runtime requantises "
-    "QLinearConv's and QGemm's int32 sums in float32 (the sum converted to float32, past "
-    "2^24 rounded, then times a float32 ratio of the scales), and computes average pooling, "
-    "addition and concat in int8 as float contrib operators, where the fixed-point model of "
-    "docs/standard.md §6 keeps each sum exact and rounds it once (docs/backends.md, "
-    '"The ONNX Runtime backend")'
+    "QLinearConv's int32 sum in float32, so a value just past a tie rounds the wrong way (the "
+    "sum 32946594 at scales 0.01, 0.01 and 32.143017: 102.5000009 gives 102, not 103), where "
+    "the fixed-point model of docs/standard.md §6 keeps the sum exact and rounds it once to "
+    "nearest"
 )
 
 try:
