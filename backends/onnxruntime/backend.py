@@ -25,6 +25,7 @@ from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.layers import Layer, make_layer
 from pytest_gostcnn.model.network import Network
 
+from ..common import declared_options
 from .providers import CPU, device_memory, provider_names, provider_options, session_options
 
 INSTALL_HINT = "ONNX Runtime is not installed: pip install 'pytest-gostcnn[onnx]'"
@@ -115,13 +116,7 @@ class OnnxRuntimeBackend(Backend):
         self, dtype: str = "float32", cell: int = 0, options: dict[str, str] | None = None
     ) -> None:
         super().__init__(dtype, cell)
-        options = dict(options or {})
-        unknown = sorted(set(options) - set(self.backend_options))
-        if unknown:
-            raise BackendError(
-                f"backend 'onnxruntime' has no option {unknown[0]!r}; its keys: "
-                f"{', '.join(self.backend_options)}"
-            )
+        options = declared_options(self, options)
         if dtype in ("int8", "int16"):
             raise BackendError(INTEGER_REFUSAL.format(dtype=dtype))
         if dtype not in self.inference_dtypes:
