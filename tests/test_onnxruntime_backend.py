@@ -159,11 +159,14 @@ def test_a_row_onnx_cannot_express_is_one_line_naming_it(monkeypatch, capsys, tm
 
 
 def test_without_onnx_the_export_says_how_to_install_it(monkeypatch, capsys, tmp_path):
-    monkeypatch.setitem(sys.modules, "pytest_gostcnn.backends.onnxruntime.export", None)
+    for module in ("export", "graph"):  # imported afresh, without onnx
+        monkeypatch.delitem(sys.modules, f"pytest_gostcnn.backends.onnxruntime.{module}", False)
     monkeypatch.setitem(sys.modules, "onnx", None)
     status = main(["export", "--format", "onnx", "-o", str(tmp_path)])
     assert status == 2
-    assert "pip install 'pytest-gostcnn[onnx]'" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "error: the export needs onnx: pip install 'pytest-gostcnn[onnx]'\n"
+    )
 
 
 # Section 8 on the CPU provider, and the mutants. --------------------------------------------
