@@ -345,10 +345,15 @@ def test_onnx_runtimes_qlinearconv_rounds_a_value_just_past_a_tie_the_wrong_way(
 
 
 @needs_onnx
-def test_training_is_refused_naming_the_mode():
-    options = Options.parse({"backend": "onnxruntime", "mode": "training"})
-    with pytest.raises(ValueError, match="backend 'onnxruntime' does not declare it for training"):
+@pytest.mark.parametrize("mode", ["training", "both"])
+def test_training_is_refused_naming_the_mode_to_give(mode):
+    options = Options.parse({"backend": "onnxruntime", "mode": mode})
+    with pytest.raises(ValueError) as raised:
         resolve(options, ONE_CELL)
+    assert str(raised.value) == (
+        f"--gost-mode={mode}: backend 'onnxruntime' declares no data type for training; give "
+        "--gost-mode=inference"
+    )
 
 
 @needs_onnx

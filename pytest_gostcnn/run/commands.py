@@ -1,8 +1,7 @@
 """The command line's commands (``python -m pytest_gostcnn``) that are more than a call:
 ``tables`` (Table 1), ``reference`` (a float64 iteration per network), ``export`` (the
-networks as ONNX files), ``evaluate``
-(reports merged and evaluated as the plugin does) and ``compare`` (each test against a
-baseline's). Each prints and returns its exit status.
+networks as ONNX files), ``evaluate`` (reports merged and evaluated as the plugin does) and
+``compare`` (each test against a baseline's). Each prints and returns its exit status.
 """
 
 from __future__ import annotations
