@@ -171,6 +171,19 @@ def update(weights: dict, grads: dict, batch: int, rounded: Callable | None = No
             w[...] = new
 
 
+def declared_options(backend: Backend, options: dict[str, str] | None) -> dict[str, str]:
+    """``options`` (``--gost-backend-option``) when ``backend`` declares every key; else
+    BackendError naming the first unknown key and the declared ones."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - set(backend.backend_options))
+    if unknown:
+        raise BackendError(
+            f"backend {backend.name!r} has no option {unknown[0]!r}; its keys: "
+            f"{', '.join(backend.backend_options)}"
+        )
+    return options
+
+
 class KernelSetBackend(Backend):
     """A backend whose four layer steps are its kernel set's, ``self.kernels`` (an object
     with the executor's ``forward``, ``backward``, ``gradient`` and ``update``)."""

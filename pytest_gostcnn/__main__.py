@@ -1,8 +1,9 @@
-"""Command line: check network tables, print the project's Table 1, time the reference;
-check, merge, compare and draw written reports.
+"""Command line: check network tables, print the project's Table 1, time the reference,
+export the networks as ONNX files; check, merge, compare and draw written reports.
 
 python -m pytest_gostcnn tables [--tables SET_OR_DIR]
 python -m pytest_gostcnn reference [--tables SET_OR_DIR] [--networks R,Sh] [--batch 2] [--seed 0]
+python -m pytest_gostcnn export --format onnx -o DIR [--tables ...] [--networks ...] [--batch 2]
 python -m pytest_gostcnn check REPORT... [--tables DIR]
 python -m pytest_gostcnn evaluate REPORT... [-o PATH] [--tables DIR]
 python -m pytest_gostcnn compare BASELINE REPORT [--fail PERCENT] [--tables DIR]
@@ -43,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
         return plot(args.report, args.output, args.tables)
     if args.command == "tables":
         return commands.tables(args.tables)
+    if args.command == "export":
+        return commands.export(
+            args.tables, args.networks, args.batch, args.seed, args.weights, args.output
+        )
     return commands.reference(args.tables, args.networks, args.batch, args.seed, args.weights)
 
 
@@ -59,6 +64,13 @@ def _parser() -> argparse.ArgumentParser:
     reference = sub.add_parser(
         "reference", help="run one training iteration per network through the float64 reference"
     )
+    exporting = sub.add_parser(
+        "export",
+        help="write each network as an ONNX file with section 8's weights for --seed, and "
+        "its drawn input (.input.npy), for ONNX Runtime or a vendor's compiler",
+    )
+    exporting.add_argument("--format", choices=("onnx",), required=True, help="the file format")
+    exporting.add_argument("-o", "--output", metavar="DIR", required=True, help="the folder")
     checker = sub.add_parser(
         "check",
         help="recompute every figure of --gost-report files and name each disagreement",
@@ -91,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     for option in OPTIONS:
         if option.command:
             option.add_argument(reference)
+            option.add_argument(exporting)
     return parser
 
 

@@ -18,7 +18,7 @@ from pytest_gostcnn.backend import BackendError
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.machine.peak import Peak, gpu_peak
 
-from ..common import KernelSetBackend
+from ..common import KernelSetBackend, declared_options
 from ..numpy.workspace import cell_cores
 
 INSTALL_HINT = (
@@ -101,13 +101,7 @@ class TorchBackend(KernelSetBackend):
         self, dtype: str = "float32", cell: int = 0, options: dict[str, str] | None = None
     ) -> None:
         super().__init__(dtype, cell)
-        options = dict(options or {})
-        unknown = sorted(set(options) - set(self.backend_options))
-        if unknown:
-            raise BackendError(
-                f"backend 'torch' has no option {unknown[0]!r}; its keys: "
-                f"{', '.join(self.backend_options)}"
-            )
+        options = declared_options(self, options)
         if dtype not in self.inference_dtypes:
             raise BackendError(f"the torch backend computes float32, not {dtype}")
         self.torch_device = parse_device(options.get("device") or default_device(cell))

@@ -1,12 +1,13 @@
 """The command line's commands (``python -m pytest_gostcnn``) that are more than a call:
-``tables`` (Table 1), ``reference`` (a float64 iteration per network), ``evaluate``
-(reports merged and evaluated as the plugin does) and ``compare`` (each test against a
-baseline's). Each prints and returns its exit status.
+``tables`` (Table 1), ``reference`` (a float64 iteration per network), ``export`` (the
+networks as ONNX files), ``evaluate`` (reports merged and evaluated as the plugin does) and
+``compare`` (each test against a baseline's). Each prints and returns its exit status.
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.machine.pool import reference_work
@@ -60,6 +61,44 @@ def reference(
                 file=sys.stderr,
             )
             return 1
+    return 0
+
+
+def export(
+    tables_given: str | None,
+    selected: str | None,
+    batch: int,
+    seed: int,
+    reading: str,
+    folder: str,
+) -> int:
+    """Each selected network as ``<latin>.onnx`` in ``folder``, with section 8's weights for
+    ``seed`` and ``reading``, and its drawn input (``backends/onnxruntime/export.py``)."""
+    try:
+        from pytest_gostcnn.backends.onnxruntime.export import write_models
+    except ModuleNotFoundError as exc:
+        print(
+            f"error: the export needs {exc.name}: pip install 'pytest-gostcnn[onnx]'",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        networks = load_networks(tables_given)
+        networks = select_networks(networks, selected, "--networks", "--tables")
+        written = write_models(list(networks.values()), Path(folder), batch, seed, reading)
+    except (TableError, ValueError) as exc:  # ExportError is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(
+            f"error: -o {folder}: cannot write there ({exc.strerror}: {exc.filename})",
+            file=sys.stderr,
+        )
+        return 2
+    for path in written:
+        print(
+            f"{path} ({path.stat().st_size / 1e6:.1f} MB), input {path.with_suffix('.input.npy')}"
+        )
     return 0
 
 

@@ -304,8 +304,14 @@ def _check_dtype(cls: type[Backend], name: str, dtype: str, modes: tuple[str, ..
                 f"--gost-dtype={dtype}: the standard allows only {', '.join(allowed)} for "
                 f"{mode}; {'use' if explicit else 'add'} --gost-mode=inference"
             )
+        if not declared:  # an inference-only backend, say
+            raise ValueError(
+                f"--gost-mode={'both' if len(modes) > 1 else mode}: backend {name!r} declares "
+                f"no data type for {mode}; give --gost-mode="
+                f"{'inference' if mode == 'training' else 'training'}"
+            )
         if dtype not in declared:
             raise ValueError(
                 f"--gost-dtype={dtype}: backend {name!r} does not declare it for {mode} "
-                f"(it declares {', '.join(declared) or 'none'})"
+                f"(it declares {', '.join(declared)})"
             )
