@@ -59,15 +59,16 @@ def largest_convolution(network: Network) -> Layer | None:
 def probe(
     backend: Backend,
     network: Network,
-    weights: dict,
+    host_weights: dict,
     batch: int,
     scales: ScaleTable | None = None,
     repeats: int = PROBE_REPEATS,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Probe | None:
     """Time ``backend``'s forward kernel of ``network``'s largest convolution on ``batch``
-    images, with the test's loaded ``weights`` (an integer type's with its ``scales``
-    already handed over): None when the network has no convolution."""
+    images, with the test's ``host_weights`` of that layer handed over as a layer item's are
+    (an integer type's integers, its ``scales`` already handed over): None when the network
+    has no convolution."""
     layer = largest_convolution(network)
     if layer is None:
         return None
@@ -77,11 +78,12 @@ def probe(
     if itype is not None and scales is not None:
         host = quantise(host * 2 ** (itype.bits - 2), 1.0, itype)
     given = [backend.to_device(host)]
+    weights = {k: backend.to_device(a) for k, a in host_weights[layer.number].items()}
     backend.synchronize()
     seconds = []
     for call in range(repeats + 1):
         started = clock()
-        outputs = backend.forward(layer, given, weights[layer.number])
+        outputs = backend.forward(layer, given, weights)
         backend.synchronize()
         for output in outputs:
             backend.to_host(output)

@@ -79,7 +79,7 @@ class Rounds:
             self.host_weights, self.scales = test.calibrate(network, self.host_weights, first_batch)
             backend.use_scales(self.scales)
         self.weights = backend.load_weights(network, self.host_weights)
-        self.probe = probe(backend, network, self.weights, run_plan.batch, self.scales)
+        self.probe = probe(backend, network, self.host_weights, run_plan.batch, self.scales)
         self.segment_rounds = segment_rounds
         self.warmup_seconds: float | None = None  # the last warm-up round, barrier to barrier
         self.left_barrier: float | None = None
