@@ -1,7 +1,7 @@
 """The PyTorch backend: the kernels of ``kernels.py`` on one PyTorch device, chosen by
 ``--gost-backend-option device=DEVICE`` (default: the cell's GPU when PyTorch sees one,
-``cuda:<cell>``, else the CPU); here the device, its synchronisation, its peak and the
-library versions for the report.
+``cuda:<cell>``, else the CPU), in the data types of ``arithmetic.py``; here the device,
+its synchronisation, its peak and the library versions for the report.
 
 Without PyTorch the module still imports and ``TorchBackend.unavailable_reason()`` says
 how to install it; the plugin then skips every item.
@@ -42,6 +42,7 @@ except Exception as exc:  # a broken installation: say so instead of failing to 
     _import_problem = f"PyTorch failed to import: {type(exc).__name__}: {exc}"
 else:
     _import_problem = None
+    from .arithmetic import Arithmetic, host_array, type_problem
     from .kernels import TorchKernels
 
 
@@ -82,12 +83,13 @@ def parse_device(text: str):
 
 
 class TorchBackend(KernelSetBackend):
-    """The standard's layers on PyTorch's operators, float32, on one device."""
+    """The standard's layers on PyTorch's operators, on one device, in the floating-point
+    types the device computes (tf32 on NVIDIA GPUs of compute capability 8.0 or later)."""
 
     name = "torch"
     version = getattr(torch, "__version__", "")
-    inference_dtypes = ("float32",)
-    training_dtypes = ("float32",)
+    inference_dtypes = ("float32", "float16", "bfloat16", "tf32")
+    training_dtypes = ("float32", "float16")
     backend_options = {
         "device": "the PyTorch device, e.g. cpu, cuda:1 (default: the cell's GPU cuda:<cell> "
         "when there is one, else cpu)",
@@ -108,17 +110,22 @@ class TorchBackend(KernelSetBackend):
                 f"backend 'torch' has no option {unknown[0]!r}; its keys: "
                 f"{', '.join(self.backend_options)}"
             )
-        if dtype not in self.inference_dtypes:
-            raise BackendError(f"the torch backend computes float32, not {dtype}")
         self.torch_device = parse_device(options.get("device") or default_device(cell))
+        problem = type_problem(dtype, self.torch_device)
+        if problem is not None:
+            raise BackendError(problem)
         if self.torch_device.type == "cpu":
             # The cell's cores (its affinity set), as the NumPy backend's BLAS uses them.
             torch.set_num_threads(cell_cores())
         elif self.torch_device.type == "cuda":
-            # float32 means float32: no TF32 in convolutions and GEMMs.
-            torch.backends.cudnn.allow_tf32 = False
-            torch.backends.cuda.matmul.allow_tf32 = False
-        self.kernels = TorchKernels()
+            # TF32 only in tf32 (float32 means float32), and half-type GEMMs sum in float32
+            # (cuBLAS may otherwise reduce split sums in the half type).
+            torch.backends.cudnn.allow_tf32 = dtype == "tf32"
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+        self.arithmetic = Arithmetic.of(dtype, self.torch_device)
+        self.kernels = TorchKernels(self.arithmetic)
 
     # The device. ------------------------------------------------------------------------
 
@@ -155,7 +162,11 @@ class TorchBackend(KernelSetBackend):
         )
 
     def system(self) -> dict:
-        facts = {"torch": torch.__version__, "torch_device": str(self.torch_device)}
+        facts = {
+            "torch": torch.__version__,
+            "torch_device": str(self.torch_device),
+            "arithmetic": self.arithmetic.facts(self.torch_device),
+        }
         if self.torch_device.type == "cpu":
             facts["torch_threads"] = torch.get_num_threads()
             facts["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY")
@@ -186,7 +197,10 @@ class TorchBackend(KernelSetBackend):
 
     def to_device(self, host: np.ndarray):
         # A copy: a tensor on the CPU shares its memory with the array it comes from.
-        return torch.from_numpy(np.array(host, dtype=np.float32)).to(self.torch_device)
+        tensor = torch.from_numpy(host_array(host, self.dtype))
+        return tensor.to(self.torch_device, self.arithmetic.storage)
 
     def to_host(self, array) -> np.ndarray:
-        return array.detach().cpu().numpy()
+        array = array.detach().cpu()
+        # NumPy has no bfloat16: its values as float32, which verification accepts.
+        return (array.float() if array.dtype == torch.bfloat16 else array).numpy()
