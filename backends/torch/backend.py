@@ -145,19 +145,20 @@ class TorchBackend(KernelSetBackend):
         return f"PyTorch device {self.torch_device}"
 
     def peak(self) -> Peak | None:
+        """The CPU's estimate in the data type, an NVIDIA GPU's from its properties; None
+        (give --gost-peak) for any other device, ROCm's included (its "cuda" devices
+        report an architecture, not an NVIDIA compute capability)."""
         if self.torch_device.type == "cpu":
             return super().peak()
-        if not self._is_cuda():
+        if not self._is_cuda() or torch.version.hip is not None:
             return None
         props = torch.cuda.get_device_properties(self._cuda_index())
-        clock_khz = getattr(props, "clock_rate", None)
-        if not clock_khz:
-            return None
+        clock_khz = getattr(props, "clock_rate", None)  # kHz, where PyTorch reports it
         return gpu_peak(
             self.dtype,
             props.name,
             props.multi_processor_count,
-            clock_khz * 1e3,
+            clock_khz * 1e3 if clock_khz else None,
             capability=(props.major, props.minor),
         )
 
