@@ -262,3 +262,41 @@ def test_the_suite_verifies_and_audits_float16_training_and_inference(tmp_path):
     audits = [a for b in report["benchmarks"] for c in b["cells"] for a in c["audits"]]
     assert {b["mode"] for b in report["benchmarks"]} == {"training", "inference"}
     assert audits and all(a["passed"] for a in audits), audits
+
+
+# The peak per type and device. ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("dtype", "device", "hip", "rate"),
+    [
+        ("float16", "cuda:0", None, 2048.0),  # an H100's tensor cores, float32 sums
+        ("bfloat16", "cuda:0", None, 2048.0),
+        ("tf32", "cuda:0", None, 1024.0),
+        ("float32", "cuda:0", None, 128.0),
+        ("float16", "cuda:0", "6.2", None),  # ROCm: no NVIDIA compute capability to read
+        ("float16", "xpu:0", None, None),  # a device the suite knows no peak of
+    ],
+)
+def test_the_peak_is_the_devices_in_the_data_type_or_none(monkeypatch, dtype, device, hip, rate):
+    import torch
+
+    props = types.SimpleNamespace(
+        name="NVIDIA H100 80GB HBM3", multi_processor_count=132, major=9, minor=0
+    )
+    monkeypatch.setattr(torch.version, "hip", hip)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    backend = object.__new__(TorchBackend)  # the device's facts alone, no device needed
+    backend.dtype, backend.torch_device = dtype, torch.device(device)
+    peak = backend.peak()
+    assert (peak and peak.macs_per_cycle_per_unit) == rate
+    assert peak is None or peak.units == 132
+
+
+def test_the_cpus_peak_is_estimated_in_each_half_type_at_least_the_float32_one():
+    # A half type runs at least at float32's rate: on converted values where no unit of
+    # its own exists (tests/test_peak.py holds the units).
+    float32 = on_cpu("float32").peak()
+    for dtype in ("float16", "bfloat16"):
+        peak = on_cpu(dtype).peak()
+        assert peak.estimated and peak.macs_per_second >= float32.macs_per_second, peak
