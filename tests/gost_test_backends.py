@@ -545,6 +545,7 @@ def _torch_backends():
 
     from pytest_gostcnn.backends.torch import TorchBackend
     from pytest_gostcnn.backends.torch.arithmetic import Arithmetic
+    from pytest_gostcnn.backends.torch.integer import Int8Kernels
     from pytest_gostcnn.backends.torch.kernels import TorchKernels, nchw, to_map
 
     class TorchNativeMaxPool(TorchBackend):
@@ -617,6 +618,14 @@ def _torch_backends():
             self.arithmetic = self.arithmetic_class.of("tf32", self.torch_device)
             self.kernels = TorchKernels(self.arithmetic)
 
+    class TorchInt8Fbgemm(TorchBackend):
+        """int8 on PyTorch's fbgemm engine, not QNNPACK: without VNNI it multiplies with
+        VPMADDUBSW, which saturates each pair of products at int16."""
+
+        def __init__(self, dtype="int8", cell=0, options=None):
+            super().__init__(dtype, cell, {"device": "cpu"})
+            self.integer = type("Fbgemm", (Int8Kernels,), {"engine": "fbgemm"})()
+
     class _Truncating(Arithmetic):
         def factor(self, a):
             bits = a.float().contiguous().view(torch.int32) & ~0x1FFF
@@ -636,6 +645,7 @@ def _torch_backends():
             TorchNoMasterCopy,
             TorchTf32OnCpu,
             TorchTf32Truncated,
+            TorchInt8Fbgemm,
         )
     }
 

@@ -36,8 +36,8 @@ def type_problem(dtype: str, device: torch.device) -> str | None:
     """Why ``device`` cannot compute ``dtype``, in one line naming both; None if it can."""
     if dtype not in STORAGE:
         return (
-            f"{dtype} on {device}: the torch backend computes {', '.join(STORAGE)} "
-            '(docs/backends.md, "The PyTorch backend", says why no integer type)'
+            f"{dtype} on {device}: the torch backend computes {', '.join(STORAGE)} in "
+            "floating point"
         )
     if dtype != "tf32":
         return None

@@ -43,6 +43,7 @@ except Exception as exc:  # a broken installation: say so instead of failing to 
 else:
     _import_problem = None
     from .arithmetic import Arithmetic, host_array, type_problem
+    from .integer import INT8_FACTS, Int8Kernels, engine_problem
     from .kernels import TorchKernels
 
 
@@ -84,11 +85,12 @@ def parse_device(text: str):
 
 class TorchBackend(KernelSetBackend):
     """The standard's layers on PyTorch's operators, on one device, in the floating-point
-    types the device computes (tf32 on NVIDIA GPUs of compute capability 8.0 or later)."""
+    types the device computes (tf32 on NVIDIA GPUs of compute capability 8.0 or later) and
+    in int8 on the CPU (QNNPACK)."""
 
     name = "torch"
     version = getattr(torch, "__version__", "")
-    inference_dtypes = ("float32", "float16", "bfloat16", "tf32")
+    inference_dtypes = ("float32", "float16", "bfloat16", "tf32", "int8")
     training_dtypes = ("float32", "float16")
     backend_options = {
         "device": "the PyTorch device, e.g. cpu, cuda:1 (default: the cell's GPU cuda:<cell> "
@@ -111,7 +113,8 @@ class TorchBackend(KernelSetBackend):
                 f"{', '.join(self.backend_options)}"
             )
         self.torch_device = parse_device(options.get("device") or default_device(cell))
-        problem = type_problem(dtype, self.torch_device)
+        integer = dtype.startswith("int")
+        problem = (engine_problem if integer else type_problem)(dtype, self.torch_device)
         if problem is not None:
             raise BackendError(problem)
         if self.torch_device.type == "cpu":
@@ -124,7 +127,8 @@ class TorchBackend(KernelSetBackend):
             torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
             torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
             torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
-        self.arithmetic = Arithmetic.of(dtype, self.torch_device)
+        self.integer = Int8Kernels() if integer else None
+        self.arithmetic = Arithmetic.of("float32" if integer else dtype, self.torch_device)
         self.kernels = TorchKernels(self.arithmetic)
 
     # The device. ------------------------------------------------------------------------
@@ -166,7 +170,9 @@ class TorchBackend(KernelSetBackend):
         facts = {
             "torch": torch.__version__,
             "torch_device": str(self.torch_device),
-            "arithmetic": self.arithmetic.facts(self.torch_device),
+            "arithmetic": INT8_FACTS
+            if self.integer is not None
+            else self.arithmetic.facts(self.torch_device),
         }
         if self.torch_device.type == "cpu":
             facts["torch_threads"] = torch.get_num_threads()
@@ -196,7 +202,16 @@ class TorchBackend(KernelSetBackend):
 
     # Data. --------------------------------------------------------------------------------
 
+    def forward(self, layer, inputs: list, weights: dict) -> list:
+        if self.integer is not None:
+            return self.integer.forward(layer, inputs, weights, self.scales[layer.number])
+        return super().forward(layer, inputs, weights)
+
     def to_device(self, host: np.ndarray):
+        if self.integer is not None:  # int8 maps and weights, int32 biases, as given
+            if not np.issubdtype(np.asarray(host).dtype, np.integer):
+                raise TypeError(f"to_device in int8: expected integers, got {host.dtype}")
+            return torch.from_numpy(np.array(host)).to(self.torch_device)
         # A copy: a tensor on the CPU shares its memory with the array it comes from.
         tensor = torch.from_numpy(host_array(host, self.dtype))
         return tensor.to(self.torch_device, self.arithmetic.storage)
