@@ -200,12 +200,14 @@ class TorchBackend(KernelSetBackend):
             return  # PyTorch's CPU operators return when their work is done
         getattr(torch, self.torch_device.type).synchronize(self.torch_device)
 
-    # Data. --------------------------------------------------------------------------------
+    # The kernels: int8's forward in QNNPACK, every other step the kernel set's. -----------
 
     def forward(self, layer, inputs: list, weights: dict) -> list:
         if self.integer is not None:
             return self.integer.forward(layer, inputs, weights, self.scales[layer.number])
         return super().forward(layer, inputs, weights)
+
+    # Data. --------------------------------------------------------------------------------
 
     def to_device(self, host: np.ndarray):
         if self.integer is not None:  # int8 maps and weights, int32 biases, as given
