@@ -537,18 +537,22 @@ class SkipsUpdateUnlessWatched(HonestWhenWatched):
 
 
 @functools.cache
-def _torch_native_max_pool():
+def _torch_backends():
     # Built on first use: PyTorch must not load when this module is imported, for an
     # in-process pytester run drops the modules it loaded, and PyTorch cannot load twice.
+    import torch
+    import torch.nn.functional as F
+
     from pytest_gostcnn.backends.torch import TorchBackend
+    from pytest_gostcnn.backends.torch.arithmetic import Arithmetic
+    from pytest_gostcnn.backends.torch.integer import Int8Kernels
+    from pytest_gostcnn.backends.torch.kernels import TorchKernels, nchw, to_map
 
     class TorchNativeMaxPool(TorchBackend):
         """PyTorch's own max pooling: padding is -inf, not 0 (docs/standard.md §4), and its
         backward (autograd) sends OUT_D to one of tied maxima, not to every one."""
 
         def _pool(self, layer, x):
-            import torch.nn.functional as F
-
             p = layer.params
             return F.max_pool2d(x, (p["Rx"], p["Ry"]), p["S"], (p["Px"], p["Py"]))
 
@@ -566,13 +570,92 @@ def _torch_native_max_pool():
             self._pool(layer, x).backward(out_residuals[0].permute(0, 3, 1, 2))
             return [x.grad.permute(0, 2, 3, 1).contiguous()]
 
-    return TorchNativeMaxPool
+    class _SumsInTheType(TorchKernels):
+        def _conv(self, layer, x, filters, biases, groups):
+            # Every product and every partial sum of a convolution rounded to the storage
+            # type, one window element and channel after another.
+            if groups != 1:
+                return super()._conv(layer, x, filters, biases, groups)
+            p, kind = layer.params, self.arithmetic.storage
+            cols = F.unfold(
+                nchw(x).to(kind), (p["Rx"], p["Ry"]), padding=(p["Px"], p["Py"]), stride=p["S"]
+            )
+            matrix = filters.reshape(filters.shape[0], -1).to(kind)
+            out = biases.to(kind)[None, :, None].expand(x.shape[0], -1, cols.shape[2])
+            for k in range(matrix.shape[1]):
+                out = out + matrix[None, :, k, None] * cols[:, None, k, :]
+            x_out, y_out, features = layer.out_shapes[0]
+            return [to_map(out.reshape(x.shape[0], features, x_out, y_out))]
+
+    class TorchHalfSums(TorchBackend):
+        """float16 or bfloat16 whose convolutions sum in the type itself, not in float32."""
+
+        def __init__(self, dtype="float16", cell=0, options=None):
+            super().__init__(dtype, cell, {"device": "cpu"})
+            self.kernels = _SumsInTheType(self.arithmetic)
+
+    class TorchNoMasterCopy(TorchBackend):
+        """float16 training with no float32 master copy: each updated weight is rounded to
+        float16 (held in float32, so that its type does not give it away)."""
+
+        def __init__(self, dtype="float16", cell=0, options=None):
+            super().__init__(dtype, cell, {"device": "cpu"})
+
+        def update(self, layer, weights, grads, batch):
+            for name, grad in grads.items():
+                new = weights[name].float() + grad.float() / batch
+                weights[name] = new.to(torch.float16).float()
+
+    class TorchTf32OnCpu(TorchBackend):
+        """The tf32 kernels on the CPU: float32 arithmetic on factors rounded to TF32 is
+        exactly the tensor cores' (two 11-bit significands multiply exactly in float32)."""
+
+        arithmetic_class = Arithmetic
+
+        def __init__(self, dtype="tf32", cell=0, options=None):
+            super().__init__("float32", cell, {"device": "cpu"})
+            self.dtype = "tf32"
+            self.arithmetic = self.arithmetic_class.of("tf32", self.torch_device)
+            self.kernels = TorchKernels(self.arithmetic)
+
+    class TorchInt8Fbgemm(TorchBackend):
+        """int8 on PyTorch's fbgemm engine, not QNNPACK: without VNNI it multiplies with
+        VPMADDUBSW, which saturates each pair of products at int16."""
+
+        def __init__(self, dtype="int8", cell=0, options=None):
+            super().__init__(dtype, cell, {"device": "cpu"})
+            self.integer = type("Fbgemm", (Int8Kernels,), {"engine": "fbgemm"})()
+
+    class _Truncating(Arithmetic):
+        def factor(self, a):
+            bits = a.float().contiguous().view(torch.int32) & ~0x1FFF
+            return bits.view(torch.float32)
+
+    class TorchTf32Truncated(TorchTf32OnCpu):
+        """tf32 whose factors lose their low 13 bits (truncated) instead of being rounded
+        to nearest, as tensor cores do to float32 operands."""
+
+        arithmetic_class = _Truncating
+
+    return {
+        cls.__name__: cls
+        for cls in (
+            TorchNativeMaxPool,
+            TorchHalfSums,
+            TorchNoMasterCopy,
+            TorchTf32OnCpu,
+            TorchTf32Truncated,
+            TorchInt8Fbgemm,
+        )
+    }
 
 
 def __getattr__(name):
-    """``TorchNativeMaxPool``, the one class here that needs PyTorch, made when asked for."""
-    if name == "TorchNativeMaxPool":
-        return _torch_native_max_pool()
+    """The classes that need PyTorch (``TorchNativeMaxPool``, ...), made when asked for."""
+    if name.startswith("Torch"):
+        found = _torch_backends().get(name)
+        if found is not None:
+            return found
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -75,8 +75,26 @@ def test_no_cpu_integer_estimate_without_avx2():
     assert cpu_peak("int8", cpuinfo=CPUINFO.format(vendor="x", flags="avx"), cores=1) is None
 
 
-def test_no_cpu_estimate_for_half_precision():
-    assert cpu_peak("float16", cpuinfo=CPUINFO.format(vendor="x", flags="fma"), cores=1) is None
+@pytest.mark.parametrize(
+    ("dtype", "vendor", "flags", "macs_per_cycle", "unit"),
+    [
+        ("bfloat16", "GenuineIntel", "fma avx512f avx512_bf16 amx_bf16", 512.0, "AMX-BF16"),
+        ("bfloat16", "GenuineIntel", "fma avx512f avx512_bf16", 64.0, "AVX-512 BF16"),
+        ("bfloat16", "AuthenticAMD", "fma avx512f avx512_bf16", 32.0, "AVX-512 BF16"),
+        ("bfloat16", "AuthenticAMD", "avx2 fma", 16.0, "converted to float32"),
+        ("float16", "GenuineIntel", "fma avx512f avx512_fp16 amx_fp16", 512.0, "AMX-FP16"),
+        # AVX-512 FP16's FMAs sum in float16: the float32 FMAs on converted values count.
+        ("float16", "GenuineIntel", "fma avx512f avx512_fp16 amx_bf16", 32.0, "converted"),
+        ("float16", "AuthenticAMD", "avx2 fma f16c", 16.0, "converted to float32"),
+    ],
+)
+def test_cpu_half_type_peak_counts_the_units_that_sum_in_float32(
+    monkeypatch, tmp_path, dtype, vendor, flags, macs_per_cycle, unit
+):
+    monkeypatch.setattr("pytest_gostcnn.machine.peak.CPUFREQ_MAX", str(tmp_path / "absent"))
+    peak = cpu_peak(dtype, cpuinfo=CPUINFO.format(vendor=vendor, flags=flags), cores=2)
+    assert peak.macs_per_cycle_per_unit == macs_per_cycle
+    assert unit in peak.source and peak.estimated
 
 
 @pytest.mark.parametrize(
@@ -159,6 +177,12 @@ def test_another_gpu_of_a_known_architecture_uses_its_own_clock():
 )
 def test_gpu_peak_is_unknown_rather_than_guessed(dtype, name, capability):
     assert gpu_peak(dtype, name, 40, 1.5e9, capability=capability) is None
+
+
+def test_a_gpu_of_a_known_architecture_but_unknown_clock_has_no_estimate():
+    # PyTorch's device properties may not report the clock; a datasheet model needs none.
+    assert gpu_peak("float16", "NVIDIA H100 NVL", 132, None, capability=(9, 0)) is None
+    assert gpu_peak("float16", "NVIDIA H200", 132, None, capability=(9, 0)) is not None
 
 
 def test_smt_siblings_count_as_one_core():

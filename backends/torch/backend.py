@@ -1,7 +1,7 @@
 """The PyTorch backend: the kernels of ``kernels.py`` on one PyTorch device, chosen by
 ``--gost-backend-option device=DEVICE`` (default: the cell's GPU when PyTorch sees one,
-``cuda:<cell>``, else the CPU); here the device, its synchronisation, its peak and the
-library versions for the report.
+``cuda:<cell>``, else the CPU), in the data types of ``arithmetic.py``; here the device,
+its synchronisation, its peak and the library versions for the report.
 
 Without PyTorch the module still imports and ``TorchBackend.unavailable_reason()`` says
 how to install it; the plugin then skips every item.
@@ -42,6 +42,8 @@ except Exception as exc:  # a broken installation: say so instead of failing to 
     _import_problem = f"PyTorch failed to import: {type(exc).__name__}: {exc}"
 else:
     _import_problem = None
+    from .arithmetic import Arithmetic, host_array, type_problem
+    from .integer import INT8_FACTS, Int8Kernels, engine_problem
     from .kernels import TorchKernels
 
 
@@ -82,12 +84,14 @@ def parse_device(text: str):
 
 
 class TorchBackend(KernelSetBackend):
-    """The standard's layers on PyTorch's operators, float32, on one device."""
+    """The standard's layers on PyTorch's operators, on one device, in the floating-point
+    types the device computes (tf32 on NVIDIA GPUs of compute capability 8.0 or later) and
+    in int8 on the CPU (QNNPACK)."""
 
     name = "torch"
     version = getattr(torch, "__version__", "")
-    inference_dtypes = ("float32",)
-    training_dtypes = ("float32",)
+    inference_dtypes = ("float32", "float16", "bfloat16", "tf32", "int8")
+    training_dtypes = ("float32", "float16")
     backend_options = {
         "device": "the PyTorch device, e.g. cpu, cuda:1 (default: the cell's GPU cuda:<cell> "
         "when there is one, else cpu)",
@@ -102,17 +106,24 @@ class TorchBackend(KernelSetBackend):
     ) -> None:
         super().__init__(dtype, cell)
         options = declared_options(self, options)
-        if dtype not in self.inference_dtypes:
-            raise BackendError(f"the torch backend computes float32, not {dtype}")
         self.torch_device = parse_device(options.get("device") or default_device(cell))
+        integer = dtype.startswith("int")
+        problem = (engine_problem if integer else type_problem)(dtype, self.torch_device)
+        if problem is not None:
+            raise BackendError(problem)
         if self.torch_device.type == "cpu":
             # The cell's cores (its affinity set), as the NumPy backend's BLAS uses them.
             torch.set_num_threads(cell_cores())
         elif self.torch_device.type == "cuda":
-            # float32 means float32: no TF32 in convolutions and GEMMs.
-            torch.backends.cudnn.allow_tf32 = False
-            torch.backends.cuda.matmul.allow_tf32 = False
-        self.kernels = TorchKernels()
+            # TF32 only in tf32 (float32 means float32), and half-type GEMMs sum in float32
+            # (cuBLAS may otherwise reduce split sums in the half type).
+            torch.backends.cudnn.allow_tf32 = dtype == "tf32"
+            torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+            torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+        self.integer = Int8Kernels() if integer else None
+        self.arithmetic = Arithmetic.of("float32" if integer else dtype, self.torch_device)
+        self.kernels = TorchKernels(self.arithmetic)
 
     # The device. ------------------------------------------------------------------------
 
@@ -132,24 +143,31 @@ class TorchBackend(KernelSetBackend):
         return f"PyTorch device {self.torch_device}"
 
     def peak(self) -> Peak | None:
+        """The CPU's estimate in the data type, an NVIDIA GPU's from its properties; None
+        (give --gost-peak) for any other device, ROCm's included (its "cuda" devices
+        report an architecture, not an NVIDIA compute capability)."""
         if self.torch_device.type == "cpu":
             return super().peak()
-        if not self._is_cuda():
+        if not self._is_cuda() or torch.version.hip is not None:
             return None
         props = torch.cuda.get_device_properties(self._cuda_index())
-        clock_khz = getattr(props, "clock_rate", None)
-        if not clock_khz:
-            return None
+        clock_khz = getattr(props, "clock_rate", None)  # kHz, where PyTorch reports it
         return gpu_peak(
             self.dtype,
             props.name,
             props.multi_processor_count,
-            clock_khz * 1e3,
+            clock_khz * 1e3 if clock_khz else None,
             capability=(props.major, props.minor),
         )
 
     def system(self) -> dict:
-        facts = {"torch": torch.__version__, "torch_device": str(self.torch_device)}
+        facts = {
+            "torch": torch.__version__,
+            "torch_device": str(self.torch_device),
+            "arithmetic": INT8_FACTS
+            if self.integer is not None
+            else self.arithmetic.facts(self.torch_device),
+        }
         if self.torch_device.type == "cpu":
             facts["torch_threads"] = torch.get_num_threads()
             facts["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY")
@@ -176,11 +194,25 @@ class TorchBackend(KernelSetBackend):
             return  # PyTorch's CPU operators return when their work is done
         getattr(torch, self.torch_device.type).synchronize(self.torch_device)
 
+    # The kernels: int8's forward in QNNPACK, every other step the kernel set's. -----------
+
+    def forward(self, layer, inputs: list, weights: dict) -> list:
+        if self.integer is not None:
+            return self.integer.forward(layer, inputs, weights, self.scales[layer.number])
+        return super().forward(layer, inputs, weights)
+
     # Data. --------------------------------------------------------------------------------
 
     def to_device(self, host: np.ndarray):
+        if self.integer is not None:  # int8 maps and weights, int32 biases, as given
+            if not np.issubdtype(np.asarray(host).dtype, np.integer):
+                raise TypeError(f"to_device in int8: expected integers, got {host.dtype}")
+            return torch.from_numpy(np.array(host)).to(self.torch_device)
         # A copy: a tensor on the CPU shares its memory with the array it comes from.
-        return torch.from_numpy(np.array(host, dtype=np.float32)).to(self.torch_device)
+        tensor = torch.from_numpy(host_array(host, self.dtype))
+        return tensor.to(self.torch_device, self.arithmetic.storage)
 
     def to_host(self, array) -> np.ndarray:
-        return array.detach().cpu().numpy()
+        array = array.detach().cpu()
+        # NumPy has no bfloat16: its values as float32, which verification accepts.
+        return (array.float() if array.dtype == torch.bfloat16 else array).numpy()

@@ -15,6 +15,9 @@ with the standard (docs/standard.md §4); where they do not, a small exact corre
 - ReLU's backward decides on IN (``threshold_backward`` on the input), never on OUT.
 
 Backward needs OUT only for max pooling (it recomputes the maxima when none is given).
+Data types (``arithmetic.py``): convolutions and products take their operands through
+``Arithmetic.factor``; pooling sums and the gradients of weights run in float32; each result
+is rounded once to the storage type.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.reference._window import crop, offsets
 
 from ..common import channel_parts, eltwise_in_residuals, is_global, kernel, shuffle, update
+from .arithmetic import Arithmetic
 
 convolution_backward = torch.ops.aten.convolution_backward
 avg_pool2d_backward = torch.ops.aten.avg_pool2d_backward
@@ -62,6 +66,13 @@ def _shape_only(like: torch.Tensor, shape: tuple[int, ...]) -> torch.Tensor:
     )
 
 
+def _in_shaped(like: torch.Tensor, layer: Layer) -> torch.Tensor:
+    """An uninitialised NCHW operand shaped as the layer's IN, of which PyTorch reads only
+    the shape (the input of IN_D's convolution backward)."""
+    width, height, channels = layer.in_shapes[0]
+    return _shape_only(like, (like.shape[0], channels, width, height))
+
+
 def lxy(x: torch.Tensor) -> torch.Tensor:
     """IN [B][X][Y][L] as [B][L*X*Y], the order of FC WEIGHTS' last three indices."""
     batch, width, height, channels = x.shape
@@ -87,40 +98,56 @@ def depthwise_filters(filters: torch.Tensor) -> torch.Tensor:
 
 
 class TorchKernels:
-    """The executor's four layer steps (``executor.Kernels``) on PyTorch tensors.
+    """The executor's four layer steps (``executor.Kernels``) on PyTorch tensors, in the
+    data type ``arithmetic`` describes (float32 when none is given).
 
-    Kernels never write into their arguments; ``update`` changes ``weights`` in place.
+    Kernels never write into their arguments; ``update`` changes ``weights`` in place (or
+    replaces a float16 weight by its float32 master).
     """
+
+    def __init__(self, arithmetic: Arithmetic | None = None) -> None:
+        self.arithmetic = arithmetic or Arithmetic.of("float32", torch.device("cpu"))
+        self.store = self.arithmetic.store
+        self.factor = self.arithmetic.factor
 
     # The executor's steps. ----------------------------------------------------------------
 
     def forward(self, layer: Layer, inputs: list, weights: dict) -> list:
-        return kernel(self, layer, "forward")(layer, inputs, weights)
+        return kernel(self, layer, "forward")(layer, inputs, self.arithmetic.working(weights))
 
     def backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
         step = kernel(self, layer, "backward")
-        return step(layer, inputs, outputs, out_residuals, weights)
+        return step(layer, inputs, outputs, out_residuals, self.arithmetic.working(weights))
 
     def gradient(self, layer: Layer, inputs: list, out_residuals: list) -> dict:
-        return kernel(self, layer, "gradient")(layer, inputs[0], out_residuals[0])
+        grads = kernel(self, layer, "gradient")(layer, inputs[0].float(), out_residuals[0].float())
+        return {name: grad.to(self.arithmetic.master) for name, grad in grads.items()}
 
     def update(self, layer: Layer, weights: dict, grads: dict, batch: int) -> None:
-        update(weights, grads, batch)  # W += W_D / B, in place
+        master = self.arithmetic.master
+        for name, w in weights.items():
+            if w.dtype != master:  # a float16 weight as loaded becomes its float32 master
+                weights[name] = w.to(master)
+        update(weights, grads, batch, _rounded_update)  # W += W_D / B
 
     # Convolution (section 6.1) and depthwise convolution (section 6.6). -------------------
 
     def _conv(self, layer: Layer, x, filters, biases, groups: int) -> list:
         p = layer.params
+        x, filters, biases = self.factor(x), self.factor(filters), self.arithmetic.bias(biases)
         out = F.conv2d(nchw(x), filters, biases, p["S"], (p["Px"], p["Py"]), groups=groups)
-        return [to_map(out)]
+        return [self.store(to_map(out))]
 
     def _conv_backward(self, layer: Layer, x, residual, filters, groups: int, mask: list):
+        """PyTorch's convolution backward on the operands as given: IN_D (``mask`` [True,
+        False, False]; of ``x``, NCHW, it reads the shape) or the filters' gradient ([False,
+        True, False]; of ``filters`` it reads the shape)."""
         p = layer.params
         return convolution_backward(
             nchw(residual),
-            nchw(x),
+            x,
             filters,
             None,
             [p["S"], p["S"]],
@@ -139,16 +166,17 @@ class TorchKernels:
     def conv_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        filters = conv_filters(weights["filters"])
+        residual = self.factor(out_residuals[0])
+        filters = self.factor(conv_filters(weights["filters"]))
         grad = self._conv_backward(
-            layer, inputs[0], out_residuals[0], filters, 1, [True, False, False]
+            layer, _in_shaped(residual, layer), residual, filters, 1, [True, False, False]
         )
-        return [to_map(grad[0])]
+        return [self.store(to_map(grad[0]))]
 
     def conv_gradient(self, layer: Layer, x, out_residual) -> dict:
         rx, ry, channels, features = layer.weight_shapes["filters"]
         filters = _shape_only(x, (features, channels, rx, ry))
-        grad = self._conv_backward(layer, x, out_residual, filters, 1, [False, True, False])
+        grad = self._conv_backward(layer, nchw(x), out_residual, filters, 1, [False, True, False])
         return {
             "filters": grad[1].permute(2, 3, 1, 0).contiguous(),
             "biases": out_residual.sum(dim=(0, 1, 2)),
@@ -161,17 +189,19 @@ class TorchKernels:
     def depthwise_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        x = inputs[0]
-        filters = depthwise_filters(weights["filters"])
+        residual = self.factor(out_residuals[0])
+        filters = self.factor(depthwise_filters(weights["filters"]))
+        channels = layer.in_shapes[0][2]
         grad = self._conv_backward(
-            layer, x, out_residuals[0], filters, x.shape[3], [True, False, False]
+            layer, _in_shaped(residual, layer), residual, filters, channels, [True, False, False]
         )
-        return [to_map(grad[0])]
+        return [self.store(to_map(grad[0]))]
 
     def depthwise_gradient(self, layer: Layer, x, out_residual) -> dict:
         rx, ry, channels = layer.weight_shapes["filters"]
         filters = _shape_only(x, (channels, 1, rx, ry))
-        grad = self._conv_backward(layer, x, out_residual, filters, channels, [False, True, False])
+        mask = [False, True, False]
+        grad = self._conv_backward(layer, nchw(x), out_residual, filters, channels, mask)
         return {
             "filters": grad[1][:, 0].permute(1, 2, 0).contiguous(),
             "biases": out_residual.sum(dim=(0, 1, 2)),
@@ -195,27 +225,27 @@ class TorchKernels:
         # maxima), summed over overlapping windows; the crop drops what landed on padding.
         padded = pad_map(inputs[0], layer)
         out = outputs[0] if outputs else self.maxpool_forward(layer, inputs, weights)[0]
-        residual = out_residuals[0]
-        grad = torch.zeros_like(padded)
+        residual = out_residuals[0].float()  # summed in float32, rounded once
+        grad = torch.zeros(padded.shape, dtype=torch.float32, device=padded.device)
         zero = residual.new_zeros(())
         for _, _, index in offsets(layer):
             grad[index] += torch.where(padded[index] == out, residual, zero)
-        return [crop(grad, layer).contiguous()]
+        return [self.store(crop(grad, layer)).contiguous()]
 
     def avgpool_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
         window, stride = self._pool_geometry(layer)
-        x = inputs[0]
+        x = inputs[0].float()  # sums in float32, each rounded once
         if is_global(layer):
-            return [x.sum(dim=(1, 2), keepdim=True) / (window[0] * window[1])]
-        return [to_map(F.avg_pool2d(nchw(pad_map(x, layer)), window, stride))]
+            return [self.store(x.sum(dim=(1, 2), keepdim=True) / (window[0] * window[1]))]
+        return [self.store(to_map(F.avg_pool2d(nchw(pad_map(x, layer)), window, stride)))]
 
     def avgpool_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
         window, stride = self._pool_geometry(layer)
-        residual = out_residuals[0]
+        residual = out_residuals[0].float()  # sums in float32, each rounded once
         if is_global(layer):
-            share = residual / (window[0] * window[1])
+            share = self.store(residual / (window[0] * window[1]))
             return [share.expand(residual.shape[0], *layer.in_shapes[0]).contiguous()]
         # The padded input's shape, all PyTorch reads of it: backward is not given IN here
         # (Layer.given_to_backward, docs/backends.md).
@@ -227,7 +257,7 @@ class TorchKernels:
         grad = avg_pool2d_backward(
             nchw(residual), padded, window, stride, [0, 0], False, True, None
         )
-        return [crop(grad.permute(0, 2, 3, 1), layer).contiguous()]
+        return [self.store(crop(grad.permute(0, 2, 3, 1), layer)).contiguous()]
 
     # ReLU (6.3), elementwise addition (6.7). ---------------------------------------------
 
@@ -279,16 +309,17 @@ class TorchKernels:
     # Fully connected (section 6.8): the map reordered to (l, x, y). -----------------------
 
     def fc_forward(self, layer: Layer, inputs: list, weights: dict) -> list:
-        x, matrix = inputs[0], weights["weights"]
-        rows = F.linear(lxy(x), matrix.reshape(matrix.shape[0], -1), weights["biases"])
-        return [rows.reshape(x.shape[0], 1, 1, -1)]
+        x, matrix = self.factor(inputs[0]), self.factor(weights["weights"])
+        biases = self.arithmetic.bias(weights["biases"])
+        rows = F.linear(lxy(x), matrix.reshape(matrix.shape[0], -1), biases)
+        return [self.store(rows).reshape(x.shape[0], 1, 1, -1)]
 
     def fc_backward(
         self, layer: Layer, inputs: list, outputs: list, out_residuals: list, weights: dict
     ) -> list:
-        residual, matrix = out_residuals[0], weights["weights"]
+        residual, matrix = self.factor(out_residuals[0]), self.factor(weights["weights"])
         rows = residual.reshape(residual.shape[0], -1) @ matrix.reshape(matrix.shape[0], -1)
-        return [from_lxy(rows, layer)]
+        return [from_lxy(self.store(rows), layer)]
 
     def fc_gradient(self, layer: Layer, x, out_residual) -> dict:
         residual = out_residual.reshape(out_residual.shape[0], -1)
@@ -296,3 +327,11 @@ class TorchKernels:
             "weights": (residual.T @ lxy(x)).reshape(layer.weight_shapes["weights"]),
             "biases": residual.sum(dim=0),
         }
+
+
+def _rounded_update(w: torch.Tensor, grad: torch.Tensor, batch: int) -> torch.Tensor | None:
+    """W + W_D / B in float32, rounded once to ``w``'s type; None for a float32 weight,
+    which ``update`` adds to in place."""
+    if w.dtype == torch.float32:
+        return None
+    return (w.float() + grad.float() / batch).to(w.dtype)

@@ -105,12 +105,38 @@ _CPU_INT_MACS = {
         ("", "avx2", 16.0, "2 AVX2 pipes x 16 int16 lanes / 2 instructions"),
     ),
 }
-_CPU_MACS = {"float32": _CPU_FP32_MACS, "tf32": _CPU_FP32_MACS, **_CPU_INT_MACS}
+# float16 and bfloat16 under the standard's model (float32 sums, docs/standard.md §6): AMX
+# tiles where the CPU has them for the type (a 16x16x32 tile product every 16 cycles, Intel's
+# 1024 BF16 operations per cycle), AVX-512 BF16's VDPBF16PS (two products per float32 lane),
+# else the float32 FMAs on values converted exactly (F16C, or a shift for bfloat16): the
+# float16 FMAs of AVX-512 FP16 sum in float16, which the model does not allow.
+_CONVERTED = tuple(
+    (vendor, flag, macs, f"{why}, on values converted to float32")
+    for vendor, flag, macs, why in _CPU_FP32_MACS
+)
+_CPU_HALF_MACS = {
+    "float16": (
+        ("GenuineIntel", "amx_fp16", 512.0, "AMX-FP16 tiles: 16x16x32 MACs per 16 cycles"),
+        *_CONVERTED,
+    ),
+    "bfloat16": (
+        ("GenuineIntel", "amx_bf16", 512.0, "AMX-BF16 tiles: 16x16x32 MACs per 16 cycles"),
+        ("GenuineIntel", "avx512_bf16", 64.0, "2 AVX-512 BF16 pipes x 32 bf16 MACs"),
+        ("", "avx512_bf16", 32.0, "AVX-512 BF16 on two 256-bit pipes x 16 bf16 MACs"),
+        *_CONVERTED,
+    ),
+}
+_CPU_MACS = {
+    "float32": _CPU_FP32_MACS,
+    "tf32": _CPU_FP32_MACS,
+    **_CPU_HALF_MACS,
+    **_CPU_INT_MACS,
+}
 
 
 def cpu_peak(dtype: str, cpuinfo: str | None = None, cores: int | None = None) -> Peak | None:
-    """Estimate a CPU cell's peak in ``dtype`` (float32, or the integer units' for int8
-    and int16) from /proc/cpuinfo."""
+    """Estimate a CPU cell's peak in ``dtype`` (float32; the half types' or the integer
+    units' where the CPU has them) from /proc/cpuinfo."""
     if dtype not in _CPU_MACS:
         return None
     if cpuinfo is None:
@@ -224,7 +250,7 @@ def gpu_peak(
     dtype: str,
     name: str,
     sm_count: int,
-    clock_hz: float,
+    clock_hz: float | None,
     capability: tuple[int, int] | None = None,
 ) -> Peak | None:
     """Estimate a GPU's dense peak in ``dtype`` from its name, SM count and clock.
@@ -233,7 +259,8 @@ def gpu_peak(
     clock its datasheet figure uses, so the estimate is that figure for the full SM count
     (fewer SMs, e.g. a MIG slice, scale it down). Another GPU of a known architecture
     (``capability`` 8.0 or 9.0) takes the architecture's rate at ``clock_hz``, the
-    device's maximum clock: an upper estimate. Otherwise, and for integer types, None.
+    device's maximum clock: an upper estimate. Otherwise (such a GPU of unknown clock
+    too), and for integer types, None.
     """
     model = next((m for m in _GPU_MODELS if re.search(m.pattern, name, re.IGNORECASE)), None)
     if model is not None:
@@ -244,7 +271,7 @@ def gpu_peak(
             f"{name}, datasheet dense rate at its "
             f"{'tensor-core' if tensor else 'CUDA-core'} boost clock"
         )
-    elif capability in _GPU_ARCHITECTURES:
+    elif capability in _GPU_ARCHITECTURES and clock_hz:
         architecture, rates = _GPU_ARCHITECTURES[capability]
         clock = clock_hz
         where = f"{name}, {architecture} dense rate at the device's maximum clock"
