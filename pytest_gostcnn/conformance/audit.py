@@ -65,7 +65,8 @@ def verify_round(
     timed region, never read from the backend again).
 
     ``weights`` are the host weights the backend was given (rounded here as ``to_device``
-    rounded them); an integer type's are integers with its calibrated ``scales``.
+    rounded them, unless ``bound_weights`` already did); an integer type's are integers with
+    its calibrated ``scales``.
     ``library``: the array library the float64 reference runs on (an integer type's runs
     on NumPy). Each image's СКОП is its own: the error model of that image alone.
     """
@@ -74,10 +75,7 @@ def verify_round(
     model, representable = model_of(backend.dtype, library)
 
     def prepare() -> tuple:
-        ref_weights = {
-            n: {k: model.bound(representable(np.asarray(a, np.float64))) for k, a in ws.items()}
-            for n, ws in weights.items()
-        }
+        ref_weights = bound_weights(weights, backend.dtype, library)
         ref_image = model.bound(representable(np.asarray(image, dtype=np.float64)))
         return executor.infer(network, model, ref_weights, ref_image), ref_weights
 
@@ -88,6 +86,22 @@ def verify_round(
         comparer(verification, backend, threshold, on_host=True)("output", output, reference)
 
     return guarded(f"{network.latin}-inference round", verify)
+
+
+def bound_weights(weights: executor.Weights, dtype: str, library: ReferenceLibrary = NUMPY):
+    """The host ``weights`` as the reference of ``dtype`` reads them (rounded to the type, with
+    their rounding's error); weights already bound are kept as they are, so a test's checks
+    bind them once (``performance/round_checks.py``)."""
+    model, representable = model_of(dtype, library)
+    return {
+        n: {
+            k: a
+            if isinstance(a, ValueAndVariance)
+            else model.bound(representable(np.asarray(a, np.float64)))
+            for k, a in ws.items()
+        }
+        for n, ws in weights.items()
+    }
 
 
 @dataclass(frozen=True)

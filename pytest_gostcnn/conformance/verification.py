@@ -8,7 +8,7 @@ every verification shares (``harness.py``), a network (``network.py``), a layer 
 
 from pytest_gostcnn.model.dtypes import HOST_DTYPES
 
-from .audit import DeliveredRound, verify_round, verify_segment
+from .audit import DeliveredRound, bound_weights, verify_round, verify_segment
 from .harness import (
     MEAN_ERROR_SIGMAS,
     MIN_NONZERO_SHARE,
@@ -62,5 +62,6 @@ __all__ = [
     "verify_network",
     "verify_round",
     "verify_segment",
+    "bound_weights",
     "DeliveredRound",
 ]
