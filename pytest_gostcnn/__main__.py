@@ -3,6 +3,7 @@ check, merge, compare and draw written reports.
 
 python -m pytest_gostcnn tables [--tables SET_OR_DIR]
 python -m pytest_gostcnn reference [--tables SET_OR_DIR] [--networks R,Sh] [--batch 2] [--seed 0]
+                                   [--reference-memory 2GB]
 python -m pytest_gostcnn check REPORT... [--tables DIR]
 python -m pytest_gostcnn evaluate REPORT... [-o PATH] [--tables DIR]
 python -m pytest_gostcnn compare BASELINE REPORT [--fail PERCENT] [--tables DIR]
@@ -43,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         return plot(args.report, args.output, args.tables)
     if args.command == "tables":
         return commands.tables(args.tables)
-    return commands.reference(args.tables, args.networks, args.batch, args.seed, args.weights)
+    return commands.reference(
+        args.tables, args.networks, args.batch, args.seed, args.weights, args.reference_memory
+    )
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -19,6 +19,8 @@ import array_api_compat
 import array_api_compat.numpy  # noqa: F401 (loaded here: array_namespace would on first use)
 import numpy as np
 
+from pytest_gostcnn.model.memory import DEFAULT_BOUND
+
 # The libraries the reference runs on, their array-api-compat namespace and how to get them.
 NAMESPACES = {
     "numpy": "array_api_compat.numpy",
@@ -41,10 +43,12 @@ class LibraryError(Exception):
 
 @dataclass(frozen=True)
 class ReferenceLibrary:
-    """An array library and a device of it, for the float64 reference."""
+    """An array library and a device of it, for the float64 reference, and the memory the
+    reference may take there (bytes, ``--gost-reference-memory``: ``model/memory.py``)."""
 
     name: str = "numpy"
     device: str = "cpu"
+    memory: int = DEFAULT_BOUND
 
     @property
     def text(self) -> str:

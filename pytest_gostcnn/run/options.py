@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gostcnn.machine.peak import Peak
+from pytest_gostcnn.model.memory import DEFAULT_BOUND
 from pytest_gostcnn.model.network import CYRILLIC, LATIN, Network, network_key
 from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
@@ -47,6 +48,7 @@ class Options:
     compare_fail: float | None = None
     stall_timeout: float | None = None
     reference: ReferenceLibrary = NUMPY
+    reference_memory: int = DEFAULT_BOUND
     allow_unavailable: bool = False
     backend_option: tuple[tuple[str, str], ...] = ()  # KEY=VALUE pairs, in the order given
     given: frozenset[str] = frozenset()

@@ -24,6 +24,7 @@ from pytest_gostcnn.conformance.layer_cases import (
     saturating_cases,
 )
 from pytest_gostcnn.conformance.reference_check import Agreement, checked
+from pytest_gostcnn.conformance.sliced import drawn_bytes, training_slices
 from pytest_gostcnn.conformance.verification import layer_steps
 from pytest_gostcnn.judgement import Provenance
 from pytest_gostcnn.machine import threads
@@ -31,6 +32,7 @@ from pytest_gostcnn.machine.facts import suite_source
 from pytest_gostcnn.machine.peak import MIN_PEAK, Peak
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
 from pytest_gostcnn.model.fixed_point import integer_type
+from pytest_gostcnn.model.memory import MemoryBoundError
 from pytest_gostcnn.model.network import (
     USER_TABLES,
     Network,
@@ -107,7 +109,10 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
             raise BackendError(
                 f"backend {name!r} failed to start: {type(exc).__name__}: {exc}"
             ) from exc
-    agreement = _checked_reference(options.reference)
+    reference = dataclasses.replace(options.reference, memory=options.reference_memory)
+    agreement = _checked_reference(reference)
+    if integer_type(options.dtype) is None:  # the fixed-point model runs the batch whole
+        _check_memory(networks, options.batch, reference.memory)
     peak = options.peak
     device, system = None, {}
     threads.limit_blas(threads.cell_cores())  # more threads than cores only collapse
@@ -131,9 +136,19 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
             for latin, network in networks.items()
         },
         invocation=invocation(),
-        reference=options.reference,
+        reference=reference,
         agreement=agreement,
     )
+
+
+def _check_memory(networks: dict[str, Network], batch: int, memory: int) -> None:
+    """ValueError in one line where the reference's memory bound is too small for one image
+    of a selected network beside what its network item holds at ``batch``."""
+    for network in networks.values():
+        try:
+            training_slices(network, batch, memory, drawn_bytes(network))
+        except MemoryBoundError as exc:
+            raise ValueError(f"--gost-reference-memory: {exc}") from None
 
 
 def _checked_reference(library: ReferenceLibrary) -> Agreement | None:

@@ -1,0 +1,113 @@
+"""The float64 reference with its error model over a batch a slice of its images at a time,
+within the memory its library may take (``ReferenceLibrary.memory``,
+``model/memory.py``): what section 8's network items, the audits and their replays run.
+
+Each slice is rounded to the data type and bound as the backend is handed it, on the
+reference's library and device; each weight gradient and its variance are summed slice by
+slice in order (``executor.train_in_slices``). One slice gives the values of the whole
+batch at once; several change them at float64 rounding (standard.md §7).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from array_api_compat import array_namespace, device
+
+from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.memory import FLOAT64, batch_slices
+from pytest_gostcnn.model.network import Network
+
+from .error_model import ErrorModelKernels, ValueAndVariance
+
+# Bytes an element of a result kept whole takes: its value and its variance.
+RESULT_BYTES = 2 * FLOAT64
+
+
+def reference_training(
+    network: Network,
+    model: ErrorModelKernels,
+    weights: dict[int, dict[str, ValueAndVariance]],
+    image: np.ndarray,
+    out_residual: np.ndarray,
+    held_per_image: int = 0,
+) -> executor.TrainingResult:
+    """One training iteration of the reference with its error model on the host ``image``
+    and ``out_residual``; ``weights`` are updated in place. ``held_per_image``: the bytes
+    the caller holds besides for each image of the batch (its draws)."""
+    spans = training_slices(network, image.shape[0], model.library.memory, held_per_image)
+    joined = _Joined(image.shape[0], len(spans))
+    gradients = executor.train_in_slices(
+        network,
+        model,
+        weights,
+        spans,
+        lambda span: (_bound(model, image[span]), _bound(model, out_residual[span])),
+        joined.take,
+    )
+    output, input_residual = joined.arrays
+    return executor.TrainingResult(output, input_residual, gradients)
+
+
+def reference_inference(
+    network: Network,
+    model: ErrorModelKernels,
+    weights: dict[int, dict[str, ValueAndVariance]],
+    image: np.ndarray,
+    held_per_image: int = 0,
+) -> ValueAndVariance:
+    """The reference's output with its error model for the host ``image``, a slice at a
+    time within the training iteration's bound (inference keeps less)."""
+    held = held_per_image + RESULT_BYTES * math.prod(network.output_shape)
+    spans = batch_slices(network, image.shape[0], model.library.memory, True, held)
+    joined = _Joined(image.shape[0], len(spans))
+    for span in spans:
+        joined.take(span, executor.infer(network, model, weights, _bound(model, image[span])))
+    return joined.arrays[0]
+
+
+def training_slices(
+    network: Network, batch: int, memory: int, held_per_image: int = 0
+) -> list[slice]:
+    """The slices ``reference_training`` runs a batch in within ``memory`` bytes, the
+    output and input residual kept whole besides; ``MemoryBoundError`` where one image
+    does not fit (``model.memory.batch_slices``)."""
+    ends = (network.output_shape, network.input_shape)
+    held = held_per_image + RESULT_BYTES * sum(map(math.prod, ends))
+    return batch_slices(network, batch, memory, True, held)
+
+
+def drawn_bytes(network: Network) -> int:
+    """Bytes a network item's float64 draws hold an image: its input and output residual."""
+    return FLOAT64 * (math.prod(network.input_shape) + math.prod(network.output_shape))
+
+
+def _bound(model: ErrorModelKernels, host: np.ndarray) -> ValueAndVariance:
+    """A host slice as the backend is handed it: rounded to the data type, on the
+    reference's library with its rounding's error."""
+    return model.bound(model.precision.round(np.asarray(host, dtype=np.float64)))
+
+
+class _Joined:
+    """Results of a batch's slices, each whole: a single slice's arrays as they are."""
+
+    def __init__(self, batch: int, slices: int) -> None:
+        self.batch, self.slices = batch, slices
+        self.arrays: list[ValueAndVariance] = []
+
+    def take(self, span: slice, *parts: ValueAndVariance) -> None:
+        if self.slices == 1:
+            self.arrays = list(parts)
+            return
+        if not self.arrays:
+            self.arrays = [
+                ValueAndVariance(self._empty(p.value), self._empty(p.var), p.storage, p.underflow)
+                for p in parts
+            ]
+        for whole, part in zip(self.arrays, parts, strict=True):
+            whole.value[span], whole.var[span] = part.value, part.var
+
+    def _empty(self, like):
+        xp = array_namespace(like)
+        return xp.empty((self.batch, *like.shape[1:]), dtype=like.dtype, device=device(like))
