@@ -1,11 +1,13 @@
 """The float64 reference with its error model over a batch a slice of its images at a time,
 within the memory its library may take (``ReferenceLibrary.memory``,
-``model/memory.py``): what section 8's network items, the audits and their replays run.
+``model/memory.py``): what section 8's network items run, and what the audits and their
+replays can call for their iteration (one call in place of ``executor.train``).
 
 Each slice is rounded to the data type and bound as the backend is handed it, on the
 reference's library and device; each weight gradient and its variance are summed slice by
-slice in order (``executor.train_in_slices``). One slice gives the values of the whole
-batch at once; several change them at float64 rounding (standard.md §7).
+slice in order (``executor.train_in_slices``). One slice gives the values of the
+whole batch at once; several change them at float64 rounding (standard.md §6, "Where the
+reference runs").
 """
 
 from __future__ import annotations

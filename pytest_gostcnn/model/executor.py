@@ -109,7 +109,7 @@ def train_in_slices(
     ``gradient_part`` and ``gradient_total`` give the parts a sum of theirs needs, as the
     error model's does), then every weight array is updated. One span is ``train``: the
     values are those of the whole batch at once; several change them at float64 rounding
-    (standard.md §7).
+    (standard.md §6, "Where the reference runs").
     """
     batch = spans[-1].stop
     sliced = len(spans) > 1

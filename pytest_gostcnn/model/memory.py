@@ -91,16 +91,17 @@ def batch_slices(
 
 def size_text(size: int) -> str:
     """Bytes as the option spells them: ``2GB``, ``1.5GB``, ``750MB`` (rounded up)."""
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+    for unit, scale in (("TB", 10**12), ("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
         if size >= scale:
             return f"{math.ceil(size / scale * 100) / 100:g}{unit}"
     return f"{size}B"
 
 
 def parse_size(text: str) -> int:
-    """``2GB``, ``1.5GB``, ``750MB``, ``64KB`` or plain bytes; ValueError otherwise."""
+    """``2GB``, ``1.5GB``, ``750MB``, ``64KB`` (``TB`` too) or plain bytes; ValueError
+    otherwise."""
     clean = text.strip().upper().removesuffix("B")
-    scale = {"G": 10**9, "M": 10**6, "K": 10**3}.get(clean[-1:], 1)
+    scale = {"T": 10**12, "G": 10**9, "M": 10**6, "K": 10**3}.get(clean[-1:], 1)
     number = clean[:-1] if scale > 1 else clean
     try:
         value = float(number)
