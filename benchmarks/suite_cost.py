@@ -86,11 +86,11 @@ SLICED = """
 import json, resource, sys, time
 import numpy as np
 from pytest_gostcnn.conformance.error_model import ErrorModelKernels
-from pytest_gostcnn.conformance.sliced import drawn_bytes, reference_training, training_slices
+from pytest_gostcnn.conformance.sliced import reference_training
 from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
 from pytest_gostcnn.model.dtypes import PRECISIONS
-from pytest_gostcnn.model.memory import MemoryBoundError
+from pytest_gostcnn.model.memory import MemoryBoundError, batch_slices
 from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.reference.library import ReferenceLibrary
 tables, latin, batch, memory = sys.argv[1] or None, sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -101,13 +101,13 @@ weights = {n: {k: model.bound(a) for k, a in ws.items()}
            for n, ws in draw_weights(network, rng).items()}
 image, residual = draw_input(network, batch, rng), draw_out_residual(network, batch, rng)
 try:
-    slices = len(training_slices(network, batch, memory, drawn_bytes(network)))
+    slices = len(batch_slices(network, batch, memory, error_model=True))
 except MemoryBoundError as exc:
     print(json.dumps({"error": str(exc)}))
     sys.exit(0)
 with reference_work():
     started = time.perf_counter()
-    reference_training(network, model, weights, image, residual, drawn_bytes(network))
+    reference_training(network, model, weights, image, residual)
     seconds = time.perf_counter() - started
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"seconds": seconds, "slices": slices, "peak_rss": rss}))
@@ -116,8 +116,8 @@ print(json.dumps({"seconds": seconds, "slices": slices, "peak_rss": rss}))
 
 def sliced(tables: str | None, latin: str, batch: int, memory: int) -> dict:
     """The reference with its error model over ``batch`` images within ``memory`` bytes, as
-    a network item runs it (its draws held whole), in a fresh process: seconds, slices and
-    the process's peak RSS (the interpreter and NumPy included)."""
+    a network item runs it (its draws and results held whole), in a fresh process: seconds,
+    slices and the process's peak RSS (the interpreter and NumPy included)."""
     command = [sys.executable, "-c", SLICED, tables or "", latin, str(batch), str(memory)]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -12,7 +12,7 @@ import numpy as np
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_slices, draw_weights
 from pytest_gostcnn.model.layers import Layer
-from pytest_gostcnn.model.memory import DEFAULT_BOUND, batch_slices
+from pytest_gostcnn.model.memory import batch_slices
 from pytest_gostcnn.model.network import Network
 
 from . import ReferenceKernels
@@ -39,10 +39,11 @@ class _Largest:
 
 
 def training_iteration(
-    network: Network, batch: int, seed: int, reading: str, memory: int = DEFAULT_BOUND
+    network: Network, batch: int, seed: int, reading: str, memory: int | None = None
 ) -> str:
     """One training iteration of ``network`` at ``batch`` on weights drawn by ``reading``,
-    a slice of the batch at a time within ``memory`` bytes (``model/memory.py``), described
+    a slice of the batch at a time within ``memory`` bytes (``model/memory.py``; None: its
+    default), described
     in one line; ``MemoryBoundError`` where one image does not fit, MemoryError where the
     host has less."""
     spans = batch_slices(network, batch, memory, error_model=False)

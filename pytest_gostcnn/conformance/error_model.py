@@ -90,15 +90,18 @@ class ValueAndVariance:
 class GradientPart(NamedTuple):
     """One weight array's gradient over some images, with the sums its error adds up from:
     ``magnitude`` sum |x| |r|, ``read`` sum (var(x) + c x^2) r^2, ``coherent`` sum |x| sd(r)
-    (``ErrorModelKernels.gradient_part``). Parts of two slices of a batch add up."""
+    (``ErrorModelKernels.gradient_part``). Parts of two slices of a batch add up (``+=``)."""
 
     value: Array
     magnitude: Array
     read: Array
     coherent: Array
 
-    def __add__(self, other: GradientPart) -> GradientPart:  # type: ignore[override]
-        return GradientPart(*(a + b for a, b in zip(self, other, strict=True)))
+    def __iadd__(self, other: GradientPart) -> GradientPart:
+        """``other``'s sums added into these arrays, in place."""
+        for held, part in zip(self, other, strict=True):
+            held += part
+        return self
 
 
 def admissible_rmse(array: ValueAndVariance) -> float:

@@ -18,7 +18,7 @@ from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 from . import fixed_point
 from .error_model import ValueAndVariance
 from .harness import comparer, guarded, model_of, suite_side
-from .sliced import drawn_bytes, reference_inference, reference_training
+from .sliced import reference_inference, reference_training
 from .verdicts import Verification
 
 
@@ -52,13 +52,11 @@ def verify_network(
         ref_weights = {
             n: {k: model.bound(a) for k, a in ws.items()} for n, ws in host_weights.items()
         }
-        # The draws are held whole beside the reference's slices (the backend is given them).
-        held = drawn_bytes(network)
         if mode == "inference":
-            reference = reference_inference(network, model, ref_weights, image, held)
+            reference = reference_inference(network, model, ref_weights, image)
             return host_weights, image, None, ref_weights, reference
         out_residual = representable(draw_out_residual(network, batch, rng))
-        reference = reference_training(network, model, ref_weights, image, out_residual, held)
+        reference = reference_training(network, model, ref_weights, image, out_residual)
         return host_weights, image, out_residual, ref_weights, reference
 
     def verify(result: Verification) -> None:

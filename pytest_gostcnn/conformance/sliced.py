@@ -3,7 +3,9 @@ within the memory its library may take (``ReferenceLibrary.memory``,
 ``model/memory.py``): what section 8's network items run, and what the audits and their
 replays can call for their iteration (one call in place of ``executor.train``).
 
-Each slice is rounded to the data type and bound as the backend is handed it, on the
+The bound is the reference's own work: the draws and the results it keeps whole (the
+output and input residual, value and variance) are the caller's, beside it. Each slice is
+rounded to the data type and bound as the backend is handed it, on the
 reference's library and device; each weight gradient and its variance are summed slice by
 slice in order (``executor.train_in_slices``). One slice gives the values of the
 whole batch at once; several change them at float64 rounding (standard.md §6, "Where the
@@ -12,19 +14,14 @@ reference runs").
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from array_api_compat import array_namespace, device
 
 from pytest_gostcnn.model import executor
-from pytest_gostcnn.model.memory import FLOAT64, batch_slices
+from pytest_gostcnn.model.memory import batch_slices
 from pytest_gostcnn.model.network import Network
 
 from .error_model import ErrorModelKernels, ValueAndVariance
-
-# Bytes an element of a result kept whole takes: its value and its variance.
-RESULT_BYTES = 2 * FLOAT64
 
 
 def reference_training(
@@ -33,12 +30,10 @@ def reference_training(
     weights: dict[int, dict[str, ValueAndVariance]],
     image: np.ndarray,
     out_residual: np.ndarray,
-    held_per_image: int = 0,
 ) -> executor.TrainingResult:
     """One training iteration of the reference with its error model on the host ``image``
-    and ``out_residual``; ``weights`` are updated in place. ``held_per_image``: the bytes
-    the caller holds besides for each image of the batch (its draws)."""
-    spans = training_slices(network, image.shape[0], model.library.memory, held_per_image)
+    and ``out_residual``; ``weights`` are updated in place."""
+    spans = batch_slices(network, image.shape[0], model.library.memory, error_model=True)
     joined = _Joined(image.shape[0], len(spans))
     gradients = executor.train_in_slices(
         network,
@@ -57,32 +52,14 @@ def reference_inference(
     model: ErrorModelKernels,
     weights: dict[int, dict[str, ValueAndVariance]],
     image: np.ndarray,
-    held_per_image: int = 0,
 ) -> ValueAndVariance:
     """The reference's output with its error model for the host ``image``, a slice at a
     time within the training iteration's bound (inference keeps less)."""
-    held = held_per_image + RESULT_BYTES * math.prod(network.output_shape)
-    spans = batch_slices(network, image.shape[0], model.library.memory, True, held)
+    spans = batch_slices(network, image.shape[0], model.library.memory, error_model=True)
     joined = _Joined(image.shape[0], len(spans))
     for span in spans:
         joined.take(span, executor.infer(network, model, weights, _bound(model, image[span])))
     return joined.arrays[0]
-
-
-def training_slices(
-    network: Network, batch: int, memory: int, held_per_image: int = 0
-) -> list[slice]:
-    """The slices ``reference_training`` runs a batch in within ``memory`` bytes, the
-    output and input residual kept whole besides; ``MemoryBoundError`` where one image
-    does not fit (``model.memory.batch_slices``)."""
-    ends = (network.output_shape, network.input_shape)
-    held = held_per_image + RESULT_BYTES * sum(map(math.prod, ends))
-    return batch_slices(network, batch, memory, True, held)
-
-
-def drawn_bytes(network: Network) -> int:
-    """Bytes a network item's float64 draws hold an image: its input and output residual."""
-    return FLOAT64 * (math.prod(network.input_shape) + math.prod(network.output_shape))
 
 
 def _bound(model: ErrorModelKernels, host: np.ndarray) -> ValueAndVariance:

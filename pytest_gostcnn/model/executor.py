@@ -118,18 +118,18 @@ def train_in_slices(
         image, out_residual = data(span)
         _check_argument("image", image, network.input_shape, span.stop - span.start)
         _check_argument("out_residual", out_residual, network.output_shape, image.shape[0])
-        output, input_residual, grads = _train_slice(
-            network, kernels, weights, image, out_residual, batch if sliced else None
+        output, input_residual = _train_slice(
+            network, kernels, weights, image, out_residual, sums, batch if sliced else None
         )
         take(span, output, input_residual)
         del output, input_residual, image, out_residual
-        for number, part in grads.items():
-            held = sums.get(number)
-            sums[number] = part if held is None else {k: held[k] + part[k] for k in held}
     gradients = sums
     if sliced and hasattr(kernels, "gradient_total"):
-        by_number = {layer.number: layer for layer in network.weight_layers}
-        gradients = {n: kernels.gradient_total(by_number[n], s, batch) for n, s in sums.items()}
+        # Layer by layer, each sum released once its gradient is made.
+        gradients = {}
+        for layer in network.weight_layers:
+            part = sums.pop(layer.number)
+            gradients[layer.number] = kernels.gradient_total(layer, part, batch)
     # The updates run after every backward step, in the standard's order (no other row
     # reads a layer's weights, so the values would be the same either way).
     for layer in network.weight_layers:
@@ -143,11 +143,12 @@ def _train_slice(
     weights: Weights,
     image: Array,
     out_residual: Array,
+    sums: Weights,
     whole: int | None,
-) -> tuple[Array, Array, Weights]:
-    """Forward and backward of one slice of the batch, with each layer's gradient (the
-    parts of the sum over the ``whole`` batch, where that is given and the kernels sum
-    parts: ``train_in_slices``); no update."""
+) -> tuple[Array, Array]:
+    """Forward and backward of one slice of the batch, each layer's gradient added into
+    ``sums`` in place as soon as it is made (the parts of the sum over the ``whole`` batch
+    where that is given and the kernels sum parts: ``train_in_slices``); no update."""
     batch = image.shape[0]
     # A training forward pass keeps a map only if a later step reads it (a layer whose
     # backward or gradient needs IN or OUT: LayerType.keeps_inputs / keeps_outputs).
@@ -162,7 +163,6 @@ def _train_slice(
     # Backward frees a kept map after the lowest-numbered step that reads it.
     release_at = {ref: min(rows) for ref, rows in kept.items()}
     residuals: dict[MapRef, Array] = {output_ref: out_residual}
-    gradients: Weights = {}
     for layer in reversed(network.layers):
         layer_weights = weights.get(layer.number, {})
         in_refs, out_refs = layer.given_to_backward(layer.inputs, layer.outputs)
@@ -176,16 +176,23 @@ def _train_slice(
         # A layer's gradient reads only its IN and OUT_D, both fixed once its backward step
         # is done: it runs now and OUT_D is released, so one step's residuals are held,
         # not the network's; the values are those of the standard's step order.
-        if layer.has_weights and parts:
-            gradients[layer.number] = kernels.gradient_part(layer, inputs, out_residuals, whole)
-        elif layer.has_weights:
-            grads = kernels.gradient(layer, inputs, out_residuals)
-            check_gradients(kernels, layer, grads)
-            gradients[layer.number] = grads
+        if layer.has_weights:
+            if parts:
+                grads = kernels.gradient_part(layer, inputs, out_residuals, whole)
+            else:
+                grads = kernels.gradient(layer, inputs, out_residuals)
+                check_gradients(kernels, layer, grads)
+            if layer.number in sums:
+                held = sums[layer.number]
+                for name in held:  # in place: the arrays are the first slice's own
+                    held[name] += grads[name]
+            else:
+                sums[layer.number] = grads
+            del grads
         del inputs, outputs, out_residuals, in_residuals
         for ref in [r for r, row in release_at.items() if row == layer.number]:
             del maps[ref], release_at[ref]
-    return output, residuals.pop(NETWORK_INPUT), gradients
+    return output, residuals.pop(NETWORK_INPUT)
 
 
 def _forward(

@@ -18,7 +18,9 @@ from .executor import kept_for_backward
 from .layers import NETWORK_INPUT
 from .network import Network
 
-# The default bound, in bytes: it fits a small host beside the backend's own memory.
+# The default bound, in bytes: it fits a small host beside the backend's own memory. A
+# network that needs more for one image (the canonical VGG-16's weights) runs an image a
+# slice; a bound the user gives is never exceeded (``MemoryBoundError``).
 DEFAULT_BOUND = 2 * 10**9
 FLOAT64 = 8
 
@@ -29,22 +31,24 @@ class MemoryBoundError(ValueError):
 
 @dataclass(frozen=True)
 class Footprint:
-    """Bytes a float64 training iteration of one network takes: ``fixed`` whatever the
-    batch (weights, gradients and their sums), ``per_image`` for each image of a slice."""
+    """Bytes a float64 training iteration of one network takes: ``whole`` whatever the batch
+    with the batch in one slice, ``sliced`` in several (the gradients' sums besides), and
+    ``per_image`` for each image of a slice."""
 
-    fixed: int
+    whole: int
+    sliced: int
     per_image: int
 
 
 def footprint(network: Network, error_model: bool) -> Footprint:
     """The iteration's footprint, an upper bound by the table (``tests/test_memory.py`` holds
     it to tracemalloc's peak): each image's maps that backward reads (kept through the
-    slice) and twice the widest layer's maps (its temporaries); each weight array six
-    times: its value, the gradient's sum so far, the slice's part and their sum while it
-    is made, and a layer's temporaries.
+    slice) and twice the widest layer's maps (its temporaries); the weights and their
+    gradients, the gradients' sums where the batch is sliced, and the largest layer's
+    weights six times over (a gradient's part and its temporaries, the update's).
 
-    With the error model every map is a value and a variance, and a gradient's part four
-    sums (``ErrorModelKernels.gradient_part``): sixteen arrays a weight array.
+    With the error model every array is a value and a variance, and a gradient's sum four
+    arrays (``ErrorModelKernels.gradient_part``).
     """
     arrays = 2 if error_model else 1
     shapes = {NETWORK_INPUT: network.input_shape}
@@ -55,36 +59,36 @@ def footprint(network: Network, error_model: bool) -> Footprint:
         sum(map(math.prod, layer.in_shapes)) + sum(map(math.prod, layer.out_shapes))
         for layer in network.layers
     )
-    weights = sum(
-        math.prod(shape)
+    sizes = [
+        sum(math.prod(shape) for shape in layer.weight_shapes.values())
         for layer in network.weight_layers
-        for shape in layer.weight_shapes.values()
-    )
+    ]
+    weights, largest = sum(sizes), max(sizes, default=0)
+    whole = FLOAT64 * (2 * arrays * weights + 6 * arrays * largest)
     return Footprint(
-        fixed=(16 if error_model else 6) * FLOAT64 * weights,
+        whole=whole,
+        sliced=whole + FLOAT64 * (4 if error_model else 1) * weights,
         per_image=arrays * FLOAT64 * (kept + 2 * widest),
     )
 
 
-def batch_slices(
-    network: Network,
-    batch: int,
-    bound: int,
-    error_model: bool,
-    held_per_image: int = 0,
-) -> list[slice]:
+def batch_slices(network: Network, batch: int, bound: int | None, error_model: bool) -> list[slice]:
     """The batch cut into as few slices of nearly equal size as keep the iteration within
-    ``bound`` bytes, ``held_per_image`` bytes held besides for every image of the batch
-    (the caller's draws, the results it keeps whole); ``MemoryBoundError`` naming the
-    smallest bound that works where one image does not fit."""
+    ``bound`` bytes (None: ``DEFAULT_BOUND``, or an image a slice where one needs more);
+    ``MemoryBoundError`` naming the smallest bound that works where one image does not
+    fit a bound given."""
     cost = footprint(network, error_model)
-    whole = cost.fixed + batch * held_per_image
-    images = (bound - whole) // cost.per_image
+    given, bound = bound is not None, DEFAULT_BOUND if bound is None else bound
+    if cost.whole + batch * cost.per_image <= bound:
+        return [slice(0, batch)]
+    images = (bound - cost.sliced) // cost.per_image
+    if images < 1 and not given:
+        images = 1
     if images < 1:
+        least = cost.per_image + (cost.whole if batch == 1 else cost.sliced)
         raise MemoryBoundError(
             f"a memory bound of {size_text(bound)} is too small for one image of "
-            f"{network.latin} at B={batch}: the smallest that works is "
-            f"{size_text(whole + cost.per_image)}"
+            f"{network.latin} at B={batch}: the smallest that works is {size_text(least)}"
         )
     return spans(batch, -(-batch // images))
 

@@ -11,7 +11,7 @@ import sys
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
-from pytest_gostcnn.model.memory import DEFAULT_BOUND, MemoryBoundError
+from pytest_gostcnn.model.memory import MemoryBoundError
 from pytest_gostcnn.model.network import Network, TableError, load_networks
 from pytest_gostcnn.performance.plan import plan
 from pytest_gostcnn.reference.iteration import training_iteration
@@ -45,7 +45,7 @@ def reference(
     batch: int,
     seed: int,
     reading: str,
-    memory: int = DEFAULT_BOUND,
+    memory: int | None = None,
 ) -> int:
     """One float64 training iteration per selected network, each described in a line, a
     slice of the batch at a time within ``memory`` bytes."""

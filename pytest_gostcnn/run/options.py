@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_gostcnn.machine.peak import Peak
-from pytest_gostcnn.model.memory import DEFAULT_BOUND
 from pytest_gostcnn.model.network import CYRILLIC, LATIN, Network, network_key
 from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
@@ -48,7 +47,7 @@ class Options:
     compare_fail: float | None = None
     stall_timeout: float | None = None
     reference: ReferenceLibrary = NUMPY
-    reference_memory: int = DEFAULT_BOUND
+    reference_memory: int | None = None
     allow_unavailable: bool = False
     backend_option: tuple[tuple[str, str], ...] = ()  # KEY=VALUE pairs, in the order given
     given: frozenset[str] = frozenset()

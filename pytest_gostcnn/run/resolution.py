@@ -24,7 +24,6 @@ from pytest_gostcnn.conformance.layer_cases import (
     saturating_cases,
 )
 from pytest_gostcnn.conformance.reference_check import Agreement, checked
-from pytest_gostcnn.conformance.sliced import drawn_bytes, training_slices
 from pytest_gostcnn.conformance.verification import layer_steps
 from pytest_gostcnn.judgement import Provenance
 from pytest_gostcnn.machine import threads
@@ -32,7 +31,7 @@ from pytest_gostcnn.machine.facts import suite_source
 from pytest_gostcnn.machine.peak import MIN_PEAK, Peak
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
 from pytest_gostcnn.model.fixed_point import integer_type
-from pytest_gostcnn.model.memory import MemoryBoundError
+from pytest_gostcnn.model.memory import MemoryBoundError, batch_slices
 from pytest_gostcnn.model.network import (
     USER_TABLES,
     Network,
@@ -111,8 +110,8 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
             ) from exc
     reference = dataclasses.replace(options.reference, memory=options.reference_memory)
     agreement = _checked_reference(reference)
-    if integer_type(options.dtype) is None:  # the fixed-point model runs the batch whole
-        _check_memory(networks, options.batch, reference.memory)
+    if reference.memory is not None and integer_type(options.dtype) is None:
+        _check_memory(networks, options.batch, reference.memory)  # fixed point runs whole
     peak = options.peak
     device, system = None, {}
     threads.limit_blas(threads.cell_cores())  # more threads than cores only collapse
@@ -143,10 +142,10 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
 
 def _check_memory(networks: dict[str, Network], batch: int, memory: int) -> None:
     """ValueError in one line where the reference's memory bound is too small for one image
-    of a selected network beside what its network item holds at ``batch``."""
+    of a selected network at ``batch``."""
     for network in networks.values():
         try:
-            training_slices(network, batch, memory, drawn_bytes(network))
+            batch_slices(network, batch, memory, error_model=True)
         except MemoryBoundError as exc:
             raise ValueError(f"--gost-reference-memory: {exc}") from None
 
