@@ -2,14 +2,19 @@
 training iteration and one audit replay iteration (the reference with its error model,
 ``conformance/replay.py``), each in GMAC/s (the network's training MACs per image x B over
 the time) and as a share of this machine's float64 GEMM rate measured in the same process;
-and, with ``--quick-run``, the README's quick run: its wall seconds against its timed
-rounds' and the suite's own, by kind (the report's ``cells[].suite_seconds``).
+with ``--sliced``, the reference with its error model (what a network item compares against
+and an audit replays) a slice of the batch at a time within ``--memory``, each in a process
+of its own: its seconds, seconds an image, slices and peak RSS, against the whole batch at
+once (``--memory 1TB``: one slice, as the release before); and, with ``--quick-run``, the
+README's quick run: its wall seconds against its timed rounds' and the suite's own, by kind
+(the report's ``cells[].suite_seconds``).
 
 It measures and prints; it asserts nothing. Run it on a quiet machine::
 
     python benchmarks/suite_cost.py                         # the analogs at B = 2 and 16
     python benchmarks/suite_cost.py --tables canonical --batches 16 --networks R,Sh
     python benchmarks/suite_cost.py --quick-run --networks none
+    nice -n 19 python benchmarks/suite_cost.py --sliced --batches 16,64 --memory 2GB,1TB
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from pytest_gostcnn.machine import pool
 from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.complexity import training_macs
+from pytest_gostcnn.model.memory import parse_size, size_text
 from pytest_gostcnn.model.network import LATIN, load_networks
 from pytest_gostcnn.performance.training_data import RESIDUAL_SCALE, benchmark_weights
 from pytest_gostcnn.reference import ReferenceKernels
@@ -76,6 +82,70 @@ def iterations(network, batch: int, repeats: int) -> tuple[float, float]:
     return min(plain[1:]), min(replay[1:])
 
 
+SLICED = """
+import json, resource, sys, time
+import numpy as np
+from pytest_gostcnn.conformance.error_model import ErrorModelKernels
+from pytest_gostcnn.conformance.sliced import reference_training
+from pytest_gostcnn.machine.pool import reference_work
+from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
+from pytest_gostcnn.model.dtypes import PRECISIONS
+from pytest_gostcnn.model.memory import MemoryBoundError, batch_slices
+from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.reference.library import ReferenceLibrary
+tables, latin, batch, memory = sys.argv[1] or None, sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+network = load_networks(tables)[latin]
+model = ErrorModelKernels(PRECISIONS["float32"], library=ReferenceLibrary(memory=memory))
+rng = np.random.default_rng(0)
+weights = {n: {k: model.bound(a) for k, a in ws.items()}
+           for n, ws in draw_weights(network, rng).items()}
+image, residual = draw_input(network, batch, rng), draw_out_residual(network, batch, rng)
+try:
+    slices = len(batch_slices(network, batch, memory, error_model=True))
+except MemoryBoundError as exc:
+    print(json.dumps({"error": str(exc)}))
+    sys.exit(0)
+with reference_work():
+    started = time.perf_counter()
+    reference_training(network, model, weights, image, residual)
+    seconds = time.perf_counter() - started
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({"seconds": seconds, "slices": slices, "peak_rss": rss}))
+"""
+
+
+def sliced(tables: str | None, latin: str, batch: int, memory: int) -> dict:
+    """The reference with its error model over ``batch`` images within ``memory`` bytes, as
+    a network item runs it (its draws and results held whole), in a fresh process: seconds,
+    slices and the process's peak RSS (the interpreter and NumPy included)."""
+    command = [sys.executable, "-c", SLICED, tables or "", latin, str(batch), str(memory)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def sliced_table(networks: dict, chosen: list, tables: str | None, batches, memories) -> list:
+    """``sliced`` for each network, batch and bound, printed a line each."""
+    rows = []
+    print(f"{'network':10} {'B':>5} {'bound':>6} {'slices':>6} {'s':>8} {'s/image':>8} "
+          f"{'peak RSS':>9}")  # fmt: skip
+    for latin in chosen:
+        for batch in batches:
+            for memory in memories:
+                got = sliced(tables, latin, batch, memory)
+                rows.append({"network": latin, "batch": batch, "memory": memory, **got})
+                name = f"{networks[latin].letter} ({latin})"
+                if "error" in got:
+                    print(f"{name:10} {batch:>5} {size_text(memory):>6} {got['error']}")
+                    continue
+                print(
+                    f"{name:10} {batch:>5} {size_text(memory):>6} {got['slices']:>6} "
+                    f"{got['seconds']:>8.1f} {got['seconds'] / batch:>8.3f} "
+                    f"{got['peak_rss'] / 1e9:>7.2f}GB",
+                    flush=True,
+                )
+    return rows
+
+
 def quick_run(networks: str | None) -> dict:
     """The README's quick run (``pytest --gost-backend=numpy``) in an empty folder, with a
     report: its wall seconds, its timed rounds' seconds and the suite's own by kind."""
@@ -104,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", default="2,16")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--quick-run", action="store_true", help="time the README's run too")
+    parser.add_argument(
+        "--sliced", action="store_true", help="the error model's iteration a slice at a time"
+    )
+    parser.add_argument("--memory", default="2GB", help="--sliced's bounds, comma-separated")
     parser.add_argument("--quick-networks", default=None, help="--gost-networks for it")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     parser.add_argument(
@@ -117,6 +191,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [latin for latin in chosen if latin not in networks]
     if unknown:
         parser.error(f"--networks: unknown {', '.join(unknown)}; known: {', '.join(networks)}")
+    batches = [int(b) for b in args.batches.split(",")]
+    if args.sliced:
+        memories = [parse_size(m) for m in args.memory.split(",")]
+        rows = sliced_table(networks, chosen, args.tables, batches, memories)
+        print("peak RSS: the process's, interpreter and draws included; bound: --memory")
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+        return 0
     rate = gemm_rate()
     print(f"float64 GEMM {GEMM_SIZE}^3 (NumPy's BLAS, its own threads): {rate / 1e9:.1f} GMAC/s")
     print(f"the suite's reference threads: {pool.threads()} (BLAS one thread each)")

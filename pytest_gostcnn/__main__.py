@@ -3,6 +3,7 @@ export the networks as ONNX files; check, merge, compare and draw written report
 
 python -m pytest_gostcnn tables [--tables SET_OR_DIR]
 python -m pytest_gostcnn reference [--tables SET_OR_DIR] [--networks R,Sh] [--batch 2] [--seed 0]
+                                   [--reference-memory 2GB]
 python -m pytest_gostcnn export --format onnx -o DIR [--tables ...] [--networks ...] [--batch 2]
 python -m pytest_gostcnn check REPORT... [--tables DIR]
 python -m pytest_gostcnn evaluate REPORT... [-o PATH] [--tables DIR]
@@ -48,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         return commands.export(
             args.tables, args.networks, args.batch, args.seed, args.weights, args.output
         )
-    return commands.reference(args.tables, args.networks, args.batch, args.seed, args.weights)
+    return commands.reference(
+        args.tables, args.networks, args.batch, args.seed, args.weights, args.reference_memory
+    )
 
 
 def _parser() -> argparse.ArgumentParser:

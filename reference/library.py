@@ -41,10 +41,12 @@ class LibraryError(Exception):
 
 @dataclass(frozen=True)
 class ReferenceLibrary:
-    """An array library and a device of it, for the float64 reference."""
+    """An array library and a device of it, for the float64 reference, and the memory the
+    reference may take there (bytes, ``--gost-reference-memory``: ``model/memory.py``)."""
 
     name: str = "numpy"
     device: str = "cpu"
+    memory: int | None = None  # None: DEFAULT_BOUND, or an image a slice where one needs more
 
     @property
     def text(self) -> str:

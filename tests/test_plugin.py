@@ -55,6 +55,7 @@ GOST_OPTIONS = {
     "--gost-stall-timeout",
     "--gost-rmse-threshold",
     "--gost-reference",
+    "--gost-reference-memory",
     "--gost-profile",
     "--gost-images",
     "--gost-peak",
@@ -275,6 +276,11 @@ BAD_OPTIONS = [
     (["--gost-local-cell=-1"], ["--gost-local-cell=-1", "from 0 to"]),
     (["--gost-local-cell=gpu1"], ["--gost-local-cell=gpu1", "not an integer"]),
     (["--gost-images=0"], ["--gost-images=0", "from 1 to"]),
+    (["--gost-reference-memory=lots"], ["--gost-reference-memory=lots", "not a size"]),
+    (  # a bound too small for one image names the smallest that works
+        ["--gost-networks=Sh", "--gost-reference-memory=10MB"],
+        ["--gost-reference-memory", "of 10MB is too small for one image of Sh at B=2", "works is"],
+    ),
     (
         ["--gost-batch=4", "--gost-images=3"],
         ["--gost-images=3: fewer than one batch of --gost-batch=4"],

@@ -631,11 +631,21 @@ def test_command_line_says_when_the_reference_does_not_fit_in_memory(monkeypatch
     def no_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr("pytest_gostcnn.reference.iteration.executor.train", no_memory)
+    monkeypatch.setattr("pytest_gostcnn.reference.iteration.executor.train_in_slices", no_memory)
     assert main(["reference", "--networks", "Sh", "--batch", "1024"]) == 1
     assert capsys.readouterr().err == (
-        "error: Ш (Sh) at B=1024 does not fit in memory as float64; try a smaller --batch\n"
+        "error: Ш (Sh) at B=1024 does not fit in this host's memory as float64; try a smaller "
+        "--reference-memory\n"
     )
+
+
+def test_command_line_refuses_a_memory_bound_too_small_for_one_image_in_one_line(capsys):
+    args = ["reference", "--networks", "Sh", "--batch", "1024", "--reference-memory", "10MB"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("error: --reference-memory: a memory bound of 10MB is too small for ")
+    assert "one image of Sh at B=1024: the smallest that works is " in err
 
 
 def test_command_line_selects_networks_by_name_as_the_plugin_does(capsys):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 from array_api_compat import array_namespace, device
@@ -84,6 +85,23 @@ class ValueAndVariance:
 
         total, var = elementwise(chain, self.value, other.value, self.var, other.var)
         return ValueAndVariance(total, var, u, tiny)
+
+
+class GradientPart(NamedTuple):
+    """One weight array's gradient over some images, with the sums its error adds up from:
+    ``magnitude`` sum |x| |r|, ``read`` sum (var(x) + c x^2) r^2, ``coherent`` sum |x| sd(r)
+    (``ErrorModelKernels.gradient_part``). Parts of two slices of a batch add up (``+=``)."""
+
+    value: Array
+    magnitude: Array
+    read: Array
+    coherent: Array
+
+    def __iadd__(self, other: GradientPart) -> GradientPart:
+        """``other``'s sums added into these arrays, in place."""
+        for held, part in zip(self, other, strict=True):
+            held += part
+        return self
 
 
 def admissible_rmse(array: ValueAndVariance) -> float:
@@ -300,12 +318,25 @@ class ErrorModelKernels:
     def gradient(
         self, layer: Layer, inputs: list[ValueAndVariance], out_residuals: list[ValueAndVariance]
     ) -> dict[str, ValueAndVariance]:
+        batch = inputs[0].shape[0]
+        return self.gradient_total(
+            layer, self.gradient_part(layer, inputs, out_residuals, batch), batch
+        )
+
+    def gradient_part(
+        self,
+        layer: Layer,
+        inputs: list[ValueAndVariance],
+        out_residuals: list[ValueAndVariance],
+        batch: int,
+    ) -> dict[str, GradientPart]:
+        """The sums over these images that a gradient over ``batch`` images is made of: a
+        slice's parts add up to the whole batch's (``executor.train_in_slices``)."""
         module = MODULES[layer.type.name]
         x, r = inputs[0], out_residuals[0]
         xp = array_namespace(x.value)
         values = module.gradient(layer, [x.value], [r.value])
-        length = _gradient_length(layer, r.shape[0])
-        c = self._sum_of_products(length)
+        c = self._sum_of_products(_gradient_length(layer, batch))
         # Residual errors are not independent across positions: global average pooling
         # hands one error to every position of its window, and a sum over the positions
         # adds them coherently. Their term is bounded as if fully correlated:
@@ -316,20 +347,30 @@ class ErrorModelKernels:
         )
         # The input's error, sum var(x) r^2, and the sum's rounding, c sum x^2 r^2, are one
         # pass: a gradient is linear in its map. A bias gradient reads no map: its part is
-        # the rounding alone, c sum r^2.
-        squared = r.value**2
-        read = module.gradient(layer, [x.var + c * x.value**2], [squared])
+        # the rounding alone, c sum r^2 (``gradient_total``).
+        read = module.gradient(layer, [x.var + c * x.value**2], [r.value**2])
+        return {
+            name: GradientPart(value, magnitude[name], read[name], coherent[name])
+            for name, value in values.items()
+        }
+
+    def gradient_total(
+        self, layer: Layer, parts: dict[str, GradientPart], batch: int
+    ) -> dict[str, ValueAndVariance]:
+        """The gradient over ``batch`` images from its parts, summed over the batch."""
+        length = _gradient_length(layer, batch)
+        c = self._sum_of_products(length)
         out = {}
         u, tiny = self.master.storage, self.master.underflow
-        for name, value in values.items():
+        for name, part in parts.items():
 
             def chain(value, magnitude, read, coherent, biases=name == "biases"):
                 summed = c * read if biases else read
                 var = coherent**2 + summed + self._drift(length, value, magnitude)
                 return var + (u * value) ** 2 + tiny**2  # stored in the master type
 
-            var = elementwise(chain, value, magnitude[name], read[name], coherent[name])
-            out[name] = ValueAndVariance(value, var, u, tiny)
+            var = elementwise(chain, *part)
+            out[name] = ValueAndVariance(part.value, var, u, tiny)
         return out
 
     def update(

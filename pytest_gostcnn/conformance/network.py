@@ -18,6 +18,7 @@ from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 from . import fixed_point
 from .error_model import ValueAndVariance
 from .harness import comparer, guarded, model_of, suite_side
+from .sliced import reference_inference, reference_training
 from .verdicts import Verification
 
 
@@ -41,7 +42,7 @@ def verify_network(
     model, representable = model_of(backend.dtype, library)
 
     def prepare() -> tuple:
-        # The suite's side first, whole: the data and the float64 reference.
+        # The suite's side first: the data, and the float64 reference a slice at a time.
         rng = np.random.default_rng(seed)
         host_weights = {
             n: {k: representable(a) for k, a in ws.items()}
@@ -52,12 +53,10 @@ def verify_network(
             n: {k: model.bound(a) for k, a in ws.items()} for n, ws in host_weights.items()
         }
         if mode == "inference":
-            reference = executor.infer(network, model, ref_weights, model.bound(image))
+            reference = reference_inference(network, model, ref_weights, image)
             return host_weights, image, None, ref_weights, reference
         out_residual = representable(draw_out_residual(network, batch, rng))
-        reference = executor.train(
-            network, model, ref_weights, model.bound(image), model.bound(out_residual)
-        )
+        reference = reference_training(network, model, ref_weights, image, out_residual)
         return host_weights, image, out_residual, ref_weights, reference
 
     def verify(result: Verification) -> None:

@@ -9,6 +9,7 @@ seed reproduces a run.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -54,3 +55,26 @@ def draw_input(network: Network, batch: int, rng: np.random.Generator) -> np.nda
 def draw_out_residual(network: Network, batch: int, rng: np.random.Generator) -> np.ndarray:
     """The residual of the network output [B][X][Y][F] from U(-127, 128), float64."""
     return rng.uniform(*INPUT_RANGE, size=(batch, *network.output_shape))
+
+
+def draw_slices(
+    draw: Callable[[Network, int, np.random.Generator], np.ndarray],
+    network: Network,
+    batch: int,
+    rng: np.random.Generator,
+) -> Callable[[slice], np.ndarray]:
+    """``draw(network, batch, rng)[span]`` for each span asked (``draw_input``,
+    ``draw_out_residual``), without the whole batch drawn; ``rng`` is left as the whole
+    draw leaves it. A uniform value takes one step of the generator (NumPy's
+    ``default_rng``, PCG64), so a slice's values start ``span.start`` images of steps in."""
+    start = rng.bit_generator.state
+    per_image = math.prod(draw(network, 0, np.random.default_rng(0)).shape[1:])
+    rng.bit_generator.advance(batch * per_image)
+
+    def drawn(span: slice) -> np.ndarray:
+        bits = type(rng.bit_generator)()
+        bits.state = start
+        bits.advance(span.start * per_image)
+        return draw(network, span.stop - span.start, np.random.Generator(bits))
+
+    return drawn

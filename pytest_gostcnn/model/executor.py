@@ -7,7 +7,7 @@ checked against the table's shapes; a wrong one raises ``KernelError``.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -77,19 +77,92 @@ def train(
     """
     batch = _check_argument("image", image, network.input_shape)
     _check_argument("out_residual", out_residual, network.output_shape, batch)
+    ends: list = []
+    gradients = train_in_slices(
+        network,
+        kernels,
+        weights,
+        [slice(0, batch)],
+        lambda span: (image, out_residual),
+        lambda span, output, input_residual: ends.extend((output, input_residual)),
+    )
+    return TrainingResult(output=ends[0], input_residual=ends[1], gradients=gradients)
+
+
+def train_in_slices(
+    network: Network,
+    kernels: Kernels,
+    weights: Weights,
+    spans: list[slice],
+    data: Callable[[slice], tuple[Array, Array]],
+    take: Callable[[slice, Array, Array], None],
+) -> Weights:
+    """One training iteration of the batch ``spans`` cut (contiguous, in order, from 0) a
+    slice of its images at a time; return the gradients, the weights updated in place.
+
+    Args:
+        data: a slice's image and output residual, ``data(span)``.
+        take: given each slice's output and input residual, ``take(span, output, residual)``.
+
+    Every image's forward and backward is its own; only a weight gradient sums over the
+    batch: each is summed slice by slice in the order of ``spans`` (kernels with
+    ``gradient_part`` and ``gradient_total`` give the parts a sum of theirs needs, as the
+    error model's does), then every weight array is updated. One span is ``train``: the
+    values are those of the whole batch at once; several change them at float64 rounding
+    (standard.md §6, "Where the reference runs").
+    """
+    batch = spans[-1].stop
+    sliced = len(spans) > 1
+    sums: Weights = {}
+    for span in spans:
+        image, out_residual = data(span)
+        _check_argument("image", image, network.input_shape, span.stop - span.start)
+        _check_argument("out_residual", out_residual, network.output_shape, image.shape[0])
+        output, input_residual = _train_slice(
+            network, kernels, weights, image, out_residual, sums, batch if sliced else None
+        )
+        take(span, output, input_residual)
+        del output, input_residual, image, out_residual
+    gradients = sums
+    if sliced and hasattr(kernels, "gradient_total"):
+        # Layer by layer, each sum released once its gradient is made.
+        gradients = {}
+        for layer in network.weight_layers:
+            part = sums.pop(layer.number)
+            gradients[layer.number] = kernels.gradient_total(layer, part, batch)
+    # The updates run after every backward step, in the standard's order (no other row
+    # reads a layer's weights, so the values would be the same either way).
+    for layer in network.weight_layers:
+        kernels.update(layer, weights[layer.number], gradients[layer.number], batch)
+    return gradients
+
+
+def _train_slice(
+    network: Network,
+    kernels: Kernels,
+    weights: Weights,
+    image: Array,
+    out_residual: Array,
+    sums: Weights,
+    whole: int | None,
+) -> tuple[Array, Array]:
+    """Forward and backward of one slice of the batch, each layer's gradient added into
+    ``sums`` in place as soon as it is made (the parts of the sum over the ``whole`` batch
+    where that is given and the kernels sum parts: ``train_in_slices``); no update."""
+    batch = image.shape[0]
     # A training forward pass keeps a map only if a later step reads it (a layer whose
     # backward or gradient needs IN or OUT: LayerType.keeps_inputs / keeps_outputs).
-    kept = _kept_for_backward(network)
+    kept = kept_for_backward(network)
     maps = _forward(network, kernels, weights, image, keep=kept.keys())
     output_ref = network.layers[-1].outputs[0]
     output = maps[output_ref]
     if output_ref not in kept:
         del maps[output_ref]
+    parts = whole is not None and hasattr(kernels, "gradient_part")
 
     # Backward frees a kept map after the lowest-numbered step that reads it.
     release_at = {ref: min(rows) for ref, rows in kept.items()}
     residuals: dict[MapRef, Array] = {output_ref: out_residual}
-    gradients: Weights = {}
     for layer in reversed(network.layers):
         layer_weights = weights.get(layer.number, {})
         in_refs, out_refs = layer.given_to_backward(layer.inputs, layer.outputs)
@@ -104,20 +177,22 @@ def train(
         # is done: it runs now and OUT_D is released, so one step's residuals are held,
         # not the network's; the values are those of the standard's step order.
         if layer.has_weights:
-            grads = kernels.gradient(layer, inputs, out_residuals)
-            check_gradients(kernels, layer, grads)
-            gradients[layer.number] = grads
+            if parts:
+                grads = kernels.gradient_part(layer, inputs, out_residuals, whole)
+            else:
+                grads = kernels.gradient(layer, inputs, out_residuals)
+                check_gradients(kernels, layer, grads)
+            if layer.number in sums:
+                held = sums[layer.number]
+                for name in held:  # in place: the arrays are the first slice's own
+                    held[name] += grads[name]
+            else:
+                sums[layer.number] = grads
+            del grads
         del inputs, outputs, out_residuals, in_residuals
         for ref in [r for r, row in release_at.items() if row == layer.number]:
             del maps[ref], release_at[ref]
-
-    # The updates run after every backward step, in the standard's order (no other row
-    # reads a layer's weights, so the values would be the same either way).
-    for layer in network.weight_layers:
-        kernels.update(layer, weights[layer.number], gradients[layer.number], batch)
-    return TrainingResult(
-        output=output, input_residual=residuals.pop(NETWORK_INPUT), gradients=gradients
-    )
+    return output, residuals.pop(NETWORK_INPUT)
 
 
 def _forward(
@@ -146,7 +221,7 @@ def _forward(
     return maps
 
 
-def _kept_for_backward(network: Network) -> dict[MapRef, list[int]]:
+def kept_for_backward(network: Network) -> dict[MapRef, list[int]]:
     """Maps a training forward pass must keep, with the rows whose later steps read them."""
     kept: dict[MapRef, list[int]] = {}
     for layer in network.layers:

@@ -12,6 +12,7 @@ from pathlib import Path
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
+from pytest_gostcnn.model.memory import MemoryBoundError
 from pytest_gostcnn.model.network import Network, TableError, load_networks
 from pytest_gostcnn.performance.plan import plan
 from pytest_gostcnn.reference.iteration import training_iteration
@@ -40,9 +41,15 @@ def tables(tables_given: str | None) -> int:
 
 
 def reference(
-    tables_given: str | None, selected: str | None, batch: int, seed: int, reading: str
+    tables_given: str | None,
+    selected: str | None,
+    batch: int,
+    seed: int,
+    reading: str,
+    memory: int | None = None,
 ) -> int:
-    """One float64 training iteration per selected network, each described in a line."""
+    """One float64 training iteration per selected network, each described in a line, a
+    slice of the batch at a time within ``memory`` bytes."""
     try:
         networks = load_networks(tables_given)
         networks = select_networks(networks, selected, "--networks", "--tables")
@@ -52,12 +59,15 @@ def reference(
     for network in networks.values():
         try:
             with reference_work():  # as the suite runs it: the pool's threads, BLAS one each
-                line = training_iteration(network, batch, seed, reading)
+                line = training_iteration(network, batch, seed, reading, memory)
             print(line, flush=True)
+        except MemoryBoundError as exc:
+            print(f"error: --reference-memory: {exc}", file=sys.stderr)
+            return 2
         except MemoryError:
             print(
                 f"error: {network.letter} ({network.latin}) at B={batch} does not fit in "
-                "memory as float64; try a smaller --batch",
+                "this host's memory as float64; try a smaller --reference-memory",
                 file=sys.stderr,
             )
             return 1

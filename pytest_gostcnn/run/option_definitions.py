@@ -245,6 +245,17 @@ OPTIONS: tuple[Option, ...] = (
         default="numpy",
     ),
     Option(
+        "reference_memory",
+        "BYTES",
+        "the memory the suite's float64 reference (with its error model) may take (2GB, "
+        "750MB), on the device --gost-reference names: it runs over the batch a slice of "
+        "its images at a time to stay within it, at any B; a bound too small for one image "
+        "is refused, naming the smallest that works (default 2GB, or an image a slice where "
+        "a network needs more; docs/performance.md)",
+        parse.memory_size,
+        command=True,
+    ),
+    Option(
         "allow_unavailable",
         "",
         "exit 0 when the backend is unavailable on this machine (a CI matrix job without the "
@@ -276,6 +287,7 @@ RERUN_ORDER = (
     "weights",
     "rmse_threshold",
     "reference",
+    "reference_memory",
     "profile",
     "images",
     "networks",

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pytest_gostcnn.machine.peak import Peak, parse_peak
+from pytest_gostcnn.model import memory
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES
 from pytest_gostcnn.reference import library
 
@@ -123,6 +124,14 @@ def reference_library(flag: str, text: str) -> library.ReferenceLibrary:
     """``LIBRARY[:DEVICE]``: the array library (and device) the float64 reference runs on."""
     try:
         return library.parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{flag}={exc}") from None
+
+
+def memory_size(flag: str, text: str) -> int:
+    """A number of bytes: ``2GB``, ``750MB``, ``64KB`` or plain bytes."""
+    try:
+        return memory.parse_size(text)
     except ValueError as exc:
         raise ValueError(f"{flag}={exc}") from None
 

@@ -47,6 +47,7 @@ class Options:
     compare_fail: float | None = None
     stall_timeout: float | None = None
     reference: ReferenceLibrary = NUMPY
+    reference_memory: int | None = None
     allow_unavailable: bool = False
     backend_option: tuple[tuple[str, str], ...] = ()  # KEY=VALUE pairs, in the order given
     given: frozenset[str] = frozenset()

@@ -31,6 +31,7 @@ from pytest_gostcnn.machine.facts import suite_source
 from pytest_gostcnn.machine.peak import MIN_PEAK, Peak
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
 from pytest_gostcnn.model.fixed_point import integer_type
+from pytest_gostcnn.model.memory import MemoryBoundError, batch_slices
 from pytest_gostcnn.model.network import (
     USER_TABLES,
     Network,
@@ -107,7 +108,10 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
             raise BackendError(
                 f"backend {name!r} failed to start: {type(exc).__name__}: {exc}"
             ) from exc
-    agreement = _checked_reference(options.reference)
+    reference = dataclasses.replace(options.reference, memory=options.reference_memory)
+    agreement = _checked_reference(reference)
+    if reference.memory is not None and integer_type(options.dtype) is None:
+        _check_memory(networks, options.batch, reference.memory)  # fixed point runs whole
     peak = options.peak
     device, system = None, {}
     threads.limit_blas(threads.cell_cores())  # more threads than cores only collapse
@@ -131,9 +135,19 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
             for latin, network in networks.items()
         },
         invocation=invocation(),
-        reference=options.reference,
+        reference=reference,
         agreement=agreement,
     )
+
+
+def _check_memory(networks: dict[str, Network], batch: int, memory: int) -> None:
+    """ValueError in one line where the reference's memory bound is too small for one image
+    of a selected network at ``batch``."""
+    for network in networks.values():
+        try:
+            batch_slices(network, batch, memory, error_model=True)
+        except MemoryBoundError as exc:
+            raise ValueError(f"--gost-reference-memory: {exc}") from None
 
 
 def _checked_reference(library: ReferenceLibrary) -> Agreement | None:

@@ -1,0 +1,92 @@
+"""The float64 reference with its error model over a batch a slice of its images at a time,
+within the memory its library may take (``ReferenceLibrary.memory``,
+``model/memory.py``): what section 8's network items run, and what the audits and their
+replays can call for their iteration (one call in place of ``executor.train``).
+
+The bound is the reference's own work: the draws and the results it keeps whole (the
+output and input residual, value and variance) are the caller's, beside it. Each slice is
+rounded to the data type and bound as the backend is handed it, on the
+reference's library and device; each weight gradient and its variance are summed slice by
+slice in order (``executor.train_in_slices``). One slice gives the values of the
+whole batch at once; several change them at float64 rounding (standard.md §6, "Where the
+reference runs").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from array_api_compat import array_namespace, device
+
+from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.memory import batch_slices
+from pytest_gostcnn.model.network import Network
+
+from .error_model import ErrorModelKernels, ValueAndVariance
+
+
+def reference_training(
+    network: Network,
+    model: ErrorModelKernels,
+    weights: dict[int, dict[str, ValueAndVariance]],
+    image: np.ndarray,
+    out_residual: np.ndarray,
+) -> executor.TrainingResult:
+    """One training iteration of the reference with its error model on the host ``image``
+    and ``out_residual``; ``weights`` are updated in place."""
+    spans = batch_slices(network, image.shape[0], model.library.memory, error_model=True)
+    joined = _Joined(image.shape[0], len(spans))
+    gradients = executor.train_in_slices(
+        network,
+        model,
+        weights,
+        spans,
+        lambda span: (_bound(model, image[span]), _bound(model, out_residual[span])),
+        joined.take,
+    )
+    output, input_residual = joined.arrays
+    return executor.TrainingResult(output, input_residual, gradients)
+
+
+def reference_inference(
+    network: Network,
+    model: ErrorModelKernels,
+    weights: dict[int, dict[str, ValueAndVariance]],
+    image: np.ndarray,
+) -> ValueAndVariance:
+    """The reference's output with its error model for the host ``image``, a slice at a
+    time within the training iteration's bound (inference keeps less)."""
+    spans = batch_slices(network, image.shape[0], model.library.memory, error_model=True)
+    joined = _Joined(image.shape[0], len(spans))
+    for span in spans:
+        joined.take(span, executor.infer(network, model, weights, _bound(model, image[span])))
+    return joined.arrays[0]
+
+
+def _bound(model: ErrorModelKernels, host: np.ndarray) -> ValueAndVariance:
+    """A host slice as the backend is handed it: rounded to the data type, on the
+    reference's library with its rounding's error."""
+    return model.bound(model.precision.round(np.asarray(host, dtype=np.float64)))
+
+
+class _Joined:
+    """Results of a batch's slices, each whole: a single slice's arrays as they are."""
+
+    def __init__(self, batch: int, slices: int) -> None:
+        self.batch, self.slices = batch, slices
+        self.arrays: list[ValueAndVariance] = []
+
+    def take(self, span: slice, *parts: ValueAndVariance) -> None:
+        if self.slices == 1:
+            self.arrays = list(parts)
+            return
+        if not self.arrays:
+            self.arrays = [
+                ValueAndVariance(self._empty(p.value), self._empty(p.var), p.storage, p.underflow)
+                for p in parts
+            ]
+        for whole, part in zip(self.arrays, parts, strict=True):
+            whole.value[span], whole.var[span] = part.value, part.var
+
+    def _empty(self, like):
+        xp = array_namespace(like)
+        return xp.empty((self.batch, *like.shape[1:]), dtype=like.dtype, device=device(like))
