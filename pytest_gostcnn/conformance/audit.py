@@ -24,6 +24,7 @@ from . import fixed_point
 from .error_model import ValueAndVariance
 from .harness import SuiteError, comparer, guarded, model_of, suite_side
 from .replay import Replay
+from .sliced import reference_training
 from .verdicts import Verification
 
 
@@ -140,16 +141,14 @@ def verify_segment(
 
     def verify(verification: Verification) -> None:
         replay = suite_side(batch, lambda: Replay(network, backend.dtype, drawn, library))
-        model, precision = replay.model, replay.precision
+        model = replay.model
         compare = comparer(verification, backend, threshold, on_host=True)
         for delivered in rounds:
             weights = replay.weights()
 
             def prepare(delivered: DeliveredRound = delivered, weights: dict = weights):
-                image, residual = (np.asarray(a, np.float64) for a in delivered.data())
-                image = model.bound(precision.round(image))
-                residual = model.bound(precision.round(residual))
-                return executor.train(network, model, weights, image, residual)
+                image, residual = delivered.data()  # a slice of the batch at a time
+                return reference_training(network, model, weights, image, residual)
 
             reference = suite_side(batch, prepare)
             master = [w for ws in weights.values() for w in ws.values()]

@@ -21,6 +21,7 @@ from pytest_gostcnn.model.network import Network
 from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary, to_numpy
 
 from .error_model import ErrorModelKernels, ValueAndVariance
+from .sliced import reference_training
 
 
 class Replay:
@@ -61,16 +62,9 @@ class Replay:
 
     def advance(self, rounds: Iterable[tuple[np.ndarray, np.ndarray]]) -> None:
         """Replay ``rounds`` (the host image and output residual of each, in order)."""
-        model, precision = self.model, self.precision
         for image, residual in rounds:
             weights = self.weights()
-            executor.train(
-                self.network,
-                model,
-                weights,
-                model.bound(precision.round(np.asarray(image, dtype=np.float64))),
-                model.bound(precision.round(np.asarray(residual, dtype=np.float64))),
-            )
+            reference_training(self.network, self.model, weights, image, residual)
             self.keep(weights)
 
     def keep(self, weights: dict[int, dict[str, ValueAndVariance]]) -> None:
