@@ -336,12 +336,14 @@ def test_an_orp_above_100_percent_fails_the_test_and_counts_in_no_evaluation(pyt
     )
 
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    # One line names the peak, where it came from, and both ways out.
+    # One line names the peak, where it came from, the backend's measured rate (above a
+    # peak of 1 MAC/s too) and both ways out.
     result.stdout.fnmatch_lines(
         [
             "*ТП-Ш-П-float32-B1: ОРП * % is above 100 % of the cell peak 1 MAC/s (given "
-            "(--gost-peak)): not a result. Either the peak is wrong (check the value given to "
-            "--gost-peak) or the backend's rounds end before its work does*",
+            "(--gost-peak)); the backend's own kernel ran at *MAC/s before the rounds: not a "
+            "result. Either the peak is wrong (check the value given to --gost-peak) or the "
+            "backend's rounds end before its work does*",
             "ОРП ABOVE 100 % (Ш (Sh) inference): *those tests failed and count in no evaluation*",
         ]
     )

@@ -49,7 +49,7 @@ def test_first_warm_up_rate_estimates_every_test_from_its_own_macs():
     assert estimate.total_seconds() == 1000 / 10 + 3000 / 10
     assert line == (
         "run estimate: about 7 min for the rounds of 2 benchmark tests (1 from its own "
-        "warm-up, 1 estimated from A's warm-up, 10 MAC/s); their audits not counted until a "
+        "warm-up, 1 estimated from A's warm-up, 10 MAC/s); their checks not counted until a "
         "test's are measured"
     )
 
@@ -65,7 +65,7 @@ def test_a_later_tests_own_warm_up_replaces_the_guess_for_it():
     assert estimate.total_seconds() == 100 + 3000 / 30
     assert line == (
         "run estimate refined: about 3 min for the rounds of 2 benchmark tests (1 measured, 1 "
-        "from its own warm-up); their audits not counted until a test's are measured; about "
+        "from its own warm-up); their checks not counted until a test's are measured; about "
         "99 s left"
     )
 
@@ -221,7 +221,7 @@ def test_section_8s_float64_rate_estimates_the_audits_before_any_test_has_finish
     estimate.verified(seconds=2.0, macs=100.0)  # 0.02 s per MAC
     line = warm_up(estimate, clock, "A", macs=10, seconds=1.0)
     assert estimate.audit_seconds() == 400.0 * 0.02
-    assert "about 8.0 s for their audits (at the rate of section 8's float64 iterations)" in line
+    assert "about 8.0 s for their checks (at the rate of section 8's float64 iterations)" in line
 
 
 def test_a_tests_progress_gives_its_rounds_rate_without_its_audits(shipped_networks):

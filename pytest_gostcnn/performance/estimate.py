@@ -1,15 +1,15 @@
 """Section 9: how long a run's benchmark tests take, estimated before the first timed round
 and refined as they run (docs/benchmarking.md, "Estimate and progress").
 
-A test's time is its rounds' (their untimed setup included, its audits not): measured
+A test's time is its rounds' (their untimed setup included, its checks not): measured
 once it ended; before that, its MACs (per image, times the images of all its rounds) at a
 rate: its own warm-up round's once it has one, else the rate of the tests that finished
 (their MACs over their time) or, before any has, the latest warm-up's. The six networks
 reach rates several times apart on one machine, so every line names what it rests on.
 
-Its audits (the suite's float64 work, apart from its time) are measured once it ended;
+Its checks (the suite's float64 work, apart from its time) are measured once it ended;
 before that, their work (the float64 iterations a draw of its audited rounds runs, times
-its MACs per iteration) at the rate the finished tests' audits ran or, before any has,
+its MACs per iteration) at the rate the finished tests' checks ran or, before any has,
 the rate of section 8's verification of the networks, the same float64 iterations.
 """
 
@@ -208,10 +208,10 @@ class RunEstimate:
         known yet."""
         total = self.audit_seconds()
         if total is None:
-            return "; their audits not counted until a test's are measured"
+            return "; their checks not counted until a test's are measured"
         finished = any(t.audit_seconds is not None and t.audit_work for t in self._counted)
-        basis = "the finished tests' audits" if finished else "section 8's float64 iterations"
-        return f"; and about {duration(total)} for their audits (at the rate of {basis})"
+        basis = "the finished tests' checks" if finished else "section 8's float64 iterations"
+        return f"; and about {duration(total)} for their checks (at the rate of {basis})"
 
     def _total(self, total: float) -> str:
         count = len(self._counted)

@@ -24,6 +24,7 @@ from pytest_gostcnn.conformance.verification import (
 )
 from pytest_gostcnn.judgement import no_result
 from pytest_gostcnn.judgement.compliance import above_peak
+from pytest_gostcnn.machine.peak import si
 from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.performance.cells import Cells
@@ -367,11 +368,17 @@ def _record_timing(
             if not cell.peak.estimated
             else "give the cell's true peak with --gost-peak=MAC/s, e.g. 2.5T"
         )
+        measured = ""
+        if cell.probe is not None and cell.probe.macs_per_second > cell.peak.macs_per_second:
+            measured = (
+                f"; the backend's own kernel ran at {si(cell.probe.macs_per_second)}MAC/s "
+                "before the rounds"
+            )
         pytest.fail(
             f"{timing.name}: ОРП {orp:.3g} %{where} is above 100 % of the cell peak "
-            f"{cell.peak.describe()}: not a result. Either the peak is wrong ({way_out}) or "
-            "the backend's rounds end before its work does (a round ends when its results "
-            "reach the host: docs/benchmarking.md, One round)",
+            f"{cell.peak.describe()}{measured}: not a result. Either the peak is wrong "
+            f"({way_out}) or the backend's rounds end before its work does (a round ends when "
+            "its results reach the host: docs/benchmarking.md, One round)",
             pytrace=False,
         )
     cell, audit = timing.failed_audits[0]

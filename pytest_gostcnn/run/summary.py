@@ -184,7 +184,7 @@ def suite_time_line(results: Results, cells: int = 1) -> str:
     shown = {kind: f"{seconds_text(s)} s" for kind, s in work.items()}
     return (
         f"the suite's own time ({whose}beside {seconds_text(timed)} s of timed rounds): "
-        f"{seconds_text(sum(work.values()))} s: audits {shown['audits']}, section 8's "
+        f"{seconds_text(sum(work.values()))} s: checks {shown['audits']}, section 8's "
         f"verification {seconds_text(verification)} s (layer steps "
         f"{shown['layer_verification']}, networks {shown['network_verification']}), around the "
         f"timed rounds {shown['round_setup']} (loading, warm-up, each round's setup), "
