@@ -45,6 +45,7 @@ class Options:
     resume: str | None = None
     compare: str | None = None
     compare_fail: float | None = None
+    versus: str | None = None
     stall_timeout: float | None = None
     reference: ReferenceLibrary = NUMPY
     reference_memory: int | None = None

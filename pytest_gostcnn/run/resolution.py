@@ -65,6 +65,8 @@ class Resolved:
     invocation: dict = field(default_factory=dict)  # how the run was started (``invocation``)
     reference: ReferenceLibrary = NUMPY  # where the float64 reference runs
     agreement: Agreement | None = None  # the reference library's with NumPy's (None: NumPy)
+    versus: Backend | None = None  # --gost-versus's baseline backend, started like this one
+    versus_device: str | None = None  # its device()
 
     @property
     def version(self) -> str | None:
@@ -115,9 +117,12 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
     peak = options.peak
     device, system = None, {}
     threads.limit_blas(threads.cell_cores())  # more threads than cores only collapse
+    versus, versus_device = None, None
     if backend is not None:
         device, system, estimate = _describe(backend, name, ask_peak=peak is None)
         peak = peak or estimate
+        if options.versus is not None:
+            versus, versus_device = _versus(options, cells, local_cell, search)
     return Resolved(
         backend_name=name,
         backend=backend,
@@ -137,7 +142,36 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
         invocation=invocation(),
         reference=reference,
         agreement=agreement,
+        versus=versus,
+        versus_device=versus_device,
     )
+
+
+def _versus(
+    options: Options, cells: Cells, local_cell: int, search: Sequence[tuple[str, Path]]
+) -> tuple[Backend, str]:
+    """``--gost-versus``'s backend, started on the candidate's cell in its data type, and its
+    device; ValueError or BackendError naming the option."""
+    flag = f"--gost-versus={options.versus}"
+    if cells.size > 1:
+        raise ValueError(f"{flag}: the paired gate runs on one computing cell, not under MPI")
+    if options.resume is not None:
+        raise ValueError(f"{flag}: a paired run is not resumed (--gost-resume); run it whole")
+    try:
+        cls = load_backend_class(options.versus, search)
+        _check_dtype(cls, options.versus, options.dtype, options.modes)
+        unavailable = cls.unavailable_reason()
+        if unavailable is not None:
+            raise BackendError(f"it is unavailable on this machine: {unavailable}")
+        _check_identity(cls, options.versus)
+        extra = {"options": {}} if cls.backend_options else {}
+        backend = cls(options.dtype, cell=local_cell, **extra)
+        device = backend.device()
+    except (BackendError, ValueError) as exc:
+        raise BackendError(f"{flag}: {exc}") from None
+    except Exception as exc:
+        raise BackendError(f"{flag}: failed to start: {type(exc).__name__}: {exc}") from exc
+    return backend, str(device)
 
 
 def _check_memory(networks: dict[str, Network], batch: int, memory: int) -> None:
