@@ -45,13 +45,25 @@ def _rank_sum_counts(n: int) -> np.ndarray:
     return counts
 
 
-def _upper_tail(n: int, w: float, ties: bool, tie_term: float) -> float:
-    """P(W+ >= w) for n nonzero differences with no true shift."""
+def _exact_upper_tail(doubled_ranks: np.ndarray, w: float) -> float:
+    """P(W+ >= w) over every sign assignment of these ranks (doubled, so that tied ranks'
+    averages are whole numbers)."""
+    ranks = [int(r) for r in doubled_ranks]
+    counts = np.zeros(sum(ranks) + 1)
+    counts[0] = 1.0
+    for rank in ranks:
+        counts[rank:] = counts[rank:] + counts[: counts.size - rank].copy()
+    return float(counts[int(round(2 * w)) :].sum() / counts.sum())
+
+
+def _upper_tail(ranks: np.ndarray, w: float, tie_term: float) -> float:
+    """P(W+ >= w) for the nonzero differences' ``ranks`` with no true shift: counted
+    exactly up to ``EXACT_PAIRS``, else the normal approximation with the ties' term."""
+    n = ranks.size
     if n == 0:
         return 1.0
-    if n <= EXACT_PAIRS and not ties:
-        counts = _rank_sum_counts(n)
-        return float(counts[int(math.ceil(w - 1e-9)) :].sum() / counts.sum())
+    if n <= EXACT_PAIRS:
+        return _exact_upper_tail(np.rint(2 * ranks), w)
     mean = n * (n + 1) / 4
     variance = n * (n + 1) * (2 * n + 1) / 24 - tie_term / 48
     if variance <= 0:
@@ -60,8 +72,8 @@ def _upper_tail(n: int, w: float, ties: bool, tie_term: float) -> float:
     return 0.5 * math.erfc(z / math.sqrt(2))
 
 
-def _ranks(values: np.ndarray) -> tuple[np.ndarray, bool, float]:
-    """Average ranks (1..n) of ``values``, whether any tie, and sum(t^3 - t) over ties."""
+def _ranks(values: np.ndarray) -> tuple[np.ndarray, float]:
+    """Average ranks (1..n) of ``values``, and sum(t^3 - t) over their ties."""
     order = np.argsort(values, kind="stable")
     ranks = np.empty(values.size)
     sorted_values = values[order]
@@ -74,7 +86,7 @@ def _ranks(values: np.ndarray) -> tuple[np.ndarray, bool, float]:
         t = end - start + 1
         tie_term += t**3 - t
         start = end + 1
-    return ranks, tie_term > 0, tie_term
+    return ranks, tie_term
 
 
 def signed_rank_p(differences: Sequence[float], centre: float) -> float:
@@ -84,8 +96,8 @@ def signed_rank_p(differences: Sequence[float], centre: float) -> float:
     d = d[d != 0]
     if d.size == 0:
         return 1.0
-    ranks, ties, tie_term = _ranks(np.abs(d))
-    return _upper_tail(d.size, float(ranks[d > 0].sum()), ties, tie_term)
+    ranks, tie_term = _ranks(np.abs(d))
+    return _upper_tail(ranks, float(ranks[d > 0].sum()), tie_term)
 
 
 def _critical(n: int, tail: float) -> int:

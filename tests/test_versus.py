@@ -1,0 +1,143 @@
+"""The paired gate (``--gost-versus``) run as CI runs it: two versions of one small backend
+module, each in a folder of its own and loaded under a name of its own, timed side by side
+on the tiny tables (docs/benchmarking.md, "The paired gate").
+
+The backends sleep in every round, so that their times, and so the verdicts, are the
+sleep's and not this machine's load."""
+
+import pytest
+from gost_helpers import UNMEASURED_SHARING, directory, suite
+
+SLEEPY = '''"""A NumPy backend whose every round sleeps {delay} s more (version {version})."""
+import time
+
+from pytest_gostcnn.backends.numpy import NumpyBackend
+
+
+class Sleepy(NumpyBackend):
+    name = "sleepy"
+    version = "{version}"
+    training_dtypes = {training}
+
+    def infer(self, network, weights, image):
+        time.sleep({delay})
+        return super().infer(network, weights, image)
+'''
+# Ш on the tiny tables, 24 rounds of B = 1, inference; a slowdown of 20 % allowed.
+RUN = (
+    "--gost-tables=tiny",
+    "--gost-networks=Sh",
+    "--gost-mode=inference",
+    "--gost-batch=1",
+    "--gost-images=24",
+    "--gost-compare-fail=20",
+    *UNMEASURED_SHARING,
+    "-k",
+    "test_benchmark",
+)
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """The run's directory, with the base commit's module in base/ and the candidate's in
+    head/: one module name, gostsleepy, in both."""
+    path = directory(tmp_path_factory.mktemp("versus"))
+    for folder, delay, version, training in (
+        ("base", 0.004, "1.0", "('float32',)"),
+        ("head", 0.004, "1.1", "('float32',)"),
+        ("slower", 0.009, "1.2", "('float32',)"),
+        ("narrow", 0.004, "1.3", "()"),
+    ):
+        (path / folder).mkdir()
+        source = SLEEPY.format(delay=delay, version=version, training=training)
+        (path / folder / "gostsleepy.py").write_text(source, encoding="utf-8")
+    return path
+
+
+def versus(folders, candidate, baseline, *more):
+    return suite(
+        folders,
+        f"--gost-backend={candidate}::gostsleepy:Sleepy",
+        f"--gost-versus={baseline}::gostsleepy:Sleepy",
+        *RUN,
+        *more,
+    )
+
+
+def test_two_folders_of_one_module_as_fast_pass_and_say_how_much_they_could_see(folders):
+    run = versus(folders, "head", "base")
+    assert run.returncode == 0, run.stdout[-3000:]
+    gate = run.report["versus"]
+    assert (gate["name"], gate["version"], gate["backend"]) == (
+        "sleepy",
+        "1.0",
+        "base::gostsleepy:Sleepy",
+    )
+    assert run.report["system"]["backend"]["version"] == "1.1"  # two modules, not one twice
+    (test,) = gate["tests"]
+    assert not test["fell"] and test["not_compared"] is None
+    assert test["paired"]["pairs"] == len(test["candidate_seconds"]) == 24
+    assert abs(test["paired"]["slowdown"]) < 20 and test["paired"]["detectable"] <= 40
+    # The candidate's timing is its own rounds', not the pairs'.
+    (timing,) = run.report["benchmarks"]
+    assert timing["cells"][0]["round_seconds"] == test["candidate_seconds"]
+    assert gate["verification"] == [
+        {"network": "Sh", "mode": "inference", "verdict": "correct", "passed": True}
+    ]
+
+
+def test_a_slower_candidate_fails_its_item_and_exits_6(folders):
+    run = versus(folders, "slower", "base")
+    assert run.returncode == 6, run.stdout[-3000:]
+    (test,) = run.report["versus"]["tests"]
+    assert test["fell"] and test["paired"]["slowdown"] > 50
+    failure = run.longreprs("failed")["test_benchmark[Sh-inference-B1]"]
+    assert "slower than the baseline sleepy 1.0 (base::gostsleepy:Sleepy)" in failure
+    assert "pairs" in failure
+    assert run.report["exit_status"] == 6
+
+
+def test_a_baseline_that_fails_verification_gates_nothing_and_says_so(folders):
+    run = suite(
+        folders,
+        "--gost-backend=head::gostsleepy:Sleepy",
+        "--gost-versus=mymod:IgnoresFcBias",
+        *RUN,
+    )
+    assert run.returncode == 7, run.stdout[-3000:]
+    (test,) = run.report["versus"]["tests"]
+    assert test["paired"] is None and "failed section 8" in test["not_compared"]
+    assert "gate compared nothing for 1 test" in run.report["exit_reason"]
+    assert "gate compared nothing" in run.lines[-4] + run.lines[-3] + run.lines[-2]
+
+
+def test_too_few_pairs_are_not_a_pass(folders):
+    run = suite(
+        folders,
+        "--gost-backend=head::gostsleepy:Sleepy",
+        "--gost-versus=base::gostsleepy:Sleepy",
+        *[a if a != "--gost-images=24" else "--gost-images=4" for a in RUN],
+    )
+    assert run.returncode == 7, run.stdout[-3000:]
+    assert "too few pairs (4)" in run.report["versus"]["tests"][0]["not_compared"]
+
+
+@pytest.mark.parametrize(
+    "baseline, words",
+    [
+        ("narrow::gostsleepy:Sleepy", "declares no data type for training"),
+        ("nowhere::gostsleepy:Sleepy", "no module 'gostsleepy'"),
+        ("base::gostsleepy", "FOLDER::module:Class"),
+    ],
+)
+def test_a_baseline_that_cannot_run_the_same_tests_is_a_usage_error(folders, baseline, words):
+    run = suite(
+        folders,
+        "--gost-backend=head::gostsleepy:Sleepy",
+        f"--gost-versus={baseline}",
+        *[a if a != "--gost-mode=inference" else "--gost-mode=both" for a in RUN],
+    )
+    assert run.returncode == 4, run.stdout[-2000:] + run.stderr[-2000:]
+    said = run.stdout + run.stderr
+    assert "--gost-versus" in said and words in said
+    assert "Traceback" not in said
