@@ -52,7 +52,7 @@ def test_too_few_pairs_bound_nothing():
     the test passed, though every pair is 20 % slower."""
     result = gate.paired("t", [1.2] * 5, [1.0] * 5, [True] * 5, 5.0, gate.LEVEL / 2)
     assert math.isinf(result.detectable)
-    verdict = gate.judge([], result, tests=2)
+    verdict = gate.decide([], result, tests=2)
     assert not verdict.fell
     assert verdict.not_compared.startswith("too few pairs")
 
@@ -85,7 +85,7 @@ def verdicts(slowdown, runs=400, pairs=30, noise=0.02, allowed=5.0, tests=1):
     for _ in range(runs):
         candidate, baseline = noisy_pairs(rng, pairs, slowdown, noise)
         result = gate.paired("t", candidate, baseline, [True] * pairs, allowed, 0.05 / tests)
-        fell += gate.judge([], result, tests).fell
+        fell += gate.decide([], result, tests).fell
     return fell / runs
 
 
@@ -102,7 +102,7 @@ def test_a_verdict_is_kept_whole_in_the_report():
     candidate, baseline = [0.012] * 10, [0.010] * 10
     result = gate.paired("t", candidate, baseline, [True, False] * 5, 5.0, 0.05)
     kept = gate.pair_seconds(candidate, baseline, [True, False] * 5)
-    data = gate.judge([], result, 1, kept).as_dict()
+    data = gate.decide([], result, 1, kept).as_dict()
     assert data["fell"] and data["paired"]["slowdown"] == pytest.approx(20.0)
     assert data["candidate_seconds"] == candidate and data["candidate_first"][:2] == [True, False]
     assert data["paired"]["candidate_first"] == 5

@@ -13,7 +13,7 @@ from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.performance.paired import PairedRounds
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.performance.timing import Timing
-from pytest_gostcnn.reports.paired import LEVEL, Verdict, judge, pair_seconds, paired
+from pytest_gostcnn.reports.paired import LEVEL, Verdict, decide, pair_seconds, paired
 
 from .session import GostSession
 
@@ -80,7 +80,7 @@ def verdict(
             options.compare_fail,
             LEVEL / tests,
         )
-        verdict_now = judge(earlier, now, tests, _seconds(pairs))
+        verdict_now = decide(earlier, now, tests, _seconds(pairs))
     results.versus[(timing.latin, timing.mode)] = verdict_now
     return verdict_now
 

@@ -294,7 +294,7 @@ def pair_seconds(
     }
 
 
-def judge(earlier: Sequence[Paired], now: Paired, tests: int, kept: dict | None = None) -> Verdict:
+def decide(earlier: Sequence[Paired], now: Paired, tests: int, kept: dict | None = None) -> Verdict:
     """``now``'s verdict when it ends, after ``earlier`` (the run's tests already judged),
     among ``tests`` in all (``holm_rejects``); ``kept``: its ``pair_seconds``."""
     kept = kept or {}
