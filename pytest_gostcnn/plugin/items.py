@@ -421,9 +421,10 @@ def _record_timing(
 
 
 def _gate(session: GostSession, timing: Timing, node: pytest.Item) -> None:
-    """Fail the item when its test fell below ``--gost-compare``'s baseline, by the rule the
-    run's end applies (``reports/compare.py``), so that JUnit XML, the exit status (6) and
-    the last lines agree; the standard's compliance is not touched by it."""
+    """Fail the item when its test fell against ``--gost-versus``'s backend
+    (``reports/paired.py``) or below ``--gost-compare``'s baseline (``reports/compare.py``),
+    by the rule the run's end applies, so that JUnit XML, the exit status (6) and the last
+    lines agree; the standard's compliance is not touched by it."""
     allowed = session.options.compare_fail
     paired = session.results.versus.get((timing.latin, timing.mode))
     if paired is not None and paired.fell:
@@ -435,6 +436,9 @@ def _gate(session: GostSession, timing: Timing, node: pytest.Item) -> None:
     path, then = session.results.baseline
     same = [t for t in then if (t.latin, t.mode) == (timing.latin, timing.mode)]
     comparison = compare(path, same, [timing], allowed)
+    undecided = comparison.undecided()
+    if undecided:  # the run's end says so too, and exits 7 if nothing else fails
+        node.user_properties.append(("gost_compared", f"not compared: {undecided[0]}"))
     why = comparison.reason()
     if why is not None:
         session.results.fell[node.nodeid] = why

@@ -308,3 +308,54 @@ def decide(earlier: Sequence[Paired], now: Paired, tests: int, kept: dict | None
         why = f"too noisy: detectable >= {now.detectable:.0f} %"
         return Verdict(now.test, now, not_compared=why, **kept)
     return Verdict(now.test, now, **kept)
+
+
+def check_versus(report: dict, designations: dict[str, list[float]]) -> list[str]:
+    """Every disagreement of a report's ``versus`` section with its own pairs: each test's
+    figures recomputed from its round seconds and its verdict replayed in the order the
+    tests ended; ``designations``: each timed test's candidate round seconds, which its
+    pairs' must be."""
+    versus = report.get("versus")
+    if not versus:
+        return []
+    found: list[str] = []
+    tests, allowed = versus["holm_tests"], versus["allowed"]
+    earlier: list[Paired] = []
+    for test in versus["tests"]:
+        name = test["test"]
+        if name in designations and designations[name] != test["candidate_seconds"]:
+            found.append(f"versus {name}: its candidate's rounds are not the test's timed rounds")
+        if test["paired"] is None:
+            if test["fell"] or not test["not_compared"]:
+                found.append(f"versus {name}: no pairs judged, yet a verdict")
+            continue
+        try:
+            now = paired(
+                name,
+                test["candidate_seconds"],
+                test["baseline_seconds"],
+                test["candidate_first"],
+                allowed,
+                LEVEL / tests,
+            )
+        except ValueError as exc:
+            found.append(f"versus {exc}")
+            continue
+        verdict = decide(earlier, now, tests)
+        earlier.append(now)
+        stated = test["paired"]
+        for key, value in now.as_dict().items():
+            if not _agrees(stated.get(key), value):
+                found.append(f"versus {name}: {key} {stated.get(key)!r}, recomputed {value!r}")
+        if (verdict.fell, verdict.not_compared) != (test["fell"], test["not_compared"]):
+            found.append(
+                f"versus {name}: verdict fell={test['fell']} ({test['not_compared']}), "
+                f"recomputed fell={verdict.fell} ({verdict.not_compared})"
+            )
+    return found
+
+
+def _agrees(stated, value) -> bool:
+    if isinstance(value, float) and isinstance(stated, int | float):
+        return math.isclose(stated, value, rel_tol=1e-9, abs_tol=1e-12)
+    return stated == value
