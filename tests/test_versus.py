@@ -86,6 +86,10 @@ def test_two_folders_of_one_module_as_fast_pass_and_say_how_much_they_could_see(
     # The candidate's timing is its own rounds', not the pairs'.
     (timing,) = run.report["benchmarks"]
     assert timing["cells"][0]["round_seconds"] == test["candidate_seconds"]
+    said = run.report["noncompliance_reasons"]
+    assert any(
+        r.startswith("--gost-versus=base::gostsleepy:Sleepy: the rounds alternated") for r in said
+    )
     assert gate["verification"] == [
         {"network": "Sh", "mode": "inference", "verdict": "correct", "passed": True}
     ]

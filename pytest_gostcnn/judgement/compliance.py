@@ -4,7 +4,8 @@ standard.md §7.7: the full profile's 1,000,000 images per cell (or an image cou
 that); every selected network verified correct in that mode in the same session; every layer
 item of the suite run and passed there; СКОП as derived, not overridden; tables of a
 provenance that counts; every audited round passed; no cell failed; and, the project's
-guard, no cell shared with other processes while timed. Each is one function of
+guard, no cell shared with other processes while timed, and no round timed beside another
+backend's (``--gost-versus``, a gate's run). Each is one function of
 ``CONDITIONS``; ``assess`` asks them all, in order: no reason means compliant.
 """
 
@@ -20,36 +21,14 @@ from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.evaluation import Particulars
 from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, CellTiming, Timing
 
-# The provenances whose results may be compliant: the reconstructions the suite ships (the
-# standard's tables are lost) and official tables a user loads. Anything else (a
-# user's table that calls itself a reconstruction, a shipped set of another kind such as
-# the widely used networks at full size) is stated, never compliant.
-COMPLIANT_PROVENANCES = frozenset({("reconstruction", True), ("official", False)})
+from .provenance import Provenance
+
 # standard.md §5: the canonical set holds the widely used networks, which results can be held
 # against, but they are not the standard's typical networks.
 NOT_TYPICAL = (
     "tables: the canonical set, the widely used networks at full size, not the standard's "
     "typical networks (simplified analogs, section 7.1)"
 )
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where one network's table came from: the kind its file states, and whether it is
-    one the suite ships (not loaded from ``--gost-tables``)."""
-
-    kind: str
-    shipped: bool
-
-    @property
-    def compliant(self) -> bool:
-        return (self.kind, self.shipped) in COMPLIANT_PROVENANCES
-
-    def describe(self) -> str:
-        return f"shipped {self.kind}" if self.shipped else f"{self.kind}, from --gost-tables"
-
-    def as_dict(self) -> dict:
-        return {"kind": self.kind, "shipped": self.shipped, "compliant": self.compliant}
 
 
 @dataclass(frozen=True)
@@ -90,6 +69,7 @@ class Findings:
     not_run: tuple[int, list[str]] = (0, [])
     ended: bool = True  # False in a report written while the run goes on (a checkpoint)
     images: int | None = None  # --gost-images: per test per cell, instead of the profile
+    versus: str | None = None  # --gost-versus: the baseline backend timed beside the rounds
 
 
 @dataclass(frozen=True)
@@ -155,6 +135,20 @@ def image_count(findings: Findings) -> list[Reason]:
             "quick profile",
             "quick profile: section 9.3 requires 1,000,000 images per cell "
             "(run --gost-profile=full)",
+        )
+    ]
+
+
+def timed_alone(findings: Findings) -> list[Reason]:
+    """A paired gate's run (``--gost-versus``) times each candidate round between the
+    baseline backend's: a gate's figures, not the cell's alone."""
+    if findings.versus is None:
+        return []
+    return [
+        Reason(
+            "timed beside a baseline",
+            f"--gost-versus={findings.versus}: the rounds alternated with the baseline "
+            "backend's in one process, a gate's run (certify with a run alone)",
         )
     ]
 
@@ -445,6 +439,7 @@ def evaluations_complete(findings: Findings) -> list[Reason]:
 # a condition is added (the plugin, ``evaluate`` and ``check`` all judge through it).
 CONDITIONS: tuple[Callable[[Findings], list[Reason]], ...] = (
     image_count,
+    timed_alone,
     run_complete,
     every_network,
     networks_verified,

@@ -45,6 +45,7 @@ def findings(report: dict) -> Findings:
         not_run=(state["other_items_not_run"], list(state["unfinished"])),
         ended=report["exit_status"] is not None,
         images=options["images"],
+        versus=(report.get("versus") or {}).get("backend"),
     )
 
 
