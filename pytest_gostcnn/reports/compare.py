@@ -30,7 +30,7 @@ NOT_COMPARED = 7  # a run that would exit 0 but whose gate decided nothing for s
 ACROSS = ("backend_version",)
 # The interval: one-sided at 95 %, from 2,000 resamples drawn with a fixed seed, so a
 # comparison of two reports gives the same verdict every time it is made
-# (docs/benchmarking.md, "A gate on a baseline", has its false alarms and catches).
+# (docs/benchmarking.md, "Two gates measured", has its false alarms and catches).
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 0
