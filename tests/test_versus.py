@@ -116,8 +116,8 @@ def test_a_baseline_that_fails_verification_gates_nothing_and_says_so(folders):
     assert run.returncode == 7, run.stdout[-3000:]
     (test,) = run.report["versus"]["tests"]
     assert test["paired"] is None and "failed section 8" in test["not_compared"]
-    assert "gate compared nothing for 1 test" in run.report["exit_reason"]
-    assert "gate compared nothing" in run.lines[-4] + run.lines[-3] + run.lines[-2]
+    assert run.report["exit_reason"].startswith("the gate decided nothing for ТП-Ш-П-float32-B1")
+    assert "exit status 7: the gate decided nothing" in "\n".join(run.lines[-4:])
 
 
 def test_too_few_pairs_are_not_a_pass(folders):
@@ -129,6 +129,12 @@ def test_too_few_pairs_are_not_a_pass(folders):
     )
     assert run.returncode == 7, run.stdout[-3000:]
     assert "too few pairs (4)" in run.report["versus"]["tests"][0]["not_compared"]
+
+
+def test_a_gate_with_no_benchmark_test_selected_decides_nothing_and_says_so(folders):
+    run = versus(folders, "head", "base", "-k", "test_network")
+    assert run.returncode == 7, run.stdout[-3000:]
+    assert "no benchmark test was selected and timed" in run.report["exit_reason"]
 
 
 @pytest.mark.parametrize(

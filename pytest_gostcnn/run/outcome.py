@@ -218,7 +218,7 @@ def undecided(status: int, reason: str | None, tests: list[str]) -> tuple[int, s
     why); any other status keeps its own and says it too."""
     if not tests:
         return status, reason
-    line = f"the gate compared nothing for {_count(len(tests), 'test')}: " + "; ".join(tests)
+    line = "the gate decided nothing for " + "; ".join(tests)
     if status == ExitCode.OK:
         return NOT_COMPARED, line
     return status, f"{reason}; and {line}" if reason else line

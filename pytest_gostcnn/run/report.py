@@ -113,6 +113,8 @@ def conclude(
         verdicts = list(results.versus.values())
         status, reason = outcome.paired_gated(status, reason, verdicts, options.versus)
         undecided += [f"{v.test} ({v.not_compared})" for v in verdicts if v.not_compared]
+        if not verdicts and results.selected:
+            undecided.append("any test: no benchmark test was selected and timed")
     if options.compare_fail is not None:  # a gate was asked for
         status, reason = outcome.undecided(status, reason, undecided)
     measured = measured_report(
