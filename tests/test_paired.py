@@ -1,14 +1,28 @@
 """The paired gate's statistics (``reports/paired.py``): Wilcoxon's signed-rank test counted
 exactly, its interval agreeing with it, Holm's step-down as each test ends, and the rates
-of false alarms and catches the gate states, simulated."""
+of false alarms and catches the gate states, simulated; and its rounds
+(``performance/paired.py``): both backends on one batch per pair, in a drawn order."""
 
 import itertools
 import math
+import random
+import zlib
 
 import numpy as np
 import pytest
+from gost_helpers import directory
 
+from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.performance.paired import PairedRounds
+from pytest_gostcnn.performance.plan import Plan
+from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.reports import paired as gate
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return load_networks(directory(tmp_path_factory.mktemp("tables")) / "tiny")["Sh"]
 
 
 def brute_force_p(differences, centre):
@@ -113,3 +127,48 @@ def test_pairs_must_be_pairs_of_positive_times():
         gate.paired("t", [1.0, 2.0], [1.0], [True], 5.0, 0.05)
     with pytest.raises(ValueError, match="not pairs"):
         gate.paired("t", [0.0], [1.0], [True], 5.0, 0.05)
+
+
+class Recording(NumpyBackend):
+    """Records the checksum of every batch of images handed over, and when."""
+
+    def __init__(self, *args, log, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.log = log
+
+    def to_device(self, array):
+        if array.shape == (2, 6, 6, 2):  # a batch of the tiny tables' images, not a weight
+            self.log.append((self.name_in_log, zlib.crc32(np.ascontiguousarray(array).tobytes())))
+        return super().to_device(array)
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_pairs_run_both_backends_on_the_same_images_in_a_drawn_order(tiny, mode):
+    log = []
+    backends = []
+    for name in ("candidate", "baseline"):
+        backend = Recording("float32", log=log)
+        backend.name_in_log = name
+        backends.append(backend)
+    run_plan = Plan(None, 12, 1, 2, 24)
+    loops = [
+        Rounds(TimedTest(b, tiny, mode, run_plan, seed=3, checked=False), Links()) for b in backends
+    ]
+    pairs = PairedRounds(*loops, randomness=random.Random(5))
+    log.clear()  # the probes' own input
+    for _ in range(run_plan.warmup_rounds + run_plan.rounds):
+        pairs.setup()
+        pairs.target()
+        pairs.teardown()
+    assert len(pairs.candidate_seconds) == len(pairs.baseline_seconds) == 12
+    assert 0 < sum(pairs.candidate_first) < 12  # both orders drawn
+    timed = log[2:]  # after the warm-up pair
+    for (first, a), (second, b), candidate_first in zip(
+        timed[::2], timed[1::2], pairs.candidate_first, strict=True
+    ):
+        assert a == b  # one data key for both
+        assert (first == "candidate") == candidate_first and {first, second} == {
+            "candidate",
+            "baseline",
+        }
+    assert len({crc for _, crc in timed}) == 12  # a new batch every pair
