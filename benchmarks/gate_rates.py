@@ -3,8 +3,9 @@
 measured on the same runs: docs/benchmarking.md, "Two gates measured".
 
 Runs the suite ``--runs`` times with the NumPy backend against itself (``--gost-versus=numpy``)
-and as many times with the NumPy backend made ``--slower`` slower against it (a sleep of
-that share of each round's own work, inside its rounds), the two interleaved so that the
+and as many times with the NumPy backend made ``--slower`` slower against it (a sleep, or
+with ``--how spin`` a spin of the CPU, of that share of each round's own work, inside its
+rounds), the two interleaved so that the
 machine's drift falls on both. The paired gate's verdict is each run's own. The report gate
 is applied to the same runs' candidate timings as a CI job would apply it: each NumPy run
 against the NumPy run before it (false alarms) and each slowed run against the NumPy run
@@ -31,10 +32,20 @@ from pytest_gostcnn.reports.check import checked_report
 from pytest_gostcnn.reports.compare import compare
 from pytest_gostcnn.reports.load import timings
 
-SLOWED = '''"""The NumPy backend, a sleep of {slower} x each round's own work inside its rounds."""
+SLOWED = '''"""The NumPy backend, {slower} x each round's own work added inside its rounds, as a
+sleep or as a spin of the CPU."""
 import time
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
+
+
+def wait(seconds):
+    if "{how}" == "sleep":
+        time.sleep(seconds)
+        return
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 class Slowed(NumpyBackend):
@@ -43,13 +54,13 @@ class Slowed(NumpyBackend):
     def infer(self, network, weights, image):
         start = time.perf_counter()
         output = super().infer(network, weights, image)
-        time.sleep({slower} * (time.perf_counter() - start))
+        wait({slower} * (time.perf_counter() - start))
         return output
 
     def train(self, network, weights, image, out_residual):
         start = time.perf_counter()
         result = super().train(network, weights, image, out_residual)
-        time.sleep({slower} * (time.perf_counter() - start))
+        wait({slower} * (time.perf_counter() - start))
         return result
 '''
 KINDS = {"same": "numpy", "slowed": "slowed:Slowed"}
@@ -59,11 +70,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20, help="runs of each kind")
     parser.add_argument("--fail", type=float, default=5.0, help="the gates' allowed percent")
-    parser.add_argument("--slower", type=float, default=0.1, help="the sleep, per round's work")
+    parser.add_argument("--slower", type=float, default=0.1, help="the wait, per round's work")
+    parser.add_argument(
+        "--how",
+        choices=("sleep", "spin"),
+        default="sleep",
+        help="the wait: a sleep, or a spin of the CPU (which a loaded machine slows as it "
+        "slows the work; a sleeper gets the CPU back first when it wakes)",
+    )
     parser.add_argument("pytest_args", nargs="*", help="given to every run (after --)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="gate_rates_"))
-    (folder / "slowed.py").write_text(SLOWED.format(slower=args.slower), encoding="utf-8")
+    (folder / "slowed.py").write_text(SLOWED.format(slower=args.slower, how=args.how), encoding="utf-8")
     runs: dict[str, list[dict]] = {kind: [] for kind in KINDS}
     for run in range(args.runs):
         for kind, backend in KINDS.items():
@@ -87,7 +105,10 @@ def main() -> int:
                 f"{time.monotonic() - started:.0f} s, load {os.getloadavg()[0]:.1f}: {said}",
                 flush=True,
             )
-    print(f"--fail {args.fail:g}, {args.runs} runs of each kind, slowed {args.slower:.0%}")
+    print(
+        f"--fail {args.fail:g}, {args.runs} runs of each kind, slowed {args.slower:.0%} "
+        f"({args.how}), arguments {' '.join(args.pytest_args)}"
+    )
     print(f"reports in {folder}")
     for kind, word in (("same", "false alarms"), ("slowed", "caught")):
         fell, undecided, total = _paired(runs[kind])
