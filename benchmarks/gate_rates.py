@@ -81,7 +81,9 @@ def main() -> int:
     parser.add_argument("pytest_args", nargs="*", help="given to every run (after --)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="gate_rates_"))
-    (folder / "slowed.py").write_text(SLOWED.format(slower=args.slower, how=args.how), encoding="utf-8")
+    (folder / "slowed.py").write_text(
+        SLOWED.format(slower=args.slower, how=args.how), encoding="utf-8"
+    )
     runs: dict[str, list[dict]] = {kind: [] for kind in KINDS}
     for run in range(args.runs):
         for kind, backend in KINDS.items():
