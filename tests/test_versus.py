@@ -95,8 +95,14 @@ def test_two_folders_of_one_module_as_fast_pass_and_say_how_much_they_could_see(
     ]
 
 
-def test_a_slower_candidate_fails_its_item_and_exits_6(folders):
-    run = versus(folders, "slower", "base")
+@pytest.fixture(scope="module")
+def slower(folders):
+    """A candidate that sleeps 16 ms a round against its base's 4 ms."""
+    return versus(folders, "slower", "base")
+
+
+def test_a_slower_candidate_fails_its_item_and_exits_6(slower):
+    run = slower
     assert run.returncode == 6, run.stdout[-3000:]
     (test,) = run.report["versus"]["tests"]
     assert test["fell"] and test["paired"]["slowdown"] > 100
@@ -158,8 +164,8 @@ def test_a_baseline_that_cannot_run_the_same_tests_is_a_usage_error(folders, bas
     assert "Traceback" not in said
 
 
-def test_check_recomputes_the_pairs_and_replays_the_verdict(folders):
-    run = versus(folders, "slower", "base")
+def test_check_recomputes_the_pairs_and_replays_the_verdict(slower, folders):
+    run = slower
     tables = folders / "tiny"
     assert check_report(run.report, tables) == []
     passed = copy.deepcopy(run.report)
