@@ -389,20 +389,24 @@ def no_result(timing: Timing) -> list[Reason]:
 
 
 def cells_unshared(findings: Findings) -> list[Reason]:
-    """The time of a test is its cell's own: its threads waited for a core at most
-    ``SHARED_LIMIT`` of their ready time in the timed rounds (docs/benchmarking.md, "A shared
-    cell")."""
+    """The time of a test is its cell's own: no thread of it waited for a core more than
+    ``SHARED_LIMIT`` of the timed rounds' time (docs/benchmarking.md, "A shared cell")."""
     reasons = []
     for timing in findings.timings:
         for cell in timing.shared_cells:
+            counted, share = cell.contention, cell.contention.judged_share
+            if counted.delay_seconds is None:  # a report that predates the delay, its words
+                said = f"its threads waited for one of the cell's {counted.cores} cores "
+                said += f"{100 * share:.0f} % of their ready time in the timed rounds"
+            else:
+                said = f"a thread of it waited for one of the cell's {counted.cores} cores "
+                said += f"{100 * share:.0f} % of the timed rounds' time"
             reasons.append(
                 Reason(
                     "cell shared",
-                    f"cell shared: {_test(timing)}{_where(timing, cell.cell)}: its threads "
-                    f"waited for one of the cell's {cell.contention.cores} cores "
-                    f"{100 * cell.contention.wait_share:.0f} % of their ready time in the timed "
-                    f"rounds (more than {100 * SHARED_LIMIT:.0f} %): other work held the cores, "
-                    "so the time is not the cell's own",
+                    f"cell shared: {_test(timing)}{_where(timing, cell.cell)}: {said} (more "
+                    f"than {100 * SHARED_LIMIT:.0f} %): other work held the cores, so the time "
+                    "is not the cell's own",
                     timing.mode,
                     timing.latin,
                 )
