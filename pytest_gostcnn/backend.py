@@ -214,3 +214,9 @@ def load_backend_class(name: str, search: Sequence[tuple[str, Path]] = ()) -> ty
             f"({hint})"
         )
     return cls
+
+
+def backend_label(name: str, source: str | None) -> str:
+    """``mine (mymod:Mine)``: a backend's declared ``name``, and the ``--gost-backend`` it was
+    given as (``source``) where that differs."""
+    return name if source in (None, name) else f"{name} ({source})"

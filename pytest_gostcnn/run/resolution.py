@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_gostcnn.backend import Backend, BackendError, load_backend_class
+from pytest_gostcnn.backend import Backend, BackendError, backend_label, load_backend_class
 from pytest_gostcnn.conformance.layer_cases import (
     LayerCase,
     layer_cases,
@@ -50,7 +50,7 @@ class Resolved:
     """The options resolved on this machine: the backend (None when unavailable, with the
     reason), the networks, the cells, the table set, the device, its facts and peak."""
 
-    backend_name: str
+    backend_name: str  # the backend's declared name (``Backend.name``)
     backend: Backend | None
     unavailable: str | None
     networks: dict[str, Network]
@@ -65,6 +65,12 @@ class Resolved:
     invocation: dict = field(default_factory=dict)  # how the run was started (``invocation``)
     reference: ReferenceLibrary = NUMPY  # where the float64 reference runs
     agreement: Agreement | None = None  # the reference library's with NumPy's (None: NumPy)
+    backend_source: str | None = None  # --gost-backend as given, where not the declared name
+
+    @property
+    def backend_label(self) -> str:
+        """``mine (mymod:Mine)``: the declared name, and the ``module:Class`` it came from."""
+        return backend_label(self.backend_name, self.backend_source)
 
     @property
     def version(self) -> str | None:
@@ -118,8 +124,11 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
     if backend is not None:
         device, system, estimate = _describe(backend, name, ask_peak=peak is None)
         peak = peak or estimate
+    declared = getattr(cls, "name", None)
+    declared = declared if isinstance(declared, str) and declared.strip() else name
     return Resolved(
-        backend_name=name,
+        backend_name=declared,
+        backend_source=None if declared == name else name,
         backend=backend,
         unavailable=unavailable,
         networks=networks,
