@@ -107,7 +107,7 @@ class Backend(abc.ABC):
         """
         return None
 
-    # The layer kernels of executor.Kernels.
+    # The layer kernels of executor.Kernels; a list of maps may be returned as a tuple.
     @abc.abstractmethod
     def forward(self, layer: Layer, inputs: list, weights: dict) -> list: ...
 

@@ -271,6 +271,8 @@ BAD_OPTIONS = [
     (["--gost-mode=sideways"], ["--gost-mode=sideways", "training, inference, both"]),
     (["--gost-networks=Q"], ["--gost-networks", "unknown network 'Q'"]),
     (["--gost-networks=R,,Sh"], ["--gost-networks=R,,Sh", "an empty name between commas"]),
+    (["--gost-networks=Sh,Sh"], ["--gost-networks=Sh,Sh", "names Sh (Ш) twice ('Sh' and 'Sh')"]),
+    (["--gost-networks=M,Ш,sh"], ["--gost-networks=M,Ш,sh", "names Sh (Ш) twice ('Ш' and 'sh')"]),
     (["--gost-rmse-threshold=-1"], ["--gost-rmse-threshold=-1", ">= 0"]),
     (["--gost-seed=-3"], ["--gost-seed=-3", "from 0 to"]),
     (["--gost-local-cell=-1"], ["--gost-local-cell=-1", "from 0 to"]),
