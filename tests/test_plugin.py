@@ -24,7 +24,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 import pytest
-from gost_helpers import BACKENDS, REPOSITORY, SMALL, read_report
+from gost_helpers import BACKENDS, REPOSITORY, SMALL, read_report, usage_error
 from gost_test_recorder import Recorded, as_user, read, recording
 
 from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases, saturating_cases
@@ -83,18 +83,6 @@ def verified(pytester: pytest.Pytester, *args: str) -> tuple[Recorded, dict]:
     path.unlink(missing_ok=True)
     run = as_user(pytester, *args, f"--gost-report={path}")
     return run, read_report(path)
-
-
-def usage_error(result: pytest.RunResult, *says: str) -> None:
-    """The run ended with a usage error, without a traceback, whose message says each of
-    ``says``, all on one line; pytest prints the message on stderr."""
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    output = result.stdout.str() + result.stderr.str()
-    assert "Traceback" not in output
-    # One message, on one line: the plugin raised one UsageError, with no line break.
-    lines = [line for line in result.stderr.lines if says[0] in line]
-    assert len(lines) == 1, result.stderr.str()
-    assert all(fragment in lines[0] for fragment in says), result.stderr.str()
 
 
 def header(pytester: pytest.Pytester, *args: str) -> str:

@@ -91,6 +91,7 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
         raise TableError(f"--gost-tables: {exc}") from None
     networks = select_networks(all_networks, options.networks)
     _check_images(options)
+    _check_report(options)
     _check_threshold(options)
     name = options.backend
     cls = load_backend_class(name, search)
@@ -283,6 +284,19 @@ def _check_images(options: Options) -> None:
         raise ValueError(
             f"--gost-images={options.images}: fewer than one batch of --gost-batch="
             f"{options.batch}; give at least {options.batch} images"
+        )
+
+
+def _check_report(options: Options) -> None:
+    """``--gost-report`` is written over as the run goes: never the baseline it is compared
+    with (both paths are resolved as parsed)."""
+    if options.report is None or options.compare is None:
+        return
+    report, baseline = Path(options.report), Path(options.compare)
+    if report == baseline or (report.exists() and os.path.samefile(report, baseline)):
+        raise ValueError(
+            f"--gost-report={options.report}: the --gost-compare baseline itself; the run "
+            "would write over the report it is compared with: give the new report another name"
         )
 
 
