@@ -399,7 +399,7 @@ def cells_unshared(findings: Findings) -> list[Reason]:
                 said = f"its threads waited for one of the cell's {counted.cores} cores "
                 said += f"{100 * share:.0f} % of their ready time in the timed rounds"
             else:
-                said = f"a thread of it waited for one of the cell's {counted.cores} cores "
+                said = f"one of its threads waited for one of the cell's {counted.cores} cores "
                 said += f"{100 * share:.0f} % of the timed rounds' time"
             reasons.append(
                 Reason(
