@@ -394,19 +394,17 @@ def cells_unshared(findings: Findings) -> list[Reason]:
     reasons = []
     for timing in findings.timings:
         for cell in timing.shared_cells:
-            counted, share = cell.contention, cell.contention.judged_share
+            counted = cell.contention
+            who, of = "one of its threads", "of the timed rounds' time"
             if counted.delay_seconds is None:  # a report that predates the delay, its words
-                said = f"its threads waited for one of the cell's {counted.cores} cores "
-                said += f"{100 * share:.0f} % of their ready time in the timed rounds"
-            else:
-                said = f"one of its threads waited for one of the cell's {counted.cores} cores "
-                said += f"{100 * share:.0f} % of the timed rounds' time"
+                who, of = "its threads", "of their ready time in the timed rounds"
             reasons.append(
                 Reason(
                     "cell shared",
-                    f"cell shared: {_test(timing)}{_where(timing, cell.cell)}: {said} (more "
-                    f"than {100 * SHARED_LIMIT:.0f} %): other work held the cores, so the time "
-                    "is not the cell's own",
+                    f"cell shared: {_test(timing)}{_where(timing, cell.cell)}: {who} waited for "
+                    f"one of the cell's {counted.cores} cores {100 * counted.judged_share:.0f} % "
+                    f"{of} (more than {100 * SHARED_LIMIT:.0f} %): other work held the cores, "
+                    "so the time is not the cell's own",
                     timing.mode,
                     timing.latin,
                 )
