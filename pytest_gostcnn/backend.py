@@ -111,7 +111,7 @@ class Backend(abc.ABC):
         """
         return None
 
-    # The layer kernels of executor.Kernels.
+    # The layer kernels of executor.Kernels; a list of maps may be returned as a tuple.
     @abc.abstractmethod
     def forward(self, layer: Layer, inputs: list, weights: dict) -> list: ...
 
@@ -254,3 +254,9 @@ def load_backend_class(name: str, search: Sequence[tuple[str, Path]] = ()) -> ty
             f"({hint})"
         )
     return cls
+
+
+def backend_label(name: str, source: str | None) -> str:
+    """``mine (mymod:Mine)``: a backend's declared ``name``, and the ``--gost-backend`` it was
+    given as (``source``) where that differs."""
+    return name if source in (None, name) else f"{name} ({source})"

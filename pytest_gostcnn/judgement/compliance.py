@@ -383,19 +383,21 @@ def no_result(timing: Timing) -> list[Reason]:
 
 
 def cells_unshared(findings: Findings) -> list[Reason]:
-    """The time of a test is its cell's own: its threads waited for a core at most
-    ``SHARED_LIMIT`` of their ready time in the timed rounds (docs/benchmarking.md, "A shared
-    cell")."""
+    """The time of a test is its cell's own: no thread of it waited for a core more than
+    ``SHARED_LIMIT`` of the timed rounds' time (docs/benchmarking.md, "A shared cell")."""
     reasons = []
     for timing in findings.timings:
         for cell in timing.shared_cells:
+            counted = cell.contention
+            who, of = "one of its threads", "of the timed rounds' time"
+            if counted.delay_seconds is None:  # a report that predates the delay, its words
+                who, of = "its threads", "of their ready time in the timed rounds"
             reasons.append(
                 Reason(
                     "cell shared",
-                    f"cell shared: {_test(timing)}{_where(timing, cell.cell)}: its threads "
-                    f"waited for one of the cell's {cell.contention.cores} cores "
-                    f"{100 * cell.contention.wait_share:.0f} % of their ready time in the timed "
-                    f"rounds (more than {100 * SHARED_LIMIT:.0f} %): other work held the cores, "
+                    f"cell shared: {_test(timing)}{_where(timing, cell.cell)}: {who} waited for "
+                    f"one of the cell's {counted.cores} cores {100 * counted.judged_share:.0f} % "
+                    f"{of} (more than {100 * SHARED_LIMIT:.0f} %): other work held the cores, "
                     "so the time is not the cell's own",
                     timing.mode,
                     timing.latin,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from pytest_gostcnn.backend import backend_label
 from pytest_gostcnn.conformance.verification import verify_network
 from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.performance.paired import PairedRounds
@@ -112,6 +113,6 @@ def _seconds(pairs: PairedRounds) -> dict:
 
 def named(session: GostSession) -> str:
     """The baseline backend as the summary names it: its declared name and version, and
-    where it came from (``--gost-versus``)."""
+    the ``--gost-versus`` it was given as where that differs (``sleepy 1.0 (base::m:C)``)."""
     backend = type(session.resolved.versus)
-    return f"{backend.name} {backend.version} ({session.options.versus})"
+    return backend_label(f"{backend.name} {backend.version}", session.options.versus)

@@ -24,9 +24,9 @@ def header_lines(
     """The lines under pytest's header: the backend and its device, the options, the tables
     and networks; an option that has no effect; the tests kept from ``--gost-resume``."""
     if resolved.backend is None:
-        backend = f"{resolved.backend_name} (unavailable: {resolved.unavailable})"
+        backend = f"{resolved.backend_label} (unavailable: {resolved.unavailable})"
     else:
-        backend = f"{resolved.backend_name} {resolved.version} on {resolved.device}"
+        backend = f"{resolved.backend_label} {resolved.version} on {resolved.device}"
     networks = ", ".join(
         f"{n.letter} ({n.latin}, {resolved.provenances[latin].describe()})"
         for latin, n in resolved.networks.items()

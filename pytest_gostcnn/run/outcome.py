@@ -67,11 +67,11 @@ def exit_status(
     if resolved.backend is None:
         if options.allow_unavailable:
             return exitstatus, (
-                f"backend {resolved.backend_name} is unavailable ({resolved.unavailable}); "
+                f"backend {resolved.backend_label} is unavailable ({resolved.unavailable}); "
                 "nothing was verified; --gost-allow-unavailable keeps the exit status"
             )
         return ExitCode.TESTS_FAILED, (
-            f"nothing was verified: backend {resolved.backend_name} is unavailable "
+            f"nothing was verified: backend {resolved.backend_label} is unavailable "
             f"({resolved.unavailable}); --gost-allow-unavailable exits 0 for that"
         )
     if not results.selected:
