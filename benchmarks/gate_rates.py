@@ -31,6 +31,7 @@ from pathlib import Path
 from pytest_gostcnn.reports.check import checked_report
 from pytest_gostcnn.reports.compare import compare
 from pytest_gostcnn.reports.load import timings
+from pytest_gostcnn.reports.paired import LEVEL, decide, paired
 
 SLOWED = '''"""The NumPy backend, {slower} x each round's own work added inside its rounds, as a
 sleep or as a spin of the CPU."""
@@ -78,8 +79,15 @@ def main() -> int:
         help="the wait: a sleep, or a spin of the CPU (which a loaded machine slows as it "
         "slows the work; a sleeper gets the CPU back first when it wakes)",
     )
+    parser.add_argument(
+        "--rejudge",
+        metavar="FOLDER",
+        help="run nothing: judge an earlier measurement's reports again by this code's rule",
+    )
     parser.add_argument("pytest_args", nargs="*", help="given to every run (after --)")
     args = parser.parse_args()
+    if args.rejudge:
+        return _summary(_rejudged(Path(args.rejudge), args.fail), args)
     folder = Path(tempfile.mkdtemp(prefix="gate_rates_"))
     (folder / "slowed.py").write_text(
         SLOWED.format(slower=args.slower, how=args.how), encoding="utf-8"
@@ -98,7 +106,7 @@ def main() -> int:
             if done.returncode not in (0, 6, 7) or not path.is_file():
                 print(f"{' '.join(command)} exited {done.returncode}:\n{done.stdout[-2000:]}")
                 return 1
-            report = json.loads(path.read_text(encoding="utf-8"))
+            report = checked_report(path)  # its figures and verdicts recomputed
             runs[kind].append({"path": str(path), "report": report, "status": done.returncode})
             tests = report["versus"]["tests"]
             said = "; ".join(_verdict(t) for t in tests)
@@ -107,11 +115,45 @@ def main() -> int:
                 f"{time.monotonic() - started:.0f} s, load {os.getloadavg()[0]:.1f}: {said}",
                 flush=True,
             )
-    print(
-        f"--fail {args.fail:g}, {args.runs} runs of each kind, slowed {args.slower:.0%} "
-        f"({args.how}), arguments {' '.join(args.pytest_args)}"
-    )
     print(f"reports in {folder}")
+    return _summary(runs, args)
+
+
+def _rejudged(folder: Path, allowed: float) -> dict[str, list[dict]]:
+    """The reports of an earlier measurement in ``folder``, each test's verdict given
+    again from its pairs by this code's rule (``reports/paired.py``)."""
+    runs: dict[str, list[dict]] = {kind: [] for kind in KINDS}
+    for kind, kept in runs.items():
+        for path in sorted(folder.glob(f"{kind}-*.json"), key=lambda p: int(p.stem.split("-")[1])):
+            report = json.loads(path.read_text(encoding="utf-8"))
+            versus = report["versus"]
+            tests = versus["holm_tests"]
+            earlier = []
+            for test in versus["tests"]:
+                if test["paired"] is None:
+                    continue
+                now = paired(
+                    test["test"],
+                    test["candidate_seconds"],
+                    test["baseline_seconds"],
+                    test["candidate_first"],
+                    allowed,
+                    LEVEL / tests,
+                )
+                verdict = decide(earlier, now, tests)
+                earlier.append(now)
+                test.update(fell=verdict.fell, not_compared=verdict.not_compared)
+                test["paired"] = now.as_dict()
+            kept.append({"path": str(path), "report": report})
+    return runs
+
+
+def _summary(runs: dict[str, list[dict]], args) -> int:
+    """Both gates' false alarms and catches over ``runs``, printed."""
+    print(
+        f"--fail {args.fail:g}, {len(runs['same'])} runs of each kind, slowed "
+        f"{args.slower:.0%} ({args.how}), arguments {' '.join(args.pytest_args)}"
+    )
     for kind, word in (("same", "false alarms"), ("slowed", "caught")):
         fell, undecided, total = _paired(runs[kind])
         print(
@@ -158,8 +200,8 @@ def _reported(pairs, allowed: float) -> tuple[int, int, int, int]:
     shared-cell rule."""
     fell = undecided = total = unruled = 0
     for baseline, now in pairs:
-        then = list(timings(checked_report(baseline["path"])).values())
-        later = list(timings(checked_report(now["path"])).values())
+        then = list(timings(baseline["report"]).values())
+        later = list(timings(now["report"]).values())
         comparison = compare(baseline["path"], then, later, allowed)
         fell += bool(comparison.fallen)
         undecided += not comparison.fallen and bool(comparison.undecided())

@@ -31,8 +31,11 @@ EXACT_PAIRS = 60  # up to this many pairs the signed-rank distribution is counte
 
 def noise_limit(allowed: float) -> float:
     """The largest detectable slowdown (percent) at which a test that did not fall still
-    counts as compared: twice the allowed, and at least 5 points above it."""
-    return max(2.0 * allowed, allowed + 5.0)
+    counts as compared: half as much again as the allowed, and at least 2.5 points above it.
+    At the detectable slowdown a run falls about half the time; one twice as far above the
+    allowed, about 95 % of the time, so a test compared would have caught a slowdown of
+    twice the allowed (5 points more, at least) with about that chance."""
+    return max(1.5 * allowed, allowed + 2.5)
 
 
 @lru_cache(maxsize=64)
