@@ -200,11 +200,16 @@ def load_backend_class(name: str, search: Sequence[tuple[str, Path]] = ()) -> ty
             rootdir. The folder it is found in goes first on ``sys.path``.
     """
     available = ", ".join(sorted(registered_backends())) or "none"
-    hint = f"available backends: {available}; or name a class as package.module:Class"
+    hint = (
+        f"available backends: {available}; or name a class as package.module:Class or "
+        "FOLDER::module:Class"
+    )
     if "::" in name:
         folder, _, name_in_folder = name.partition("::")
         if ":" not in name_in_folder:
             raise BackendError(f"backend {name!r}: give FOLDER::module:Class ({hint})")
+        if not Path(folder).expanduser().is_dir():
+            raise BackendError(f"backend {name!r}: no folder {folder!r} ({hint})")
     if ":" in name:
         module_name, _, attribute = name.rpartition("::")[2].partition(":")
         try:
@@ -250,8 +255,8 @@ def load_backend_class(name: str, search: Sequence[tuple[str, Path]] = ()) -> ty
             ) from exc
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise BackendError(
-            f"backend {name!r} is {cls!r}, not a subclass of pytest_gostcnn.backend.Backend "
-            f"({hint})"
+            f"backend {name!r} is {getattr(cls, '__qualname__', type(cls).__name__)!r}, not a "
+            f"subclass of pytest_gostcnn.backend.Backend ({hint})"
         )
     return cls
 

@@ -18,8 +18,9 @@ from .rounds import Rounds
 
 class PairedRounds:
     """The setup, timed target and teardown of every pair of one test's rounds, for
-    pytest-benchmark's loop, which times the pair; each backend's own seconds of each timed
-    round are kept here, in pair order (the warm-up's left out)."""
+        pytest-benchmark's loop, which times the pair; each backend's own seconds of each timed
+        round are kept here, in pair order (the warm-up's left out); ``pairs``: how many of the
+    first are pairs, both backends' rounds run (none from the round one of them failed in)."""
 
     def __init__(
         self, candidate: Rounds, baseline: Rounds, randomness: random.Random | None = None
@@ -29,6 +30,7 @@ class PairedRounds:
         self.candidate_seconds: list[float] = []
         self.baseline_seconds: list[float] = []
         self.candidate_first: list[bool] = []  # per timed pair
+        self.pairs = 0
         self._pair: tuple[tuple, tuple, bool] | None = None
 
     def setup(self) -> tuple[tuple, dict]:
@@ -60,6 +62,9 @@ class PairedRounds:
                 seconds.append(elapsed)
         if timed:
             self.candidate_first.append(candidate_first)
+            # A backend that failed runs no more rounds: its later "rounds" pair nothing.
+            if self.candidate.error is None and self.baseline.error is None:
+                self.pairs += 1
 
     def teardown(self, *arguments) -> None:
         self._pair = None

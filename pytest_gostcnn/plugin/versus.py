@@ -73,15 +73,16 @@ def verdict(
     if verdict_now is None:
         earlier = [v.paired for v in results.versus.values() if v.paired is not None]
         tests = max(len(results.benchmark_items), len(results.versus) + 1)
+        kept = _seconds(pairs)
         now = paired(
             timing.name,
-            pairs.candidate_seconds,
-            pairs.baseline_seconds,
-            pairs.candidate_first,
+            kept["candidate_seconds"],
+            kept["baseline_seconds"],
+            kept["candidate_first"],
             options.compare_fail,
             LEVEL / tests,
         )
-        verdict_now = decide(earlier, now, tests, _seconds(pairs))
+        verdict_now = decide(earlier, now, tests, kept)
     results.versus[(timing.latin, timing.mode)] = verdict_now
     return verdict_now
 
@@ -100,15 +101,19 @@ def _verdict(
         why = f"the baseline's check of timed {audit.subject} failed ({audit.verdict})"
     elif pairs.candidate.error is not None or timing.failed_audits:
         why = "the candidate's rounds are not a result (see the test's failure)"
-    elif len(pairs.candidate_seconds) != len(pairs.baseline_seconds):
-        why = "the two backends timed different numbers of rounds"
+    elif pairs.pairs == 0:
+        why = "no pair of rounds was timed"
     else:
         return None
     return Verdict(timing.name, None, not_compared=why, **_seconds(pairs))
 
 
 def _seconds(pairs: PairedRounds) -> dict:
-    return pair_seconds(pairs.candidate_seconds, pairs.baseline_seconds, pairs.candidate_first)
+    """The pairs' seconds while both backends ran."""
+    n = pairs.pairs
+    return pair_seconds(
+        pairs.candidate_seconds[:n], pairs.baseline_seconds[:n], pairs.candidate_first[:n]
+    )
 
 
 def named(session: GostSession) -> str:

@@ -256,8 +256,13 @@ def main(paths: list[str], tables: str | None, say: Callable[[str], None]) -> in
         else:
             tests = len(report["benchmarks"])
             evaluations = len(report["evaluations"])
+            paired = len((report.get("versus") or {}).get("tests", []))
+            replayed = (
+                f", {paired} paired gate verdict{'s' * (paired != 1)} replayed" if paired else ""
+            )
             say(
                 f"{path}: every figure agrees ({tests} performance test{'s' * (tests != 1)}, "
-                f"{evaluations} evaluation{'s' * (evaluations != 1)}, compliance recomputed)"
+                f"{evaluations} evaluation{'s' * (evaluations != 1)}, compliance recomputed"
+                f"{replayed})"
             )
     return status

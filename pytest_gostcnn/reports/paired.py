@@ -305,10 +305,17 @@ def decide(earlier: Sequence[Paired], now: Paired, tests: int, kept: dict | None
     if rejected and now.allowed is not None and now.slowdown > now.allowed:
         return Verdict(now.test, now, fell=True, **kept)
     if math.isinf(now.detectable):
-        why = f"too few pairs ({now.pairs}) for a test at this level"
+        needed = math.ceil(math.log2(tests / LEVEL))  # all n pairs one way: p = 2^-n
+        why = (
+            f"too few pairs ({now.pairs}; at least {needed} at this level, more for a "
+            "useful test: raise --gost-images)"
+        )
         return Verdict(now.test, now, not_compared=why, **kept)
     if now.too_noisy:
-        why = f"too noisy: detectable >= {now.detectable:.0f} %"
+        why = (
+            f"too noisy: detectable >= {now.detectable:.0f} % (more pairs: raise "
+            "--gost-images; or a quieter machine)"
+        )
         return Verdict(now.test, now, not_compared=why, **kept)
     return Verdict(now.test, now, **kept)
 
@@ -326,7 +333,8 @@ def check_versus(report: dict, designations: dict[str, list[float]]) -> list[str
     earlier: list[Paired] = []
     for test in versus["tests"]:
         name = test["test"]
-        if name in designations and designations[name] != test["candidate_seconds"]:
+        kept = test["candidate_seconds"]
+        if kept and name in designations and designations[name][: len(kept)] != kept:
             found.append(f"versus {name}: its candidate's rounds are not the test's timed rounds")
         if test["paired"] is None:
             if test["fell"] or not test["not_compared"]:
@@ -352,10 +360,14 @@ def check_versus(report: dict, designations: dict[str, list[float]]) -> list[str
                 found.append(f"versus {name}: {key} {stated.get(key)!r}, recomputed {value!r}")
         if (verdict.fell, verdict.not_compared) != (test["fell"], test["not_compared"]):
             found.append(
-                f"versus {name}: verdict fell={test['fell']} ({test['not_compared']}), "
-                f"recomputed fell={verdict.fell} ({verdict.not_compared})"
+                f"versus {name}: verdict {_said(test['fell'], test['not_compared'])}, "
+                f"recomputed {_said(verdict.fell, verdict.not_compared)}"
             )
     return found
+
+
+def _said(fell: bool, not_compared: str | None) -> str:
+    return "fell" if fell else f"not compared ({not_compared})" if not_compared else "passed"
 
 
 def _agrees(stated, value) -> bool:

@@ -57,12 +57,12 @@ def versus_lines(baseline: str, allowed: float | None, verdicts: list[Verdict]) 
     else:
         rule = (
             f"a test fails when it is more than {allowed:g} % slower, significantly at "
-            f"{LEVEL:.0%} with Holm's correction across the run's tests; it is not compared "
+            f"{100 * LEVEL:g} % with Holm's correction across the run's tests; it is not compared "
             f"when the smallest slowdown it could see is above {noise_limit(allowed):g} %"
         )
     lines = [
         f"against the baseline backend {baseline}, round by round: {rule}",
-        f"{'test':<26} {'slower %':>9} {CONFIDENCE:.0%} interval %{'':>5} {'pairs':>5} "
+        f"{'test':<26} {'slower %':>9} {f'{CONFIDENCE:.0%} interval %':>20} {'pairs':>5} "
         f"{'p':>7} {'sees %':>7}",
     ]
     for v in verdicts:

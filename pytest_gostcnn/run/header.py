@@ -55,6 +55,18 @@ def header_lines(
             f"gostcnn: --gost-stall-timeout={options.stall_timeout:g} has no effect: one "
             "computing cell waits at no barrier (it watches the cells of an mpirun run)"
         )
+    if resolved.versus is not None:
+        versus = type(resolved.versus)
+        rule = (
+            f"a test fails more than {options.compare_fail:g} % slower, significantly"
+            if options.compare_fail is not None
+            else "nothing fails without --gost-compare-fail"
+        )
+        lines.append(
+            f"gostcnn: paired gate: every benchmark test also on {versus.name} "
+            f"{versus.version} ({options.versus}) on {resolved.versus_device}, round by round; "
+            f"{rule}"
+        )
     if options.resume is not None:
         kept = ", ".join(t.name for t in resumed) or "none"
         lines.append(f"gostcnn: resuming {options.resume}: tests not timed again: {kept}")

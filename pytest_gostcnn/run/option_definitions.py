@@ -83,7 +83,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "backend",
         "NAME",
-        "backend to verify: a registered name (numpy, ...) or package.module:Class. "
+        "backend to verify: a registered name (numpy, ...), package.module:Class, or "
+        "FOLDER::module:Class (the module loaded from FOLDER under a name of its own). "
         "Given without test paths, runs the suite shipped with the plugin, which runs only "
         "then or when its path is given (its backend then numpy by default).",
         parse.any_text,

@@ -104,17 +104,22 @@ def conclude(
     status, reason = outcome.system_exit(statuses, results.cell_reports)
     comparison = None
     undecided: list[str] = []
+    both = results.baseline is not None and options.versus is not None
     if ended and results.baseline is not None:
         path, then = results.baseline
         comparison = compare(path, then, results.timings.values(), options.compare_fail)
         status, reason = outcome.gated(status, reason, comparison)
-        undecided += comparison.undecided()
+        undecided += [f"{'the report gate: ' * both}{u}" for u in comparison.undecided()]
     if ended and options.versus is not None:
         verdicts = list(results.versus.values())
         status, reason = outcome.paired_gated(status, reason, verdicts, options.versus)
-        undecided += [f"{v.test} ({v.not_compared})" for v in verdicts if v.not_compared]
-        if not verdicts and results.selected:
-            undecided.append("any test: no benchmark test was selected and timed")
+        undecided += [
+            f"{'the paired gate: ' * both}{v.test} ({v.not_compared})"
+            for v in verdicts
+            if v.not_compared
+        ]
+        if not verdicts and results.outcomes and not results.benchmark_items:
+            undecided.append("any test: no benchmark test was selected (-k)")
     if options.compare_fail is not None:  # a gate was asked for
         status, reason = outcome.undecided(status, reason, undecided)
     measured = measured_report(
