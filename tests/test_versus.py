@@ -23,7 +23,12 @@ class Sleepy(NumpyBackend):
     version = "{version}"
     training_dtypes = {training}
 
+    calls = 0
+
     def infer(self, network, weights, image):
+        Sleepy.calls += 1
+        if Sleepy.calls > {breaks}:
+            raise RuntimeError("broke")
         time.sleep({delay})
         return super().infer(network, weights, image)
 '''
@@ -47,14 +52,15 @@ def folders(tmp_path_factory):
     """The run's directory, with the base commit's module in base/ and the candidate's in
     head/: one module name, gostsleepy, in both."""
     path = directory(tmp_path_factory.mktemp("versus"))
-    for folder, delay, version, training in (
-        ("base", 0.004, "1.0", "('float32',)"),
-        ("head", 0.004, "1.1", "('float32',)"),
-        ("slower", 0.016, "1.2", "('float32',)"),
-        ("narrow", 0.004, "1.3", "()"),
+    for folder, delay, version, training, breaks in (
+        ("base", 0.004, "1.0", "('float32',)", 10**9),
+        ("head", 0.004, "1.1", "('float32',)", 10**9),
+        ("slower", 0.016, "1.2", "('float32',)", 10**9),
+        ("narrow", 0.004, "1.3", "()", 10**9),
+        ("breaks", 0.004, "1.4", "('float32',)", 12),  # in its 10th timed round or so
     ):
         (path / folder).mkdir()
-        source = SLEEPY.format(delay=delay, version=version, training=training)
+        source = SLEEPY.format(delay=delay, version=version, training=training, breaks=breaks)
         (path / folder / "gostsleepy.py").write_text(source, encoding="utf-8")
     return path
 
@@ -124,6 +130,18 @@ def test_a_baseline_that_fails_verification_gates_nothing_and_says_so(folders):
     assert test["paired"] is None and "failed section 8" in test["not_compared"]
     assert run.report["exit_reason"].startswith("the gate decided nothing for ТП-Ш-П-float32-B1")
     assert "exit status 7: the gate decided nothing" in "\n".join(run.lines[-4:])
+    assert check_report(run.report, folders / "tiny") == []
+
+
+def test_a_baseline_that_fails_in_its_rounds_leaves_the_pairs_before_and_gates_nothing(folders):
+    run = versus(folders, "head", "breaks")
+    assert run.returncode == 7, run.stdout[-3000:]
+    (test,) = run.report["versus"]["tests"]
+    assert "failed in its rounds" in test["not_compared"] and "broke" in test["not_compared"]
+    assert 0 < len(test["baseline_seconds"]) == len(test["candidate_seconds"]) < 32
+    (timing,) = run.report["benchmarks"]
+    assert len(timing["cells"][0]["round_seconds"]) == 32  # the candidate timed every round
+    assert check_report(run.report, folders / "tiny") == []
 
 
 def test_too_few_pairs_are_not_a_pass(folders):
@@ -134,20 +152,25 @@ def test_too_few_pairs_are_not_a_pass(folders):
         *[a if a != "--gost-images=32" else "--gost-images=4" for a in RUN],
     )
     assert run.returncode == 7, run.stdout[-3000:]
-    assert "too few pairs (4)" in run.report["versus"]["tests"][0]["not_compared"]
+    assert (
+        "too few pairs (4; at least 5 at this level"
+        in run.report["versus"]["tests"][0]["not_compared"]
+    )
 
 
 def test_a_gate_with_no_benchmark_test_selected_decides_nothing_and_says_so(folders):
     run = versus(folders, "head", "base", "-k", "test_network")
     assert run.returncode == 7, run.stdout[-3000:]
     assert "no benchmark test was selected (-k)" in run.report["exit_reason"]
+    collected = versus(folders, "head", "base", "--collect-only")
+    assert collected.returncode == 0, collected.stdout[-3000:]
 
 
 @pytest.mark.parametrize(
     "baseline, words",
     [
         ("narrow::gostsleepy:Sleepy", "declares no data type for training"),
-        ("nowhere::gostsleepy:Sleepy", "no module 'gostsleepy'"),
+        ("nowhere::gostsleepy:Sleepy", "no folder 'nowhere'"),
         ("base::gostsleepy", "FOLDER::module:Class"),
     ],
 )
@@ -160,8 +183,8 @@ def test_a_baseline_that_cannot_run_the_same_tests_is_a_usage_error(folders, bas
     )
     assert run.returncode == 4, run.stdout[-2000:] + run.stderr[-2000:]
     said = run.stdout + run.stderr
-    assert "--gost-versus" in said and words in said
-    assert "Traceback" not in said
+    assert f"--gost-versus={baseline}: " in said and words in said
+    assert "--gost-backend: --gost-versus" not in said and "Traceback" not in said
 
 
 def test_check_recomputes_the_pairs_and_replays_the_verdict(slower, folders):
@@ -170,7 +193,7 @@ def test_check_recomputes_the_pairs_and_replays_the_verdict(slower, folders):
     assert check_report(run.report, tables) == []
     passed = copy.deepcopy(run.report)
     passed["versus"]["tests"][0]["fell"] = False  # the verdict edited
-    assert any("recomputed fell=True" in p for p in check_report(passed, tables))
+    assert any("recomputed fell" in p for p in check_report(passed, tables))
     faster = copy.deepcopy(run.report)
     faster["versus"]["tests"][0]["baseline_seconds"][0] *= 2  # a pair edited
     assert any("versus" in p and "slowdown" in p for p in check_report(faster, tables))
