@@ -137,10 +137,10 @@ partial.CHECKPOINT_SECONDS = 0.0
 _arguments = rounds.Rounds._arguments
 
 
-def arguments(self, batch, number):
+def arguments(self, batch, number, key=None):
     mode = 1 + (self.mode == "training")
     rounds.round_key = lambda randomness=None: (self.cell << 64) | (mode << 32) | (number + 1)
-    return _arguments(self, batch, number)
+    return _arguments(self, batch, number, key)
 
 
 rounds.Rounds._arguments = arguments

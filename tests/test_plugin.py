@@ -51,6 +51,7 @@ GOST_OPTIONS = {
     "--gost-resume",
     "--gost-compare",
     "--gost-compare-fail",
+    "--gost-versus",
     "--gost-backend-option",
     "--gost-stall-timeout",
     "--gost-rmse-threshold",
