@@ -3,8 +3,9 @@ within the memory its library may take (``ReferenceLibrary.memory``,
 ``model/memory.py``): what section 8's network items run, and what the audits and their
 replays can call for their iteration (one call in place of ``executor.train``).
 
-The bound is the reference's own work: the draws and the results it keeps whole (the
-output and input residual, value and variance) are the caller's, beside it. Each slice is
+The bound holds the reference's own work and what the caller says it holds whole beside
+(``held``: a network item's results, ``memory.results_held``). The host data is read a
+slice at a time (an array, or ``model.data.draw_slices``: never drawn whole). Each slice is
 rounded to the data type and bound as the backend is handed it, on the
 reference's library and device; each weight gradient and its variance are summed slice by
 slice in order (``executor.train_in_slices``). One slice gives the values of the
@@ -18,32 +19,45 @@ import numpy as np
 from array_api_compat import array_namespace, device
 
 from pytest_gostcnn.model import executor
+from pytest_gostcnn.model.data import DrawnBatch
 from pytest_gostcnn.model.memory import batch_slices
 from pytest_gostcnn.model.network import Network
 
 from .error_model import ErrorModelKernels, ValueAndVariance
+
+# A batch's host data: an array, or a draw read a slice at a time.
+HostData = np.ndarray | DrawnBatch
 
 
 def reference_training(
     network: Network,
     model: ErrorModelKernels,
     weights: dict[int, dict[str, ValueAndVariance]],
-    image: np.ndarray,
-    out_residual: np.ndarray,
+    image: HostData,
+    out_residual: HostData,
+    held: int = 0,
+    keep: bool = True,
 ) -> executor.TrainingResult:
     """One training iteration of the reference with its error model on the host ``image``
-    and ``out_residual``; ``weights`` are updated in place."""
-    spans = batch_slices(network, image.shape[0], model.library.memory, error_model=True)
-    joined = _Joined(image.shape[0], len(spans))
+    and ``out_residual``; ``weights`` are updated in place.
+
+    Args:
+        held: bytes the caller holds whole beside, counted in the bound.
+        keep: join the slices' output and input residual (False: None in the result, as a
+            replay, which compares weights alone, needs them).
+    """
+    batch = image.shape[0]
+    spans = batch_slices(network, batch, model.library.memory, error_model=True, held=held)
+    joined = _Joined(batch, len(spans))
     gradients = executor.train_in_slices(
         network,
         model,
         weights,
         spans,
         lambda span: (_bound(model, image[span]), _bound(model, out_residual[span])),
-        joined.take,
+        joined.take if keep else lambda *parts: None,
     )
-    output, input_residual = joined.arrays
+    output, input_residual = joined.arrays if keep else (None, None)
     return executor.TrainingResult(output, input_residual, gradients)
 
 
@@ -51,12 +65,14 @@ def reference_inference(
     network: Network,
     model: ErrorModelKernels,
     weights: dict[int, dict[str, ValueAndVariance]],
-    image: np.ndarray,
+    image: HostData,
+    held: int = 0,
 ) -> ValueAndVariance:
     """The reference's output with its error model for the host ``image``, a slice at a
     time within the training iteration's bound (inference keeps less)."""
-    spans = batch_slices(network, image.shape[0], model.library.memory, error_model=True)
-    joined = _Joined(image.shape[0], len(spans))
+    batch = image.shape[0]
+    spans = batch_slices(network, batch, model.library.memory, error_model=True, held=held)
+    joined = _Joined(batch, len(spans))
     for span in spans:
         joined.take(span, executor.infer(network, model, weights, _bound(model, image[span])))
     return joined.arrays[0]
