@@ -111,7 +111,7 @@ except MemoryBoundError as exc:
     sys.exit(0)
 with reference_work():
     started = time.perf_counter()
-    reference_training(network, model, weights, image, residual, keep=False)
+    reference_training(network, model, weights, image, residual, keep=None)
     seconds = time.perf_counter() - started
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps({"seconds": seconds, "slices": slices, "peak_rss": rss}))

@@ -241,3 +241,30 @@ def test_a_reference_degenerate_in_one_block_only_is_judged_whole(monkeypatch):
     zeros = np.zeros(200)
     zeros[-1] = 1.0  # 0.5 % non-zero, all in the last block
     assert "99.5% zeros" in harness.untrustworthy(zeros)
+
+
+def test_a_network_items_kept_results_count_in_its_bound():
+    held = results_held(FAN_OUT, 4, training=True)
+    alone = smallest_bound(FAN_OUT, 4)
+    with pytest.raises(MemoryBoundError, match=r"\(.* of it the results held whole\)$"):
+        batch_slices(FAN_OUT, 4, alone, error_model=True, held=held)
+    assert smallest_bound(FAN_OUT, 4, held) >= alone + held
+
+
+def test_a_network_item_sliced_and_compared_by_blocks_gives_the_whole_batchs_figures(
+    monkeypatch,
+):
+    def checks(memory):
+        library = ReferenceLibrary(memory=memory)
+        result = verify_network(NumpyBackend("float32"), FAN_OUT, "training", 4, 7, library=library)
+        return {c.name: (c.rmse, c.admissible) for c in result.checks}
+
+    whole = checks(10**9)
+    monkeypatch.setattr(harness, "COMPARED_BLOCK", 5)
+    sliced = checks(smallest_bound(FAN_OUT, 4, results_held(FAN_OUT, 4, training=True)))
+    assert sliced.keys() == whole.keys() and len(whole) > 2
+    for name, (rmse, admissible) in whole.items():
+        # The reference moves at float64 rounding; a difference of float32's size shows it
+        # some 10^8 times larger, still far below the difference itself.
+        assert sliced[name][0] == pytest.approx(rmse, rel=1e-7), name
+        assert sliced[name][1] == pytest.approx(admissible, rel=1e-12), name

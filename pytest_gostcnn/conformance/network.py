@@ -25,7 +25,7 @@ from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 from . import fixed_point
 from .error_model import ValueAndVariance
 from .harness import comparer, guarded, model_of, suite_side
-from .sliced import reference_inference, reference_training
+from .sliced import VALUES, reference_inference, reference_training
 from .verdicts import Verification
 
 
@@ -50,7 +50,7 @@ def verify_network(
 
     def prepare() -> tuple:
         # The suite's side first: the data, and the float64 reference a slice at a time
-        # from slices of the draws; the results kept whole count in its bound.
+        # from slices of the draws; the results' values kept whole count in its bound.
         rng = np.random.default_rng(seed)
         host_weights = {
             n: {k: representable(a) for k, a in ws.items()}
@@ -62,10 +62,12 @@ def verify_network(
         }
         held = results_held(network, batch, training=mode != "inference")
         if mode == "inference":
-            reference = reference_inference(network, model, ref_weights, image, held)
+            reference = reference_inference(network, model, ref_weights, image, held, VALUES)
             return host_weights, image, None, ref_weights, reference
         out_residual = draw_slices(draw_out_residual, network, batch, rng)
-        reference = reference_training(network, model, ref_weights, image, out_residual, held)
+        reference = reference_training(
+            network, model, ref_weights, image, out_residual, held, VALUES
+        )
         return host_weights, image, out_residual, ref_weights, reference
 
     def handed(drawn: DrawnBatch):

@@ -97,13 +97,13 @@ def batch_slices(
 
 
 def results_held(network: Network, batch: int, training: bool) -> int:
-    """Bytes a network item holds whole beside the reference's iteration: the reference's
-    output and, in training, its input residual, each a float64 value and variance, kept
-    for the backend's to be compared with (``conformance/network.py``)."""
+    """Bytes a network item holds whole beside the reference's iteration: the float64 values
+    of the reference's output and, in training, its input residual, kept for the backend's
+    to be compared with (``conformance/network.py``; their variances as their means)."""
     maps = math.prod(network.output_shape)
     if training:
         maps += math.prod(network.input_shape)
-    return 2 * FLOAT64 * batch * maps
+    return FLOAT64 * batch * maps
 
 
 def size_text(size: int) -> str:
