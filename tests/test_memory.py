@@ -183,6 +183,8 @@ def test_a_slice_of_a_draw_is_that_slice_of_the_whole_draw():
     assert np.array_equal(images[1:4], image[1:4])
     assert images.shape == image.shape
     assert whole_rng.uniform() == sliced_rng.uniform()  # left as the whole draws leave it
+    rounded = images.rounded(PRECISIONS["float16"].round)  # an image at a time
+    assert np.array_equal(rounded, PRECISIONS["float16"].round(image))
 
 
 @pytest.mark.parametrize(

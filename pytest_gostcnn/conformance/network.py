@@ -72,7 +72,7 @@ def verify_network(
 
     def handed(drawn: DrawnBatch):
         # The whole draw exists only as it is handed over, rounded as the reference read it.
-        return backend.to_device(suite_side(batch, lambda: representable(drawn[0:batch])))
+        return backend.to_device(suite_side(batch, lambda: drawn.rounded(representable)))
 
     def verify(result: Verification) -> None:
         host_weights, image, out_residual, ref_weights, reference = suite_side(batch, prepare)

@@ -96,3 +96,11 @@ class DrawnBatch:
         bits.state = self.start
         bits.advance(first * self.per_image)
         return self.draw(self.network, max(stop - first, 0), np.random.Generator(bits))
+
+    def rounded(self, rounding: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """The whole draw, each image rounded by ``rounding`` (a data type's, elementwise)
+        as it is drawn: one float64 array, no whole temporary beside it."""
+        whole = np.empty(self.shape)
+        for image in range(self.shape[0]):
+            whole[image] = rounding(self[image : image + 1])[0]
+        return whole
