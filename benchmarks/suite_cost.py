@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -110,11 +111,11 @@ except MemoryBoundError as exc:
     print(json.dumps({"error": str(exc)}))
     sys.exit(0)
 with reference_work():
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     reference_training(network, model, weights, image, residual, keep=None)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(json.dumps({"seconds": seconds, "slices": slices, "peak_rss": rss}))
+print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "slices": slices, "peak_rss": rss}))
 """
 
 # Section 8's training network item (``item``) or the NumPy backend's own training round
@@ -134,7 +135,7 @@ tables, latin, batch, memory, what = sys.argv[1] or None, sys.argv[2], int(sys.a
 network, backend = load_networks(tables)[latin], NumpyBackend("float32")
 held = results_held(network, batch, training=True)
 row = {"held": held, "slices": len(batch_slices(network, batch, memory, True, held))}
-started = time.perf_counter()
+started, cpu = time.perf_counter(), time.process_time()
 if what == "backend":
     rng = np.random.default_rng(0)
     loaded = backend.load_weights(network, draw_weights(network, rng))
@@ -145,7 +146,7 @@ else:
         result = verify_network(backend, network, "training", batch, 0,
                                 library=ReferenceLibrary(memory=memory))
     row["verdict"] = result.verdict
-row["seconds"] = time.perf_counter() - started
+row["seconds"], row["cpu_seconds"] = time.perf_counter() - started, time.process_time() - cpu
 row["peak_rss"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 print(json.dumps(row))
 """
@@ -165,18 +166,22 @@ def items_table(networks: dict, chosen: list, tables: str | None, batches, memor
     """Section 8's training network item on the NumPy backend and that backend's own
     training round alone, each in a fresh process, for each network and batch."""
     rows = []
-    print(f"{'network':10} {'B':>5} {'held':>7} {'slices':>6} {'item s':>7} {'item RSS':>9} "
-          f"{'verdict':>11} {'round s':>7} {'round RSS':>9}")  # fmt: skip
+    print(f"{'network':10} {'B':>5} {'held':>7} {'slices':>6} {'item s':>7} {'CPU s':>7} "
+          f"{'item RSS':>9} {'verdict':>11} {'round s':>7} {'round RSS':>9} "
+          f"{'load':>5}")  # fmt: skip
     for latin in chosen:
         for batch in batches:
             item = sliced(tables, latin, batch, memory, ITEM, "item")
             alone = sliced(tables, latin, batch, memory, ITEM, "backend")
+            load = os.getloadavg()[0]
             rows.append({"network": latin, "batch": batch, "item": item, "backend": alone})
+            rows[-1]["load"] = load
             print(
                 f"{networks[latin].letter + ' (' + latin + ')':10} {batch:>5} "
                 f"{item['held'] / 1e9:>6.2f}G {item['slices']:>6} {item['seconds']:>7.1f} "
-                f"{item['peak_rss'] / 1e9:>8.2f}G {item['verdict']:>11} "
-                f"{alone['seconds']:>7.1f} {alone['peak_rss'] / 1e9:>8.2f}G",
+                f"{item['cpu_seconds']:>7.1f} {item['peak_rss'] / 1e9:>8.2f}G "
+                f"{item['verdict']:>11} {alone['seconds']:>7.1f} {alone['peak_rss'] / 1e9:>8.2f}G "
+                f"{load:>5.1f}",
                 flush=True,
             )
     return rows
@@ -186,11 +191,12 @@ def sliced_table(networks: dict, chosen: list, tables: str | None, batches, memo
     """``sliced`` for each network, batch and bound, printed a line each."""
     rows = []
     print(f"{'network':10} {'B':>5} {'bound':>6} {'slices':>6} {'s':>8} {'s/image':>8} "
-          f"{'peak RSS':>9}")  # fmt: skip
+          f"{'CPU s/im':>8} {'peak RSS':>9} {'load':>5}")  # fmt: skip
     for latin in chosen:
         for batch in batches:
             for memory in memories:
                 got = sliced(tables, latin, batch, memory)
+                got["load"] = os.getloadavg()[0]
                 rows.append({"network": latin, "batch": batch, "memory": memory, **got})
                 name = f"{networks[latin].letter} ({latin})"
                 if "error" in got:
@@ -199,7 +205,8 @@ def sliced_table(networks: dict, chosen: list, tables: str | None, batches, memo
                 print(
                     f"{name:10} {batch:>5} {size_text(memory):>6} {got['slices']:>6} "
                     f"{got['seconds']:>8.1f} {got['seconds'] / batch:>8.3f} "
-                    f"{got['peak_rss'] / 1e9:>7.2f}GB",
+                    f"{got['cpu_seconds'] / batch:>8.3f} {got['peak_rss'] / 1e9:>7.2f}GB "
+                    f"{got['load']:>5.1f}",
                     flush=True,
                 )
     return rows
@@ -261,7 +268,10 @@ def main(argv: list[str] | None = None) -> int:
             print("held: the item's results kept whole, in the bound; RSS: the process's peak")
         else:
             rows = sliced_table(networks, chosen, args.tables, batches, memories)
-            print("peak RSS: the process's, the interpreter included; bound: --memory")
+            print(
+                "peak RSS: the process's, the interpreter included; bound: --memory; CPU: "
+                "the process's, its threads together; load: the 1-minute load average after"
+            )
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
         return 0
