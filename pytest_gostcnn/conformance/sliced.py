@@ -1,7 +1,7 @@
 """The float64 reference with its error model over a batch a slice of its images at a time,
 within the memory its library may take (``ReferenceLibrary.memory``,
-``model/memory.py``): what section 8's network items run, and what the audits and their
-replays can call for their iteration (one call in place of ``executor.train``).
+``model/memory.py``): what section 8's network items, the checks and their replays run
+for their iteration (one call in place of ``executor.train``).
 
 The bound holds the reference's own work and what the caller says it holds whole beside
 (``held``: a network item's results, ``memory.results_held``). The host data is read a
