@@ -98,6 +98,7 @@ from pytest_gostcnn.model.memory import MemoryBoundError, batch_slices
 from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.reference.library import ReferenceLibrary
 tables, latin, batch, memory = sys.argv[1] or None, sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+memory = memory or None  # 0: the suite's default
 network = load_networks(tables)[latin]
 model = ErrorModelKernels(PRECISIONS["float32"], library=ReferenceLibrary(memory=memory))
 rng = np.random.default_rng(0)
@@ -131,7 +132,7 @@ from pytest_gostcnn.model.memory import batch_slices, results_held
 from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.reference.library import ReferenceLibrary
 tables, latin, batch, memory, what = sys.argv[1] or None, sys.argv[2], int(sys.argv[3]), \
-    int(sys.argv[4]), sys.argv[5]
+    int(sys.argv[4]) or None, sys.argv[5]
 network, backend = load_networks(tables)[latin], NumpyBackend("float32")
 held = results_held(network, batch, training=True)
 row = {"held": held, "slices": len(batch_slices(network, batch, memory, True, held))}
@@ -187,6 +188,10 @@ def items_table(networks: dict, chosen: list, tables: str | None, batches, memor
     return rows
 
 
+def _bound_text(memory: int) -> str:
+    return size_text(memory) if memory else "default"
+
+
 def sliced_table(networks: dict, chosen: list, tables: str | None, batches, memories) -> list:
     """``sliced`` for each network, batch and bound, printed a line each."""
     rows = []
@@ -200,10 +205,10 @@ def sliced_table(networks: dict, chosen: list, tables: str | None, batches, memo
                 rows.append({"network": latin, "batch": batch, "memory": memory, **got})
                 name = f"{networks[latin].letter} ({latin})"
                 if "error" in got:
-                    print(f"{name:10} {batch:>5} {size_text(memory):>6} {got['error']}")
+                    print(f"{name:10} {batch:>5} {_bound_text(memory):>6} {got['error']}")
                     continue
                 print(
-                    f"{name:10} {batch:>5} {size_text(memory):>6} {got['slices']:>6} "
+                    f"{name:10} {batch:>5} {_bound_text(memory):>6} {got['slices']:>6} "
                     f"{got['seconds']:>8.1f} {got['seconds'] / batch:>8.3f} "
                     f"{got['cpu_seconds'] / batch:>8.3f} {got['peak_rss'] / 1e9:>7.2f}GB "
                     f"{got['load']:>5.1f}",
@@ -246,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--items", action="store_true", help="section 8's training items and the backend's round"
     )
-    parser.add_argument("--memory", default="2GB", help="--sliced's bounds, comma-separated")
+    parser.add_argument(
+        "--memory", default="2GB", help="bounds, comma-separated ('default': the suite's)"
+    )
     parser.add_argument("--quick-networks", default=None, help="--gost-networks for it")
     parser.add_argument("--json", default=None, help="also write the figures to this file")
     parser.add_argument(
@@ -262,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--networks: unknown {', '.join(unknown)}; known: {', '.join(networks)}")
     batches = [int(b) for b in args.batches.split(",")]
     if args.sliced or args.items:
-        memories = [parse_size(m) for m in args.memory.split(",")]
+        memories = [0 if m == "default" else parse_size(m) for m in args.memory.split(",")]
         if args.items:
             rows = items_table(networks, chosen, args.tables, batches, memories[0])
             print("held: the item's results kept whole, in the bound; RSS: the process's peak")
