@@ -2,13 +2,17 @@
 
 A backend subclasses ``Backend`` and provides the layer kernels the one executor runs (or
 overrides ``infer``/``train``); it registers under the entry-point group
-``pytest_gostcnn.backends``, or is named as ``package.module:Class``.
+``pytest_gostcnn.backends``, or is named as ``package.module:Class``, or as
+``FOLDER::module:Class``: the module loaded from FOLDER under a name of its own, so that
+two folders' versions of one module run side by side (``--gost-versus``).
 """
 
 from __future__ import annotations
 
 import abc
+import hashlib
 import importlib
+import importlib.util
 import sys
 from collections.abc import Sequence
 from importlib.metadata import EntryPoint, entry_points
@@ -107,7 +111,7 @@ class Backend(abc.ABC):
         """
         return None
 
-    # The layer kernels of executor.Kernels.
+    # The layer kernels of executor.Kernels; a list of maps may be returned as a tuple.
     @abc.abstractmethod
     def forward(self, layer: Layer, inputs: list, weights: dict) -> list: ...
 
@@ -154,6 +158,33 @@ def _import(module_name: str, search: Sequence[tuple[str, Path]]):
         raise
 
 
+def _import_from(folder: Path, module_name: str):
+    """``module_name`` from ``folder``, under a name of its own (the folder's hash before
+    the top package's name), so that two folders' modules of one name are two modules;
+    imports inside it relative to its package follow it there."""
+    top, _, rest = module_name.partition(".")
+    folder = folder.expanduser().resolve()
+    private = f"_gost_{hashlib.sha1(str(folder).encode()).hexdigest()[:12]}_{top}"
+    if private not in sys.modules:
+        package = folder / top / "__init__.py"
+        if package.is_file():
+            spec = importlib.util.spec_from_file_location(
+                private, package, submodule_search_locations=[str(package.parent)]
+            )
+        elif (folder / f"{top}.py").is_file():
+            spec = importlib.util.spec_from_file_location(private, folder / f"{top}.py")
+        else:
+            raise ModuleNotFoundError(f"no module {top!r} in {folder}", name=top)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[private] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[private]
+            raise
+    return importlib.import_module(f"{private}.{rest}" if rest else private)
+
+
 def registered_backends() -> dict[str, EntryPoint]:
     """The backends registered under the entry-point group, by name."""
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
@@ -169,11 +200,23 @@ def load_backend_class(name: str, search: Sequence[tuple[str, Path]] = ()) -> ty
             rootdir. The folder it is found in goes first on ``sys.path``.
     """
     available = ", ".join(sorted(registered_backends())) or "none"
-    hint = f"available backends: {available}; or name a class as package.module:Class"
+    hint = (
+        f"available backends: {available}; or name a class as package.module:Class or "
+        "FOLDER::module:Class"
+    )
+    if "::" in name:
+        folder, _, name_in_folder = name.partition("::")
+        if ":" not in name_in_folder:
+            raise BackendError(f"backend {name!r}: give FOLDER::module:Class ({hint})")
+        if not Path(folder).expanduser().is_dir():
+            raise BackendError(f"backend {name!r}: no folder {folder!r} ({hint})")
     if ":" in name:
-        module_name, _, attribute = name.partition(":")
+        module_name, _, attribute = name.rpartition("::")[2].partition(":")
         try:
-            module = _import(module_name, search)
+            if "::" in name:
+                module = _import_from(Path(name.partition("::")[0]), module_name)
+            else:
+                module = _import(module_name, search)
         except ModuleNotFoundError as exc:
             top = module_name.partition(".")[0]
             if exc.name != top:
@@ -182,6 +225,8 @@ def load_backend_class(name: str, search: Sequence[tuple[str, Path]] = ()) -> ty
                     f"{type(exc).__name__}: {exc} ({hint})"
                 ) from exc
             looked = ", ".join(["sys.path", *(f"the {what} {folder}" for what, folder in search)])
+            if "::" in name:
+                looked = f"the folder {name.partition('::')[0]}"
             raise BackendError(
                 f"backend {name!r}: no module {top!r} ({top}.py or a package {top}/) in "
                 f"{looked} ({hint})"
@@ -210,7 +255,13 @@ def load_backend_class(name: str, search: Sequence[tuple[str, Path]] = ()) -> ty
             ) from exc
     if not (isinstance(cls, type) and issubclass(cls, Backend)):
         raise BackendError(
-            f"backend {name!r} is {cls!r}, not a subclass of pytest_gostcnn.backend.Backend "
-            f"({hint})"
+            f"backend {name!r} is {getattr(cls, '__qualname__', type(cls).__name__)!r}, not a "
+            f"subclass of pytest_gostcnn.backend.Backend ({hint})"
         )
     return cls
+
+
+def backend_label(name: str, source: str | None) -> str:
+    """``mine (mymod:Mine)``: a backend's declared ``name``, and the ``--gost-backend`` it was
+    given as (``source``) where that differs."""
+    return name if source in (None, name) else f"{name} ({source})"

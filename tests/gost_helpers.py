@@ -188,3 +188,15 @@ def run_rounds(loop):
         loop.target(*arguments)
         loop.teardown(*arguments)
     return loop
+
+
+def usage_error(result: pytest.RunResult, *says: str) -> None:
+    """The run ended with a usage error, without a traceback, whose message says each of
+    ``says``, all on one line; pytest prints the message on stderr."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert "Traceback" not in output
+    # One message, on one line: the plugin raised one UsageError, with no line break.
+    lines = [line for line in result.stderr.lines if says[0] in line]
+    assert len(lines) == 1, result.stderr.str()
+    assert all(fragment in lines[0] for fragment in says), result.stderr.str()

@@ -283,7 +283,7 @@ def test_the_plugin_refuses_a_baseline_of_another_configuration_or_a_limit_witho
     said = f"thread setup: {{OMP_NUM_THREADS: {_omp(run)}}} in this run, {{OMP_NUM_THREADS: 37}}"
     assert said in str(refused.value)
     options = _options(compare_fail="5")
-    with pytest.raises(ValueError, match="^--gost-compare-fail=5: give --gost-compare="):
+    with pytest.raises(ValueError, match="^--gost-compare-fail=5: give the baseline too"):
         baseline(options, resolve(options, Cells()))
     options = _options(compare=base)
     path, tests = baseline(options, resolve(options, Cells()))

@@ -18,8 +18,8 @@ PASSED = Audit(1, True, "correct", "output", 0.1, None)
 FAILED = Audit(7, False, "not correct", "output", 9e3, "output: СКО 1 vs СКОП 1e-4 (9e3x)")
 
 
-QUIET = Contention(1.0, 2.0, 2, 0.02, 2.0)  # waited 1 % of its ready time
-SHARED = Contention(1.0, 1.0, 2, 1.0, 4.0)  # waited half of it: two busy loops beside it
+QUIET = Contention(1.0, 2.0, 2, 0.02, 2.0, 0.01)  # a thread waited 1 % of the rounds' time
+SHARED = Contention(1.0, 1.0, 2, 1.0, 4.0, 0.5)  # half of it: two busy loops beside it
 
 
 def timing(latin: str, mode: str, audits=(PASSED,), cells: int = 1, load=QUIET) -> Timing:
@@ -144,8 +144,8 @@ MISSED = [
             "timings": without(FULL.timings, "R", "training")
             + (timing("R", "training", load=SHARED),)
         },
-        "cell shared: Р (R) training: its threads waited for one of the cell's 2 cores 50 % of "
-        "their ready time",
+        "cell shared: Р (R) training: one of its threads waited for one of the cell's 2 cores "
+        "50 % of the timed rounds' time",
     ),
     (
         "cell-failed",
@@ -212,3 +212,13 @@ def test_a_shared_cell_concerns_its_own_test_only_and_one_not_measured_is_no_rea
     unmeasured = dataclasses.replace(SHARED, wait_seconds=None)
     alone = without(FULL.timings, "R", "training") + (timing("R", "training", load=unmeasured),)
     assert assess(compliant_facts(timings=alone)).compliant
+
+
+def test_a_report_that_predates_the_delay_keeps_its_reason_in_its_own_words():
+    # Its threads waited 1 s of their 2 s ready time; no delay was counted then.
+    earlier = dataclasses.replace(SHARED, delay_seconds=None)
+    shared = without(FULL.timings, "R", "training") + (timing("R", "training", load=earlier),)
+    (reason,) = assess(compliant_facts(timings=shared)).for_test("R", "training")
+    assert "its threads waited for one of the cell's 2 cores 50 % of their ready time" in (
+        reason.text
+    )

@@ -245,7 +245,8 @@ def test_an_unavailable_backend_exits_non_zero_saying_why_on_one_line(run_dir):
     assert run.returncode == pytest.ExitCode.TESTS_FAILED
     said = [line for line in run.lines if line.startswith("gostcnn: exit status 1: ")]
     assert said == [
-        "gostcnn: exit status 1: nothing was verified: backend mymod:NoDevice is unavailable "
+        "gostcnn: exit status 1: nothing was verified: backend numpy (mymod:NoDevice) is "
+        "unavailable "
         "(no CUDA device); --gost-allow-unavailable exits 0 for that"
     ]
     (verdicts,) = [line for line in run.lines if line.startswith("GOST R 57700.36-2021: veri")]

@@ -2,6 +2,7 @@
 
 import pytest
 
+from pytest_gostcnn.judgement.from_report import particulars
 from pytest_gostcnn.performance.designations import designate_evaluation, designate_test
 from pytest_gostcnn.performance.evaluation import evaluate
 from pytest_gostcnn.performance.timing import relative_real_performance
@@ -98,3 +99,25 @@ def test_a_canonical_set_result_is_labelled_with_the_set():
     assert designate_test("R", "training", "float32", 16, True, True, "user") == (
         "ТП-Р-О-float32-B16"
     )
+
+
+@pytest.mark.parametrize(
+    ("given", "declared", "named"),
+    [
+        ("numpy", "numpy", "backend numpy 2.0"),  # a registered name, its own
+        ("mymod:Mine", "mine", "backend mine (mymod:Mine) 2.0"),
+        ("mymod:Mine", "mymod:Mine", "backend mymod:Mine 2.0"),  # a report before the name
+    ],
+)
+def test_the_software_comment_names_the_backend_as_it_names_itself_and_as_given(
+    given, declared, named
+):
+    report = {
+        "options": {"dtype": "float32", "batch": 2, "cells": 1, "table_set": "reconstructions"},
+        "system": {"python": "3.11.7", "libraries": {"numpy": "2.0"}},
+        "peak": None,
+        "cells": [{"peak": None}],
+    }
+    report["options"]["backend"] = given
+    report["system"]["backend"] = {"name": declared, "version": "2.0", "device": "CPU"}
+    assert particulars(report).software == f"Python 3.11.7, numpy 2.0, {named}"

@@ -579,6 +579,24 @@ def test_a_kernel_returning_the_wrong_arrays_is_a_kernel_error(wrong, message):
     assert kernel_error(Wrong(*wrong)) == message
 
 
+class Tuples(ReferenceKernels):
+    """Hands every forward and backward step's maps back as a tuple, not a list."""
+
+    def forward(self, layer, inputs, weights):
+        return tuple(super().forward(layer, inputs, weights))
+
+    def backward(self, layer, inputs, outputs, out_residuals, weights):
+        return tuple(super().backward(layer, inputs, outputs, out_residuals, weights))
+
+
+def test_a_kernel_may_return_its_maps_as_a_tuple(fan_out_run):
+    # docs/backends.md: "a list (or a tuple)"; a vendor's C++ binding often returns one.
+    weights, image, out_residual = draws(FAN_OUT, batch=2, seed=1)
+    result = train(FAN_OUT, Tuples(), weights, image, out_residual)
+    np.testing.assert_array_equal(result.output, fan_out_run[0].output)
+    np.testing.assert_array_equal(result.input_residual, fan_out_run[0].input_residual)
+
+
 def test_a_kernel_error_is_a_value_error():
     assert issubclass(KernelError, ValueError)
 

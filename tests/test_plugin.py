@@ -24,7 +24,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 import pytest
-from gost_helpers import BACKENDS, REPOSITORY, SMALL, read_report
+from gost_helpers import BACKENDS, REPOSITORY, SMALL, read_report, usage_error
 from gost_test_recorder import Recorded, as_user, read, recording
 
 from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases, saturating_cases
@@ -83,18 +83,6 @@ def verified(pytester: pytest.Pytester, *args: str) -> tuple[Recorded, dict]:
     path.unlink(missing_ok=True)
     run = as_user(pytester, *args, f"--gost-report={path}")
     return run, read_report(path)
-
-
-def usage_error(result: pytest.RunResult, *says: str) -> None:
-    """The run ended with a usage error, without a traceback, whose message says each of
-    ``says``, all on one line; pytest prints the message on stderr."""
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    output = result.stdout.str() + result.stderr.str()
-    assert "Traceback" not in output
-    # One message, on one line: the plugin raised one UsageError, with no line break.
-    lines = [line for line in result.stderr.lines if says[0] in line]
-    assert len(lines) == 1, result.stderr.str()
-    assert all(fragment in lines[0] for fragment in says), result.stderr.str()
 
 
 def header(pytester: pytest.Pytester, *args: str) -> str:
@@ -271,6 +259,8 @@ BAD_OPTIONS = [
     (["--gost-mode=sideways"], ["--gost-mode=sideways", "training, inference, both"]),
     (["--gost-networks=Q"], ["--gost-networks", "unknown network 'Q'"]),
     (["--gost-networks=R,,Sh"], ["--gost-networks=R,,Sh", "an empty name between commas"]),
+    (["--gost-networks=Sh,Sh"], ["--gost-networks=Sh,Sh", "names Sh (Ш) twice ('Sh' and 'Sh')"]),
+    (["--gost-networks=M,Ш,sh"], ["--gost-networks=M,Ш,sh", "names Sh (Ш) twice ('Ш' and 'sh')"]),
     (["--gost-rmse-threshold=-1"], ["--gost-rmse-threshold=-1", ">= 0"]),
     (["--gost-seed=-3"], ["--gost-seed=-3", "from 0 to"]),
     (["--gost-local-cell=-1"], ["--gost-local-cell=-1", "from 0 to"]),
@@ -552,7 +542,10 @@ def test_backend_named_as_module_colon_class_is_verified(pytester, backends):
         pytester, "--gost-backend=mymod:Mine", *SMALL, "-k", "conv-forward or network"
     )
 
-    assert report["system"]["backend"]["name"] == "mymod:Mine"
+    # The report names the backend as it names itself; the options, as it was given.
+    assert report["system"]["backend"]["name"] == "mine"
+    assert report["options"]["backend"] == "mymod:Mine"
+    assert "backend mine (mymod:Mine) " in run.result.stdout.str()  # the summary's
     convs = len([c for c in layer_cases() + SH_CASES if c.layer.type.name == "conv"])
     assert run.outcomes() == {"passed": convs + 1}
     layers = report["verification"]["layers"]
@@ -686,7 +679,10 @@ def test_unavailable_backend_has_every_item_skipped_with_its_reason(pytester, ba
     assert report["verification"] == {"layers": [], "networks": []}
     # ... and the summary says loudly that nothing was verified, so it passes for nothing.
     run.result.stdout.fnmatch_lines(
-        ["gostcnn: NOTHING WAS VERIFIED: backend mymod:NoDevice is unavailable (no CUDA device)*"]
+        [
+            "gostcnn: NOTHING WAS VERIFIED: backend numpy (mymod:NoDevice) is unavailable "
+            "(no CUDA device)*"
+        ]
     )
 
 
@@ -730,7 +726,7 @@ def test_backend_system_facts_go_into_the_report_without_replacing_its_own(pytes
     assert run.ret == pytest.ExitCode.OK
     backend = report["system"]["backend"]
     assert backend["driver"] == "1.2.3"
-    assert backend["name"] == "mymod:SystemSpoofs" and backend["device"] != "spoofed"
+    assert backend["name"] == "numpy" and backend["device"] != "spoofed"
 
 
 def test_report_header_says_the_threshold_was_overridden(pytester):
@@ -742,7 +738,7 @@ def test_report_header_says_the_threshold_was_overridden(pytester):
 def test_report_header_says_why_a_backend_is_unavailable(pytester, backends):
     line = header(pytester, "--gost-backend=mymod:NoDevice", *SMALL)
 
-    assert line.startswith("gostcnn: backend mymod:NoDevice (unavailable: no CUDA device)")
+    assert line.startswith("gostcnn: backend numpy (mymod:NoDevice) (unavailable: no CUDA device)")
 
 
 def test_backend_whose_availability_check_raises_is_reported_not_a_crash(pytester, backends):
@@ -865,7 +861,8 @@ def test_summary_gives_a_failed_networks_first_failed_array_and_rerun_command(py
     run.result.stdout.fnmatch_lines(
         [
             f"*{SUMMARY_HEADER}*",
-            "backend mymod:ScaledConv * on CPU*; dtype float32; batch 1; seed 0; weights scaled",
+            "backend numpy (mymod:ScaledConv) * on CPU*; dtype float32; batch 1; seed 0; "
+            "weights scaled",
             "network *mode *verdict *worst СКО/СКОП *array",
             "Ш (Sh)   inference  not correct *",
             "Ш (Sh) inference: output: СКО *",

@@ -7,6 +7,8 @@ import unicodedata
 
 from gost_helpers import REPOSITORY
 
+from pytest_gostcnn.backends.onnxruntime import backend as onnxruntime_backend
+from pytest_gostcnn.backends.torch import backend as torch_backend
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.layers import LAYER_TYPES
 from pytest_gostcnn.model.network import load_networks
@@ -83,6 +85,12 @@ def test_backend_guide_names_the_maps_backward_is_given():
         {name for name, t in LAYER_TYPES.items() if t.keeps_inputs},
         {name for name, t in LAYER_TYPES.items() if t.keeps_outputs},
     ]
+
+
+def test_backend_guide_gives_each_shipped_backends_reason_when_its_library_is_missing():
+    said = " ".join(BACKENDS.split())  # the guide wraps its lines
+    for hint in (torch_backend.INSTALL_HINT, onnxruntime_backend.INSTALL_HINT):
+        assert f"`{hint}`" in said, hint
 
 
 def test_table_1_matches_the_shipped_tables(shipped_networks):

@@ -69,13 +69,16 @@ from pytest_gostcnn.judgement import compliance
 
 compliance.CONDITIONS = (*compliance.CONDITIONS, one_more)
 '''
-# A cell other work shares: every thread has waited 1 s more for a core at each reading, so
-# each timed round waits far more than it runs (loaded after gost_tiny_full, which leaves the
-# waiting unmeasured).
-SHARED_CELL = '''"""Every reading of the threads' waiting finds 1 s more: a shared cell."""
+# A cell other work shares: at each reading the thread has waited 1 s more for a core and
+# the rounds' clock has moved 1 s, so each timed round waits as long as it lasts (loaded
+# after gost_tiny_full, which leaves the waiting unmeasured).
+SHARED_CELL = '''"""Each timed round a thread waits for a core all of its 1 s: a shared cell."""
+import time
+import types
+
 from pytest_gostcnn.performance import contention
 
-_waited = [0.0]
+_waited, _clock = [0.0], [0.0]
 
 
 def waited(tasks=""):
@@ -83,7 +86,13 @@ def waited(tasks=""):
     return {1: _waited[0]}
 
 
+def clock():
+    _clock[0] += 1.0
+    return _clock[0]
+
+
 contention.waited_seconds = waited
+contention.time = types.SimpleNamespace(perf_counter=clock, process_time=time.process_time)
 '''
 FIXED = (*TINY, FIXED_CLOCK, "--gost-mode=inference")
 

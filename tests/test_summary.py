@@ -143,8 +143,8 @@ def test_a_tests_time_keeps_its_figures_and_never_turns_exponential():
 
 SIX = tuple(LATIN.values())
 PEAK = Peak(1e12, "given (--gost-peak)")
-QUIET = Contention(1.0, 2.0, 2, 0.02, 2.0)  # waited 1 % of its ready time
-SHARED = Contention(1.0, 1.0, 2, 1.0, 4.0)  # waited half of it: two busy loops beside it
+QUIET = Contention(1.0, 2.0, 2, 0.02, 2.0, 0.01)  # a thread waited 1 % of the rounds' time
+SHARED = Contention(1.0, 1.0, 2, 1.0, 4.0, 0.5)  # half of it: two busy loops beside it
 
 
 def cell(audits, shared: bool) -> CellTiming:

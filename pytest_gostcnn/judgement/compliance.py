@@ -4,7 +4,8 @@ standard.md §7.7: the full profile's 1,000,000 images per cell (or an image cou
 that); every selected network verified correct in that mode in the same session; every layer
 item of the suite run and passed there; СКОП as derived, not overridden; tables of a
 provenance that counts; every audited round passed; no cell failed; and, the project's
-guard, no cell shared with other processes while timed. Each is one function of
+guard, no cell shared with other processes while timed, and no round timed beside another
+backend's (``--gost-versus``, a gate's run). Each is one function of
 ``CONDITIONS``; ``assess`` asks them all, in order: no reason means compliant.
 """
 
@@ -20,36 +21,14 @@ from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.evaluation import Particulars
 from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, CellTiming, Timing
 
-# The provenances whose results may be compliant: the reconstructions the suite ships (the
-# standard's tables are lost) and official tables a user loads. Anything else (a
-# user's table that calls itself a reconstruction, a shipped set of another kind such as
-# the widely used networks at full size) is stated, never compliant.
-COMPLIANT_PROVENANCES = frozenset({("reconstruction", True), ("official", False)})
+from .provenance import Provenance
+
 # standard.md §5: the canonical set holds the widely used networks, which results can be held
 # against, but they are not the standard's typical networks.
 NOT_TYPICAL = (
     "tables: the canonical set, the widely used networks at full size, not the standard's "
     "typical networks (simplified analogs, section 7.1)"
 )
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where one network's table came from: the kind its file states, and whether it is
-    one the suite ships (not loaded from ``--gost-tables``)."""
-
-    kind: str
-    shipped: bool
-
-    @property
-    def compliant(self) -> bool:
-        return (self.kind, self.shipped) in COMPLIANT_PROVENANCES
-
-    def describe(self) -> str:
-        return f"shipped {self.kind}" if self.shipped else f"{self.kind}, from --gost-tables"
-
-    def as_dict(self) -> dict:
-        return {"kind": self.kind, "shipped": self.shipped, "compliant": self.compliant}
 
 
 @dataclass(frozen=True)
@@ -90,6 +69,7 @@ class Findings:
     not_run: tuple[int, list[str]] = (0, [])
     ended: bool = True  # False in a report written while the run goes on (a checkpoint)
     images: int | None = None  # --gost-images: per test per cell, instead of the profile
+    versus: str | None = None  # --gost-versus: the baseline backend timed beside the rounds
 
 
 @dataclass(frozen=True)
@@ -155,6 +135,20 @@ def image_count(findings: Findings) -> list[Reason]:
             "quick profile",
             "quick profile: section 9.3 requires 1,000,000 images per cell "
             "(run --gost-profile=full)",
+        )
+    ]
+
+
+def timed_alone(findings: Findings) -> list[Reason]:
+    """A paired gate's run (``--gost-versus``) times each candidate round between the
+    baseline backend's: a gate's figures, not the cell's alone."""
+    if findings.versus is None:
+        return []
+    return [
+        Reason(
+            "timed beside a baseline",
+            f"--gost-versus={findings.versus}: the rounds alternated with the baseline "
+            "backend's in one process, a gate's run (certify with a run alone)",
         )
     ]
 
@@ -389,19 +383,21 @@ def no_result(timing: Timing) -> list[Reason]:
 
 
 def cells_unshared(findings: Findings) -> list[Reason]:
-    """The time of a test is its cell's own: its threads waited for a core at most
-    ``SHARED_LIMIT`` of their ready time in the timed rounds (docs/benchmarking.md, "A shared
-    cell")."""
+    """The time of a test is its cell's own: no thread of it waited for a core more than
+    ``SHARED_LIMIT`` of the timed rounds' time (docs/benchmarking.md, "A shared cell")."""
     reasons = []
     for timing in findings.timings:
         for cell in timing.shared_cells:
+            counted = cell.contention
+            who, of = "one of its threads", "of the timed rounds' time"
+            if counted.delay_seconds is None:  # a report that predates the delay, its words
+                who, of = "its threads", "of their ready time in the timed rounds"
             reasons.append(
                 Reason(
                     "cell shared",
-                    f"cell shared: {_test(timing)}{_where(timing, cell.cell)}: its threads "
-                    f"waited for one of the cell's {cell.contention.cores} cores "
-                    f"{100 * cell.contention.wait_share:.0f} % of their ready time in the timed "
-                    f"rounds (more than {100 * SHARED_LIMIT:.0f} %): other work held the cores, "
+                    f"cell shared: {_test(timing)}{_where(timing, cell.cell)}: {who} waited for "
+                    f"one of the cell's {counted.cores} cores {100 * counted.judged_share:.0f} % "
+                    f"{of} (more than {100 * SHARED_LIMIT:.0f} %): other work held the cores, "
                     "so the time is not the cell's own",
                     timing.mode,
                     timing.latin,
@@ -445,6 +441,7 @@ def evaluations_complete(findings: Findings) -> list[Reason]:
 # a condition is added (the plugin, ``evaluate`` and ``check`` all judge through it).
 CONDITIONS: tuple[Callable[[Findings], list[Reason]], ...] = (
     image_count,
+    timed_alone,
     run_complete,
     every_network,
     networks_verified,

@@ -9,6 +9,7 @@ the same.
 
 from __future__ import annotations
 
+from pytest_gostcnn.backend import backend_label
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.evaluation import Particulars, software
@@ -45,6 +46,7 @@ def findings(report: dict) -> Findings:
         not_run=(state["other_items_not_run"], list(state["unfinished"])),
         ended=report["exit_status"] is not None,
         images=options["images"],
+        versus=(report.get("versus") or {}).get("backend"),
     )
 
 
@@ -85,7 +87,10 @@ def particulars(report: dict) -> Particulars:
         peak=Peak.from_dict(report["peak"]) if report["peak"] else None,
         system_peak=sum(peaks) if peaks and None not in peaks else None,
         software=software(
-            system["python"], system["libraries"], backend["name"], backend["version"]
+            system["python"],
+            system["libraries"],
+            backend_label(backend["name"], options["backend"]),
+            backend["version"],
         ),
         table_set=options["table_set"],
     )

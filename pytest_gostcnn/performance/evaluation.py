@@ -91,12 +91,13 @@ class Particulars:
 
 
 def software(
-    python: str, libraries: Mapping[str, str], backend_name: str, backend_version: str | None
+    python: str, libraries: Mapping[str, str], backend: str, backend_version: str | None
 ) -> str:
-    """The software particulars of 9.7: Python, the libraries (by version), the backend."""
+    """The software particulars of 9.7: Python, the libraries (by version), the backend (its
+    name, and ``module:Class`` where given so: ``backend_label``)."""
     parts = [f"Python {python}"]
     parts += [f"{package} {number}" for package, number in libraries.items()]
-    parts.append(f"backend {backend_name} {backend_version}")
+    parts.append(f"backend {backend} {backend_version}")
     return ", ".join(parts)
 
 

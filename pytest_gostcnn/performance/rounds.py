@@ -174,7 +174,9 @@ class Rounds:
     # The setup draws the round's key and makes its host data (the suite's generator, which
     # a system would stream from storage, stays untimed); the hand-over to the backend is
     # the timed region's (standard.md §7.7).
-    def setup(self) -> tuple[tuple, dict]:
+    def setup(self, key: int | None = None) -> tuple[tuple, dict]:
+        """``key``: the round's data key, given (the paired gate's baseline takes its
+        candidate's); None: drawn now."""
         batch = self.plan.batch
         self.calls += 1
         self._estimate()
@@ -190,7 +192,7 @@ class Rounds:
         arguments: tuple = (None,)
         try:
             if self.error is None and not self.audit_failed:
-                arguments = self._arguments(batch, number)
+                arguments = self._arguments(batch, number, key)
         except Exception as exc:  # noted; this cell still meets the others at the barrier
             self.error = _failure(exc, "preparing a batch")
         self.next_image += batch
@@ -240,10 +242,10 @@ class Rounds:
             if line is not None and self.links.progress is not None:
                 self.links.progress(line)
 
-    def _arguments(self, batch: int, number: int) -> tuple:
+    def _arguments(self, batch: int, number: int, key: int | None) -> tuple:
         """The round's host images (an integer type's, at the input's scale) and, training,
-        its output residual, from a key drawn now."""
-        self.key = round_key(self.randomness)
+        its output residual, from ``key`` or one drawn now."""
+        self.key = round_key(self.randomness) if key is None else key
         host = self.checks.images(self.key)
         if number == 1:
             self.first_image = image_checksum(host[0])

@@ -97,7 +97,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def gost_session(request: pytest.FixtureRequest) -> GostSession:
     resolved = session_of(request.config).resolved
     if resolved.backend is None:
-        pytest.skip(f"backend {resolved.backend_name}: {resolved.unavailable}")
+        pytest.skip(f"backend {resolved.backend_label}: {resolved.unavailable}")
     return session_of(request.config)
 
 

@@ -29,6 +29,7 @@ from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.designations import benchmark_name
+from pytest_gostcnn.performance.paired import PairedRounds
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell, PartialTest
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest, subject
 from pytest_gostcnn.performance.stall import stall_deadline
@@ -36,7 +37,7 @@ from pytest_gostcnn.performance.timing import Timing, macs_per_image
 from pytest_gostcnn.reports.compare import compare
 from pytest_gostcnn.run.resolution import case_steps, layer_item_id, layer_params
 
-from . import meeting, reporting
+from . import meeting, reporting, versus
 from .session import GostSession
 
 
@@ -202,7 +203,8 @@ def run_benchmark_case(
     device = f"{cells.host}: {resolved.device}"
     partial = session.results.resumed_partial
     resume = partial.cells[cells.rank] if partial is not None and partial.key == case else None
-    started, checkpoints = time.monotonic(), session.results.suite_seconds["checkpoints"]
+    started, before = time.monotonic(), dict(session.results.suite_seconds)
+    pairs, why_not = None, None  # --gost-versus: the two backends' rounds, or why not
     try:
         test = TimedTest(
             resolved.backend,
@@ -220,9 +222,15 @@ def run_benchmark_case(
             barrier=barrier,
             stall_timeout=options.stall_timeout,
             estimate=session.results.estimate,
-            boundary=_boundary(session, latin, mode, benchmark, device),
+            boundary=None
+            if resolved.versus
+            else _boundary(session, latin, mode, benchmark, device),
         )
         rounds = Rounds(test, links, resume)
+        if resolved.versus is not None:
+            seed = case_seed(options.seed, network_id(options.batch, latin, mode))
+            baseline, why_not = versus.baseline_rounds(session, test, seed)
+            pairs = PairedRounds(rounds, baseline) if baseline is not None else None
     except Exception as exc:  # the backend's failure fails the item on every cell
         error = (
             f"the backend raised {type(exc).__name__}: {exc} while loading the weights or "
@@ -233,15 +241,20 @@ def run_benchmark_case(
     _fail_if_any_cell(cells, error, "preparing")
     name = benchmark_name(latin, mode, options.dtype, options.batch)
     session.results.timing_now = (name, rounds)  # kept if the run stops in it: the summary says so
+    loop = rounds if pairs is None else pairs
     benchmark.pedantic(
-        rounds.target,
-        setup=rounds.setup,
-        teardown=rounds.teardown,
+        loop.target,
+        setup=loop.setup,
+        teardown=loop.teardown,
         rounds=run_plan.rounds - rounds.start,  # a resumed test: the rounds left
         warmup_rounds=run_plan.warmup_rounds,
     )
-    rounds.end()
-    _count_suite_work(session, rounds, benchmark, resume, started, checkpoints)
+    loop.end()
+    if pairs is not None and benchmark.stats is not None:  # it timed both: the candidate's
+        benchmark.stats.stats.data[:] = pairs.candidate_seconds
+        baseline_work = sum(pairs.baseline_seconds) + pairs.baseline.audit_seconds
+        session.results.suite_seconds["versus"] += baseline_work
+    _count_suite_work(session, rounds, benchmark, resume, started, before)
     session.results.timing_now = None
     session.results.partial = None  # the test went to its end: its checkpoints are spent
     if session.results.estimate is not None:
@@ -272,6 +285,10 @@ def run_benchmark_case(
             "audited rounds": [a.round for c in timing.cells for a in c.audits],
         }
     )
+    if resolved.versus is not None:
+        node.user_properties.append(
+            ("gost_versus", versus.verdict(session, timing, pairs, why_not).describe())
+        )
     _record_timing(session, timing, node)
 
 
@@ -281,15 +298,17 @@ def _count_suite_work(
     benchmark,
     resume: PartialCell | None,
     started: float,
-    checkpoints: float,
+    before: dict[str, float],
 ) -> None:
     """A test's own work beside its timed rounds (``Results.suite_seconds``): this run's
-    audits, and the rest of its time less the timed rounds and the checkpoints written since
-    ``checkpoints``: loading the weights, the warm-up, each round's setup and teardown."""
+    audits, and the rest of its time less the timed rounds and the checkpoints and the
+    baseline backend's work counted since ``before``: loading the weights, the warm-up,
+    each round's setup and teardown."""
     work = session.results.suite_seconds
     timed = sum(benchmark.stats.stats.data) if benchmark.stats is not None else 0.0
     audits = rounds.audit_seconds - (resume.audit_seconds if resume is not None else 0.0)
-    around = time.monotonic() - started - timed - audits - (work["checkpoints"] - checkpoints)
+    apart = sum(work[kind] - before[kind] for kind in ("checkpoints", "versus"))
+    around = time.monotonic() - started - timed - audits - apart
     work["audits"] += audits
     work["round_setup"] += max(0.0, around)
 
@@ -402,15 +421,24 @@ def _record_timing(
 
 
 def _gate(session: GostSession, timing: Timing, node: pytest.Item) -> None:
-    """Fail the item when its test fell below ``--gost-compare``'s baseline, by the rule the
-    run's end applies (``reports/compare.py``), so that JUnit XML, the exit status (6) and
-    the last lines agree; the standard's compliance is not touched by it."""
+    """Fail the item when its test fell against ``--gost-versus``'s backend
+    (``reports/paired.py``) or below ``--gost-compare``'s baseline (``reports/compare.py``),
+    by the rule the run's end applies, so that JUnit XML, the exit status (6) and the last
+    lines agree; the standard's compliance is not touched by it."""
     allowed = session.options.compare_fail
+    paired = session.results.versus.get((timing.latin, timing.mode))
+    if paired is not None and paired.fell:
+        why = f"{timing.name} slower than the baseline {versus.named(session)}: {paired.describe()}"
+        session.results.fell[node.nodeid] = why
+        pytest.fail(why, pytrace=False)
     if session.results.baseline is None or allowed is None:
         return
     path, then = session.results.baseline
     same = [t for t in then if (t.latin, t.mode) == (timing.latin, timing.mode)]
     comparison = compare(path, same, [timing], allowed)
+    undecided = comparison.undecided()
+    if undecided:  # the run's end says so too, and exits 7 if nothing else fails
+        node.user_properties.append(("gost_compared", f"not compared: {undecided[0]}"))
     why = comparison.reason()
     if why is not None:
         session.results.fell[node.nodeid] = why

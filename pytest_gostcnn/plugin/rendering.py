@@ -11,7 +11,7 @@ from typing import Any
 
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.run import outcome, summary
-from pytest_gostcnn.run.comparison_summary import comparison_lines
+from pytest_gostcnn.run.comparison_summary import comparison_lines, versus_lines
 from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.performance_summary import performance_lines
 from pytest_gostcnn.run.resolution import Resolved
@@ -86,6 +86,11 @@ def terminal_summary(
         reporter.write_sep("=", "ОРП against the baseline (--gost-compare)")
         for line in comparison_lines(results.conclusion.comparison):
             reporter.write_line(line, red=" FELL (" in line)
+    if options.versus is not None and results.versus:
+        reporter.write_sep("=", "the candidate against the baseline backend (--gost-versus)")
+        verdicts = list(results.versus.values())
+        for line in versus_lines(options.versus, options.compare_fail, verdicts):
+            reporter.write_line(line, red=line.endswith("FELL"))
 
 
 def last_lines(reporter: Any, options: Options, results: Results) -> None:

@@ -59,8 +59,8 @@ def start(config: pytest.Config) -> tuple[Options, Resolved, Resumed | None, Bas
         if options.resume is not None:
             resumed = resume(options, resolved)
         compared = baseline(options, resolved)
-    except BackendError as exc:
-        error = f"--gost-backend: {exc}"
+    except BackendError as exc:  # --gost-versus's name their option
+        error = str(exc) if str(exc).startswith("--gost-versus=") else f"--gost-backend: {exc}"
     except (TableError, ValueError, pytest.UsageError) as exc:  # ReportError: a ValueError
         error = str(exc)
     errors = meeting.errors_on_cells(cells, error)

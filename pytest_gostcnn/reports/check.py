@@ -8,7 +8,8 @@ the report's findings as the plugin does (the compliance conditions, each test's
 designation, each evaluation: the dropped result, the first and second results); it checks
 the verdicts against their own СКО and СКОП values, a test kept at a boundary (``run.partial``,
 what ``--gost-resume`` continues) against the rounds it claims, and the report against its
-schema (docs/report.md). Section 9's figures: ``check_tests.py``.
+schema (docs/report.md); and the paired gate's figures and verdicts (``paired.py``).
+Section 9's figures: ``check_tests.py``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .agreement import agrees, compare_figures
 from .check_tests import check_partial, check_tests
 from .load import ReportError, read_report
 from .load import timings as report_timings
+from .paired import check_versus
 from .schema import validate
 
 # What the judge states of each test (``Timing.as_dict``'s judged part), less the comment
@@ -62,6 +64,8 @@ def check_report(report: dict, tables: str | Path | None = None) -> list[str]:
     _check_judged(report, judged_fields(judge(findings(report))), found)
     _check_run(report, found)
     check_partial(report, networks, found)
+    candidate_rounds = {t.name: list(t.round_seconds) for t in timings.values()}
+    found += check_versus(report, candidate_rounds)
     return found
 
 
@@ -252,8 +256,13 @@ def main(paths: list[str], tables: str | None, say: Callable[[str], None]) -> in
         else:
             tests = len(report["benchmarks"])
             evaluations = len(report["evaluations"])
+            paired = len((report.get("versus") or {}).get("tests", []))
+            replayed = (
+                f", {paired} paired gate verdict{'s' * (paired != 1)} replayed" if paired else ""
+            )
             say(
                 f"{path}: every figure agrees ({tests} performance test{'s' * (tests != 1)}, "
-                f"{evaluations} evaluation{'s' * (evaluations != 1)}, compliance recomputed)"
+                f"{evaluations} evaluation{'s' * (evaluations != 1)}, compliance recomputed"
+                f"{replayed})"
             )
     return status

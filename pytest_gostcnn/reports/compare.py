@@ -24,12 +24,13 @@ from pytest_gostcnn.performance.timing import Timing
 from .load import configuration, differences
 
 FELL = 6  # the exit status when a test fell: beyond pytest's own 0 to 5, so a CI job tells it
+NOT_COMPARED = 7  # a run that would exit 0 but whose gate decided nothing for some test
 # The backend's version is what a gate compares across (a new release against the last);
 # everything else the results depend on must be the same (``load.configuration``).
 ACROSS = ("backend_version",)
 # The interval: one-sided at 95 %, from 2,000 resamples drawn with a fixed seed, so a
 # comparison of two reports gives the same verdict every time it is made
-# (docs/benchmarking.md, "A gate on a baseline", has its false alarms and catches).
+# (docs/benchmarking.md, "Two gates measured", has its false alarms and catches).
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 0
@@ -86,6 +87,14 @@ class Comparison:
     @property
     def fallen(self) -> list[Change]:
         return [change for change in self.changes if change.fell]
+
+    def undecided(self) -> list[str]:
+        """The tests timed now that the gate could not compare, each with why."""
+        return [
+            f"{c.test} (cell shared in {c.shared_in})" if c.shared_in else f"{c.test} (not in it)"
+            for c in self.changes
+            if c.timed_in == "now" or (c.timed_in == "both" and c.shared_in is not None)
+        ]
 
     def reason(self) -> str | None:
         """Why the comparison fails, in one line; None when no test fell."""

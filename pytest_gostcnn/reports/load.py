@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pytest_gostcnn.backend import backend_label
 from pytest_gostcnn.machine.threads import THREAD_VARIABLES
 from pytest_gostcnn.performance.timing import Timing
 
@@ -99,7 +100,7 @@ def configuration(report: dict, selection: bool = True) -> dict:
     checksums of the tables each used)."""
     options, backend = report["options"], report["system"]["backend"]
     values = {
-        "backend": backend["name"],
+        "backend": backend_label(backend["name"], options["backend"]),
         "backend_version": backend["version"],
         "dtype": options["dtype"],
         "batch": options["batch"],

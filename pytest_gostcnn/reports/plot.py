@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from pytest_gostcnn.backend import backend_label
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, PASSED_VERDICTS
 from pytest_gostcnn.model.network import CYRILLIC
 
@@ -153,7 +154,8 @@ def _facts(report: dict) -> str:
     the image count of ``--gost-images``)."""
     backend = _object(_object(report.get("system")).get("backend"))
     options = _object(report.get("options"))
-    name = backend.get("name", options.get("backend", "unknown"))
+    given = options.get("backend")
+    name = backend_label(str(backend.get("name", given or "unknown")), given)
     backend_text = " ".join(str(part) for part in (name, backend.get("version")) if part)
     device = backend.get("device") or "an unknown device"
     images = options.get("images")

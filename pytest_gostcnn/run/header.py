@@ -24,9 +24,9 @@ def header_lines(
     """The lines under pytest's header: the backend and its device, the options, the tables
     and networks; an option that has no effect; the tests kept from ``--gost-resume``."""
     if resolved.backend is None:
-        backend = f"{resolved.backend_name} (unavailable: {resolved.unavailable})"
+        backend = f"{resolved.backend_label} (unavailable: {resolved.unavailable})"
     else:
-        backend = f"{resolved.backend_name} {resolved.version} on {resolved.device}"
+        backend = f"{resolved.backend_label} {resolved.version} on {resolved.device}"
     networks = ", ".join(
         f"{n.letter} ({n.latin}, {resolved.provenances[latin].describe()})"
         for latin, n in resolved.networks.items()
@@ -54,6 +54,18 @@ def header_lines(
         lines.append(
             f"gostcnn: --gost-stall-timeout={options.stall_timeout:g} has no effect: one "
             "computing cell waits at no barrier (it watches the cells of an mpirun run)"
+        )
+    if resolved.versus is not None:
+        versus = type(resolved.versus)
+        rule = (
+            f"a test fails more than {options.compare_fail:g} % slower, significantly"
+            if options.compare_fail is not None
+            else "nothing fails without --gost-compare-fail"
+        )
+        lines.append(
+            f"gostcnn: paired gate: every benchmark test also on {versus.name} "
+            f"{versus.version} ({options.versus}) on {resolved.versus_device}, round by round; "
+            f"{rule}"
         )
     if options.resume is not None:
         kept = ", ".join(t.name for t in resumed) or "none"

@@ -83,7 +83,8 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "backend",
         "NAME",
-        "backend to verify: a registered name (numpy, ...) or package.module:Class. "
+        "backend to verify: a registered name (numpy, ...), package.module:Class, or "
+        "FOLDER::module:Class (the module loaded from FOLDER under a name of its own). "
         "Given without test paths, runs the suite shipped with the plugin, which runs only "
         "then or when its path is given (its backend then numpy by default).",
         parse.any_text,
@@ -210,11 +211,23 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "compare_fail",
         "PERCENT",
-        "fail a test, and exit 6, when its median round is more than PERCENT slower than "
-        "the baseline's (--gost-compare) at 95 per cent confidence (a bootstrap of both runs' "
-        "rounds)",
+        "fail a test, and exit 6, when it is more than PERCENT slower than the baseline, "
+        "significantly: with --gost-versus, its paired rounds' centre (Wilcoxon signed-rank, "
+        "Holm across the run's tests, 5 per cent); with --gost-compare, the median round at "
+        "95 per cent confidence (a bootstrap of both runs' rounds)",
         parse.percent,
         rerun="never",
+    ),
+    Option(
+        "versus",
+        "BACKEND",
+        "time every selected benchmark test on this baseline backend too, on the same "
+        "images, the two backends' rounds alternating in pairs of drawn order, and print "
+        "the candidate's slowdown against it: a registered name, package.module:Class, or "
+        "FOLDER::module:Class (loaded from FOLDER under a name of its own); it is verified "
+        "and checked as the candidate is (docs/benchmarking.md, The paired gate)",
+        parse.any_text,
+        rerun="always",
     ),
     Option(
         "local_cell",
@@ -281,6 +294,7 @@ BY_NAME = {option.name: option for option in OPTIONS}
 RERUN_ORDER = (
     "backend",
     "backend_option",
+    "versus",
     "dtype",
     "batch",
     "seed",

@@ -168,9 +168,12 @@ def report_path(flag: str, path: str) -> str:
     if path.endswith(("/", os.sep)) or is_dir:
         raise ValueError(f"{flag}={path}: is a directory; give a file name")
     if not folder_exists:
-        raise ValueError(f"{flag}={path}: the folder {folder} does not exist")
+        missing = "is a file, not a folder" if folder.exists() else "does not exist"
+        raise ValueError(f"{flag}={path}: the folder {folder} {missing}")
     if special:
         raise ValueError(f"{flag}={path}: exists and is not a regular file")
+    if target.exists() and not os.access(target, os.W_OK):  # a report its owner protected
+        raise ValueError(f"{flag}={path}: the file is read-only; give another name")
     try:  # the report is written as a temporary file in that folder, then renamed
         handle, probe = tempfile.mkstemp(prefix=REPORT_TEMPORARY_PREFIX, dir=folder)
         os.close(handle)

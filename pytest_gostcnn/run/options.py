@@ -45,6 +45,7 @@ class Options:
     resume: str | None = None
     compare: str | None = None
     compare_fail: float | None = None
+    versus: str | None = None
     stall_timeout: float | None = None
     reference: ReferenceLibrary = NUMPY
     reference_memory: int | None = None
@@ -107,6 +108,7 @@ def select_networks(
     if spec is None:
         return networks
     chosen: dict[str, Network] = {}
+    given: dict[str, str] = {}  # the name each chosen network was given by
     for token in (t.strip() for t in spec.split(",")):
         if not token:
             raise ValueError(f"{option}={spec}: an empty name between commas")
@@ -122,7 +124,12 @@ def select_networks(
             raise ValueError(
                 f"{option}: network {latin} ({CYRILLIC[latin]}) has no table in {tables_option}"
             )
-        chosen[latin] = networks[latin]
+        if latin in chosen:
+            raise ValueError(
+                f"{option}={spec}: names {latin} ({CYRILLIC[latin]}) twice ({given[latin]!r} "
+                f"and {token!r}); name each network once"
+            )
+        chosen[latin], given[latin] = networks[latin], token
     if not chosen:
         raise ValueError(f"{option}={spec}: no network named")
     return {latin: chosen[latin] for latin in LATIN.values() if latin in chosen}

@@ -9,7 +9,8 @@ import shlex
 from enum import IntEnum
 
 from pytest_gostcnn.performance.designations import benchmark_name
-from pytest_gostcnn.reports.compare import FELL, Comparison
+from pytest_gostcnn.reports.compare import FELL, NOT_COMPARED, Comparison
+from pytest_gostcnn.reports.paired import Verdict
 
 from .options import Options
 from .resolution import Resolved
@@ -66,11 +67,11 @@ def exit_status(
     if resolved.backend is None:
         if options.allow_unavailable:
             return exitstatus, (
-                f"backend {resolved.backend_name} is unavailable ({resolved.unavailable}); "
+                f"backend {resolved.backend_label} is unavailable ({resolved.unavailable}); "
                 "nothing was verified; --gost-allow-unavailable keeps the exit status"
             )
         return ExitCode.TESTS_FAILED, (
-            f"nothing was verified: backend {resolved.backend_name} is unavailable "
+            f"nothing was verified: backend {resolved.backend_label} is unavailable "
             f"({resolved.unavailable}); --gost-allow-unavailable exits 0 for that"
         )
     if not results.selected:
@@ -191,6 +192,36 @@ def gated(status: int, reason: str | None, comparison: Comparison | None) -> tup
     if status == ExitCode.OK:
         return FELL, fell
     return status, f"{reason}; and {fell}" if reason else fell
+
+
+def paired_gated(
+    status: int, reason: str | None, verdicts: list[Verdict], baseline: str
+) -> tuple[int, str | None]:
+    """The system's exit status with ``--gost-versus``'s gate: a run that would exit 0
+    exits ``FELL`` (6) when a test was significantly slower than allowed against the
+    ``baseline`` backend, saying which; a run that fails already keeps its status and
+    says that too."""
+    fell = [v for v in verdicts if v.fell]
+    if not fell:
+        return status, reason
+    line = f"slower than the baseline {baseline}: " + "; ".join(
+        f"{v.test} {v.paired.describe()}" for v in fell
+    )
+    if status == ExitCode.OK:
+        return FELL, line
+    return status, f"{reason}; and {line}" if reason else line
+
+
+def undecided(status: int, reason: str | None, tests: list[str]) -> tuple[int, str | None]:
+    """A gate never decides nothing in silence: a run that would exit 0 exits
+    ``NOT_COMPARED`` (7) when the gate could not compare some of its ``tests`` (each with
+    why); any other status keeps its own and says it too."""
+    if not tests:
+        return status, reason
+    line = "the gate decided nothing for " + "; ".join(tests)
+    if status == ExitCode.OK:
+        return NOT_COMPARED, line
+    return status, f"{reason}; and {line}" if reason else line
 
 
 def system_exit(

@@ -240,12 +240,12 @@ def shared_line(shared: list[Timing]) -> str:
     """The warning for the tests whose cell other processes shared."""
     tests = ", ".join(
         f"{CYRILLIC[t.latin]} ({t.latin}) {t.mode} "
-        + "/".join(f"{100 * c.contention.wait_share:.0f} %" for c in t.shared_cells)
+        + "/".join(f"{100 * c.contention.judged_share:.0f} %" for c in t.shared_cells)
         for t in shared
     )
     return (
-        f"CELL SHARED ({tests}): these tests' threads waited for a core more than "
-        f"{100 * SHARED_LIMIT:.0f} % of their ready time in the timed rounds: other work held "
+        f"CELL SHARED ({tests}): a thread of each of these tests waited for a core more than "
+        f"{100 * SHARED_LIMIT:.0f} % of its timed rounds' time: other work held "
         "the cell's cores, so their times are not the cell's own and they are NOT COMPLIANT; "
         "rerun on a quiet machine"
     )

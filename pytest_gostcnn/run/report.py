@@ -23,6 +23,7 @@ from pytest_gostcnn.model.network import CYRILLIC, table_checksum
 from pytest_gostcnn.reports.compare import compare
 from pytest_gostcnn.reports.files import write_atomically
 from pytest_gostcnn.reports.load import FORMAT  # the format written (and read back)
+from pytest_gostcnn.reports.paired import LEVEL
 
 from . import outcome
 from .option_parsers import REPORT_TEMPORARY_PREFIX
@@ -102,10 +103,25 @@ def conclude(
     """
     status, reason = outcome.system_exit(statuses, results.cell_reports)
     comparison = None
+    undecided: list[str] = []
+    both = results.baseline is not None and options.versus is not None
     if ended and results.baseline is not None:
         path, then = results.baseline
         comparison = compare(path, then, results.timings.values(), options.compare_fail)
         status, reason = outcome.gated(status, reason, comparison)
+        undecided += [f"{'the report gate: ' * both}{u}" for u in comparison.undecided()]
+    if ended and options.versus is not None:
+        verdicts = list(results.versus.values())
+        status, reason = outcome.paired_gated(status, reason, verdicts, options.versus)
+        undecided += [
+            f"{'the paired gate: ' * both}{v.test} ({v.not_compared})"
+            for v in verdicts
+            if v.not_compared
+        ]
+        if not verdicts and results.outcomes and not results.benchmark_items:
+            undecided.append("any test: no benchmark test was selected (-k)")
+    if options.compare_fail is not None:  # a gate was asked for
+        status, reason = outcome.undecided(status, reason, undecided)
     measured = measured_report(
         options,
         resolved,
@@ -165,6 +181,26 @@ def measured_report(
         },
         "benchmarks": [timing.as_dict() for timing in results.timings.values()],
         "evaluations": [],
+        **({"versus": _versus(options, resolved, results)} if options.versus else {}),
+    }
+
+
+def _versus(options: Options, resolved: Resolved, results: Results) -> dict:
+    """``--gost-versus``'s baseline backend and each test's verdict against it."""
+    backend = type(resolved.versus) if resolved.versus is not None else None
+    return {
+        "backend": options.versus,
+        "name": backend.name if backend else None,
+        "version": backend.version if backend else None,
+        "device": resolved.versus_device,
+        "allowed": options.compare_fail,
+        "level": LEVEL,
+        "holm_tests": max(len(results.benchmark_items), len(results.versus)),
+        "verification": [
+            {"network": latin, "mode": mode, "verdict": v.verdict, "passed": not v.failed}
+            for (latin, mode), v in results.versus_networks.items()
+        ],
+        "tests": [verdict.as_dict() for verdict in results.versus.values()],
     }
 
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_gostcnn.backend import Backend, BackendError, load_backend_class
+from pytest_gostcnn.backend import Backend, BackendError, backend_label, load_backend_class
 from pytest_gostcnn.conformance.layer_cases import (
     LayerCase,
     layer_cases,
@@ -50,7 +50,7 @@ class Resolved:
     """The options resolved on this machine: the backend (None when unavailable, with the
     reason), the networks, the cells, the table set, the device, its facts and peak."""
 
-    backend_name: str
+    backend_name: str  # the backend's declared name (``Backend.name``)
     backend: Backend | None
     unavailable: str | None
     networks: dict[str, Network]
@@ -65,6 +65,14 @@ class Resolved:
     invocation: dict = field(default_factory=dict)  # how the run was started (``invocation``)
     reference: ReferenceLibrary = NUMPY  # where the float64 reference runs
     agreement: Agreement | None = None  # the reference library's with NumPy's (None: NumPy)
+    versus: Backend | None = None  # --gost-versus's baseline backend, started like this one
+    versus_device: str | None = None  # its device()
+    backend_source: str | None = None  # --gost-backend as given, where not the declared name
+
+    @property
+    def backend_label(self) -> str:
+        """``mine (mymod:Mine)``: the declared name, and the ``module:Class`` it came from."""
+        return backend_label(self.backend_name, self.backend_source)
 
     @property
     def version(self) -> str | None:
@@ -85,6 +93,7 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
         raise TableError(f"--gost-tables: {exc}") from None
     networks = select_networks(all_networks, options.networks)
     _check_images(options)
+    _check_report(options)
     _check_threshold(options)
     name = options.backend
     cls = load_backend_class(name, search)
@@ -116,11 +125,17 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
     peak = options.peak
     device, system = None, {}
     threads.limit_blas(threads.cell_cores())  # more threads than cores only collapse
+    versus, versus_device = None, None
     if backend is not None:
         device, system, estimate = _describe(backend, name, ask_peak=peak is None)
         peak = peak or estimate
+        if options.versus is not None:
+            versus, versus_device = _versus(options, cells, local_cell, search)
+    declared = getattr(cls, "name", None)
+    declared = declared if isinstance(declared, str) and declared.strip() else name
     return Resolved(
-        backend_name=name,
+        backend_name=declared,
+        backend_source=None if declared == name else name,
         backend=backend,
         unavailable=unavailable,
         networks=networks,
@@ -138,7 +153,36 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
         invocation=invocation(),
         reference=reference,
         agreement=agreement,
+        versus=versus,
+        versus_device=versus_device,
     )
+
+
+def _versus(
+    options: Options, cells: Cells, local_cell: int, search: Sequence[tuple[str, Path]]
+) -> tuple[Backend, str]:
+    """``--gost-versus``'s backend, started on the candidate's cell in its data type, and its
+    device; ValueError or BackendError naming the option."""
+    flag = f"--gost-versus={options.versus}"
+    if cells.size > 1:
+        raise ValueError(f"{flag}: the paired gate runs on one computing cell, not under MPI")
+    if options.resume is not None:
+        raise ValueError(f"{flag}: a paired run is not resumed (--gost-resume); run it whole")
+    try:
+        cls = load_backend_class(options.versus, search)
+        _check_dtype(cls, options.versus, options.dtype, options.modes)
+        unavailable = cls.unavailable_reason()
+        if unavailable is not None:
+            raise BackendError(f"it is unavailable on this machine: {unavailable}")
+        _check_identity(cls, options.versus)
+        extra = {"options": {}} if cls.backend_options else {}
+        backend = cls(options.dtype, cell=local_cell, **extra)
+        device = backend.device()
+    except (BackendError, ValueError) as exc:
+        raise BackendError(f"{flag}: {exc}") from None
+    except Exception as exc:
+        raise BackendError(f"{flag}: failed to start: {type(exc).__name__}: {exc}") from exc
+    return backend, str(device)
 
 
 def _check_memory(networks: dict[str, Network], batch: int, memory: int, training: bool) -> None:
@@ -276,6 +320,19 @@ def _check_images(options: Options) -> None:
         raise ValueError(
             f"--gost-images={options.images}: fewer than one batch of --gost-batch="
             f"{options.batch}; give at least {options.batch} images"
+        )
+
+
+def _check_report(options: Options) -> None:
+    """``--gost-report`` is written over as the run goes: never the baseline it is compared
+    with (both paths are resolved as parsed)."""
+    if options.report is None or options.compare is None:
+        return
+    report, baseline = Path(options.report), Path(options.compare)
+    if report == baseline or (report.exists() and os.path.samefile(report, baseline)):
+        raise ValueError(
+            f"--gost-report={options.report}: the --gost-compare baseline itself; the run "
+            "would write over the report it is compared with: give the new report another name"
         )
 
 

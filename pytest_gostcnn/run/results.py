@@ -12,6 +12,7 @@ from pytest_gostcnn.performance.partial import PartialTest
 from pytest_gostcnn.performance.rounds import Rounds
 from pytest_gostcnn.performance.timing import Timing
 from pytest_gostcnn.reports.compare import Comparison
+from pytest_gostcnn.reports.paired import Verdict
 
 # The suite's own work, apart from the timed rounds, by kind (the report's cells'
 # ``suite_seconds``): section 8's layer steps and networks, the audits, what a test does
@@ -23,6 +24,7 @@ SUITE_WORK = (
     "audits",
     "round_setup",
     "checkpoints",
+    "versus",
 )
 
 
@@ -70,6 +72,10 @@ class Results:
     # and the items that failed for falling below it alone (no failure of the standard's).
     baseline: tuple[str, tuple[Timing, ...]] | None = None
     fell: dict[str, str] = field(default_factory=dict)  # item node id -> why
+    # --gost-versus: the baseline backend's section 8 of each network, and each test's
+    # verdict against it, in the order the tests ended.
+    versus_networks: dict[tuple[str, str], Verification] = field(default_factory=dict)
+    versus: dict[tuple[str, str], Verdict] = field(default_factory=dict)
     # The time of the selected benchmark tests, estimated as they run (items.py).
     estimate: RunEstimate | None = None
     # The performance test timing now, for the summary of a run stopped in it.

@@ -71,10 +71,10 @@ def baseline(options: Options, resolved: Resolved) -> Baseline | None:
     """``--gost-compare``'s report: its path and tests, when it checks and is of this
     configuration but for the backend's version; ValueError saying why not."""
     if options.compare is None:
-        if options.compare_fail is not None:
+        if options.compare_fail is not None and options.versus is None:
             raise ValueError(
-                f"--gost-compare-fail={options.compare_fail:g}: give --gost-compare=BASELINE "
-                "too, the report whose ОРП this run's must not fall below"
+                f"--gost-compare-fail={options.compare_fail:g}: give the baseline too, "
+                "--gost-versus=BACKEND (timed beside the candidate) or --gost-compare=REPORT"
             )
         return None
     try:

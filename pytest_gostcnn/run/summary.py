@@ -37,7 +37,7 @@ def nothing_verified(options: Options, resolved: Resolved, results: Results) -> 
         return ["the suite did not run: it runs when --gost-backend is given without test paths"]
     if resolved.backend is None:
         return [
-            f"NOTHING WAS VERIFIED: backend {resolved.backend_name} is unavailable "
+            f"NOTHING WAS VERIFIED: backend {resolved.backend_label} is unavailable "
             f"({resolved.unavailable}); every item of the suite was skipped"
         ]
     return []

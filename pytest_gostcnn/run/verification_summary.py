@@ -32,7 +32,7 @@ def verification_lines(
     lines = []
     if notes:
         lines.append(
-            f"backend {resolved.backend_name} {resolved.version} on {resolved.device}; "
+            f"backend {resolved.backend_label} {resolved.version} on {resolved.device}; "
             f"dtype {options.dtype}; batch {options.batch}; seed {options.seed}; "
             f"weights {options.weights}{tables}"
         )

@@ -1,0 +1,123 @@
+"""The paired gate's side of a benchmark item (``--gost-versus``): the baseline backend
+verified on the test's network, its rounds set beside the candidate's, and the test's
+verdict once both have run (``reports/paired.py``; docs/benchmarking.md, "The paired
+gate")."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from pytest_gostcnn.backend import backend_label
+from pytest_gostcnn.conformance.verification import verify_network
+from pytest_gostcnn.machine.pool import reference_work
+from pytest_gostcnn.performance.paired import PairedRounds
+from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
+from pytest_gostcnn.performance.timing import Timing
+from pytest_gostcnn.reports.paired import LEVEL, Verdict, decide, pair_seconds, paired
+
+from .session import GostSession
+
+
+def baseline_rounds(
+    session: GostSession, test: TimedTest, seed: int
+) -> tuple[Rounds | None, str | None]:
+    """The baseline backend's rounds of ``test``, once it verified the test's network in
+    its mode on ``seed``'s data as the candidate did (section 8); else None and why the
+    test is not compared."""
+    options, resolved, results = session.options, session.resolved, session.results
+    key = (test.network.latin, test.mode)
+    work = results.suite_seconds
+    started = time.monotonic()
+    try:
+        if key not in results.versus_networks:
+            with reference_work():
+                results.versus_networks[key] = verify_network(
+                    resolved.versus,
+                    test.network,
+                    test.mode,
+                    options.batch,
+                    seed,
+                    options.rmse_threshold,
+                    options.weights,
+                    library=resolved.reference,
+                )
+        verification = results.versus_networks[key]
+        if verification.failed:
+            return None, (
+                f"the baseline {named(session)} failed section 8 on {verification.subject}: "
+                f"{verification.first_failure}"
+            )
+        # Its own draws and checks, its rounds' data keys its candidate's (``PairedRounds``).
+        return Rounds(dataclasses.replace(test, backend=resolved.versus), Links()), None
+    except Exception as exc:  # the baseline's failure: the candidate is timed alone
+        return None, (
+            f"the baseline {named(session)} raised {type(exc).__name__}: {exc} while "
+            "verifying or loading the weights"
+        )
+    finally:
+        work["versus"] += time.monotonic() - started
+
+
+def verdict(
+    session: GostSession,
+    timing: Timing,
+    pairs: PairedRounds | None,
+    why_not: str | None,
+) -> Verdict:
+    """The test's verdict against the baseline, given when it ends (Holm over the run's
+    benchmark tests, those not yet timed counted as not significant), kept in the run's
+    results."""
+    results, options = session.results, session.options
+    verdict_now = _verdict(session, timing, pairs, why_not)
+    if verdict_now is None:
+        earlier = [v.paired for v in results.versus.values() if v.paired is not None]
+        tests = max(len(results.benchmark_items), len(results.versus) + 1)
+        kept = _seconds(pairs)
+        now = paired(
+            timing.name,
+            kept["candidate_seconds"],
+            kept["baseline_seconds"],
+            kept["candidate_first"],
+            options.compare_fail,
+            LEVEL / tests,
+        )
+        verdict_now = decide(earlier, now, tests, kept)
+    results.versus[(timing.latin, timing.mode)] = verdict_now
+    return verdict_now
+
+
+def _verdict(
+    session: GostSession, timing: Timing, pairs: PairedRounds | None, why_not: str | None
+) -> Verdict | None:
+    """The verdict of a test whose pairs cannot be judged, and why; None when they can."""
+    if pairs is None:
+        return Verdict(timing.name, None, not_compared=why_not)
+    baseline = pairs.baseline
+    if baseline.error is not None:
+        why = f"the baseline {named(session)} failed in its rounds: {baseline.error}"
+    elif baseline.audit_failed:
+        audit = next(a for a in baseline.audits if not a.passed)
+        why = f"the baseline's check of timed {audit.subject} failed ({audit.verdict})"
+    elif pairs.candidate.error is not None or timing.failed_audits:
+        why = "the candidate's rounds are not a result (see the test's failure)"
+    elif pairs.pairs == 0:
+        why = "no pair of rounds was timed"
+    else:
+        return None
+    return Verdict(timing.name, None, not_compared=why, **_seconds(pairs))
+
+
+def _seconds(pairs: PairedRounds) -> dict:
+    """The pairs' seconds while both backends ran."""
+    n = pairs.pairs
+    return pair_seconds(
+        pairs.candidate_seconds[:n], pairs.baseline_seconds[:n], pairs.candidate_first[:n]
+    )
+
+
+def named(session: GostSession) -> str:
+    """The baseline backend as the summary names it: its declared name and version, and
+    the ``--gost-versus`` it was given as where that differs (``sleepy 1.0 (base::m:C)``)."""
+    backend = type(session.resolved.versus)
+    return backend_label(f"{backend.name} {backend.version}", session.options.versus)
