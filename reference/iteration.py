@@ -64,7 +64,7 @@ def training_iteration(
 
         start = time.perf_counter()
         gradients = executor.train_in_slices(
-            network, kernels, weights, spans, lambda span: (images(span), residuals(span)), take
+            network, kernels, weights, spans, lambda span: (images[span], residuals[span]), take
         )
         seconds = time.perf_counter() - start
         peak_bytes = tracemalloc.get_traced_memory()[1]

@@ -9,7 +9,9 @@ import pytest
 from test_executor import ALL_TYPES, FAN_OUT, table
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
-from pytest_gostcnn.conformance.error_model import ErrorModelKernels
+from pytest_gostcnn.conformance import harness
+from pytest_gostcnn.conformance.error_model import ErrorModelKernels, ValueAndVariance
+from pytest_gostcnn.conformance.harness import check_array
 from pytest_gostcnn.conformance.sliced import reference_training
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
 from pytest_gostcnn.model import memory
@@ -20,6 +22,7 @@ from pytest_gostcnn.model.memory import (
     batch_slices,
     footprint,
     parse_size,
+    results_held,
     size_text,
 )
 from pytest_gostcnn.reference.library import ReferenceLibrary
@@ -32,11 +35,11 @@ def training_slices(network, batch, memory):
     return batch_slices(network, batch, memory, error_model=True)
 
 
-def smallest_bound(network, batch):
-    """The least memory in which the reference runs at ``batch``."""
+def smallest_bound(network, batch, held=0):
+    """The least memory in which the reference runs at ``batch``, ``held`` bytes beside."""
     with pytest.raises(MemoryBoundError) as raised:
-        training_slices(network, batch, 1)
-    return parse_size(str(raised.value).rsplit(" ", 1)[-1])
+        batch_slices(network, batch, 1, error_model=True, held=held)
+    return parse_size(str(raised.value).split("the smallest that works is ")[1].split()[0])
 
 
 def reference_run(network, memory, batch=BATCH, seed=3):
@@ -138,7 +141,8 @@ class GradientOfHalfTheBatch(NumpyBackend):
 @pytest.mark.parametrize("backend", [NumpyBackend, GradientOfHalfTheBatch])
 def test_the_verdict_is_the_same_whole_or_sliced(backend):
     verdicts = []
-    for bound in (10**9, smallest_bound(FAN_OUT, 4)):
+    held = results_held(FAN_OUT, 4, training=True)
+    for bound in (10**9, smallest_bound(FAN_OUT, 4, held)):
         library = ReferenceLibrary(memory=bound)
         result = verify_network(backend("float32"), FAN_OUT, "training", 4, 7, library=library)
         verdicts.append((result.verdict, [round(c.ratio, 6) for c in result.checks]))
@@ -175,9 +179,12 @@ def test_a_slice_of_a_draw_is_that_slice_of_the_whole_draw():
     )
     images = draw_slices(draw_input, ALL_TYPES, 6, sliced_rng)
     residuals = draw_slices(draw_out_residual, ALL_TYPES, 6, sliced_rng)
-    assert np.array_equal(residuals(slice(4, 6)), residual[4:6])
-    assert np.array_equal(images(slice(1, 4)), image[1:4])
+    assert np.array_equal(residuals[4:6], residual[4:6])
+    assert np.array_equal(images[1:4], image[1:4])
+    assert images.shape == image.shape
     assert whole_rng.uniform() == sliced_rng.uniform()  # left as the whole draws leave it
+    rounded = images.rounded(PRECISIONS["float16"].round)  # an image at a time
+    assert np.array_equal(rounded, PRECISIONS["float16"].round(image))
 
 
 @pytest.mark.parametrize(
@@ -187,3 +194,79 @@ def test_a_memory_bound_that_is_not_a_size_is_refused_naming_the_option(text, pr
     with pytest.raises(ValueError, match=rf"--gost-reference-memory={text}: .*{problem}"):
         BY_NAME["reference_memory"].value(text)
     assert BY_NAME["reference_memory"].value("1.5GB") == 1_500_000_000
+
+
+def whole_rmse(got, value):
+    """СКО from whole float64 copies, as the release before computed it."""
+    difference = np.asarray(got, np.float64) - value
+    return float(np.sqrt(np.mean(difference * difference)))
+
+
+def exact(value):
+    return ValueAndVariance(value, np.zeros_like(value), 2**-24)
+
+
+@pytest.mark.parametrize("threshold", [None, 0.5])
+def test_a_comparison_a_block_at_a_time_is_the_whole_arrays_at_float64_rounding(
+    monkeypatch, threshold
+):
+    rng = np.random.default_rng(2)
+    value = rng.uniform(-127, 128, (6, 5, 4, 3))
+    reference = ValueAndVariance(value, rng.uniform(0, 1e-9, value.shape), 2**-24)
+    got = (value + rng.normal(0, 1e-5, value.shape)).astype(np.float32)
+    monkeypatch.setattr(harness, "COMPARED_BLOCK", 7)  # 52 blocks, the last one short
+    check = check_array("a", got, reference, "float32", threshold)
+    admissible = (
+        2 * np.sqrt(np.mean(reference.var))
+        if threshold is None
+        else threshold * np.sqrt(np.mean(value**2))
+    )
+    assert check.rmse == pytest.approx(whole_rmse(got, value), rel=1e-13)
+    assert check.admissible == pytest.approx(admissible, rel=1e-13)
+
+
+def test_a_comparison_by_blocks_leaves_the_compared_array_as_it_was(monkeypatch):
+    value = np.linspace(1.0, 2.0, 30)
+    got = value + 1e-3  # a float64 host array (bfloat16's may be): no block is a view of it
+    monkeypatch.setattr(harness, "COMPARED_BLOCK", 4)
+    compared = got.copy()
+    check = check_array("a", compared, exact(value), "bfloat16")
+    assert check.rmse == pytest.approx(1e-3)
+    assert np.array_equal(compared, got)
+
+
+def test_a_reference_degenerate_in_one_block_only_is_judged_whole(monkeypatch):
+    value = np.concatenate([np.full(8, 3.0), [4.0]])  # constant in its first two blocks
+    monkeypatch.setattr(harness, "COMPARED_BLOCK", 4)
+    assert harness.untrustworthy(value) is None
+    assert harness.untrustworthy(np.full(9, 3.0)).startswith("the reference array is constant")
+    zeros = np.zeros(200)
+    zeros[-1] = 1.0  # 0.5 % non-zero, all in the last block
+    assert "99.5% zeros" in harness.untrustworthy(zeros)
+
+
+def test_a_network_items_kept_results_count_in_its_bound():
+    held = results_held(FAN_OUT, 4, training=True)
+    alone = smallest_bound(FAN_OUT, 4)
+    with pytest.raises(MemoryBoundError, match=r"\(.* of it the results held whole\)$"):
+        batch_slices(FAN_OUT, 4, alone, error_model=True, held=held)
+    assert smallest_bound(FAN_OUT, 4, held) >= alone + held
+
+
+def test_a_network_item_sliced_and_compared_by_blocks_gives_the_whole_batchs_figures(
+    monkeypatch,
+):
+    def checks(memory):
+        library = ReferenceLibrary(memory=memory)
+        result = verify_network(NumpyBackend("float32"), FAN_OUT, "training", 4, 7, library=library)
+        return {c.name: (c.rmse, c.admissible) for c in result.checks}
+
+    whole = checks(10**9)
+    monkeypatch.setattr(harness, "COMPARED_BLOCK", 5)
+    sliced = checks(smallest_bound(FAN_OUT, 4, results_held(FAN_OUT, 4, training=True)))
+    assert sliced.keys() == whole.keys() and len(whole) > 2
+    for name, (rmse, admissible) in whole.items():
+        # The reference moves at float64 rounding; a difference of float32's size shows it
+        # some 10^8 times larger, still far below the difference itself.
+        assert sliced[name][0] == pytest.approx(rmse, rel=1e-7), name
+        assert sliced[name][1] == pytest.approx(admissible, rel=1e-12), name

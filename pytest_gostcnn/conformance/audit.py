@@ -17,6 +17,7 @@ from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
 from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type
+from pytest_gostcnn.model.memory import results_held
 from pytest_gostcnn.model.network import Network
 from pytest_gostcnn.reference.library import NUMPY, Array, ReferenceLibrary
 
@@ -24,7 +25,7 @@ from . import fixed_point
 from .error_model import ValueAndVariance
 from .harness import SuiteError, comparer, guarded, model_of, suite_side
 from .replay import Replay
-from .sliced import reference_training
+from .sliced import VALUES, reference_training
 from .verdicts import Verification
 
 
@@ -142,13 +143,16 @@ def verify_segment(
     def verify(verification: Verification) -> None:
         replay = suite_side(batch, lambda: Replay(network, backend.dtype, drawn, library))
         model = replay.model
+        held = results_held(network, batch, training=True)
         compare = comparer(verification, backend, threshold, on_host=True)
         for delivered in rounds:
             weights = replay.weights()
 
             def prepare(delivered: DeliveredRound = delivered, weights: dict = weights):
                 image, residual = delivered.data()  # a slice of the batch at a time
-                return reference_training(network, model, weights, image, residual)
+                return reference_training(
+                    network, model, weights, image, residual, held, keep=VALUES
+                )
 
             reference = suite_side(batch, prepare)
             master = [w for ws in weights.values() for w in ws.values()]

@@ -64,7 +64,8 @@ def rule(type_name: str) -> str:
 
 class ValueAndVariance:
     """A float64 reference array and the variance of an implementation's error per element,
-    both arrays of the reference's library (``reference.library``)."""
+    both arrays of the reference's library (``reference.library``); a network item's kept
+    output holds the variance's mean alone, a 0-d array (``sliced.VALUES``)."""
 
     __slots__ = ("value", "var", "storage", "underflow")
 

@@ -29,19 +29,13 @@ MEAN_ERROR_SIGMAS = 5.0
 
 
 def rmse(got: np.ndarray, reference: np.ndarray) -> float:
-    """СКО: sqrt(mean((verified - reference)^2)), computed in float64."""
-    difference = np.asarray(got, dtype=np.float64) - np.asarray(reference, dtype=np.float64)
-    return math.sqrt(float(np.mean(difference * difference)))
+    """СКО: sqrt(mean((verified - reference)^2)), computed in float64 a block at a time."""
+    return _Sums(got, reference).rmse()
 
 
 def untrustworthy(reference: np.ndarray) -> str | None:
     """Why a reference array is too degenerate for its СКО to mean much, or None."""
-    if reference.size > 1 and np.all(reference == reference.flat[0]):
-        return f"the reference array is constant ({reference.flat[0]:.3g}); untrustworthy"
-    share = np.count_nonzero(reference) / reference.size
-    if share < MIN_NONZERO_SHARE:
-        return f"the reference array is {100 * (1 - share):.1f}% zeros; untrustworthy"
-    return None
+    return _Sums(None, reference).degenerate()
 
 
 def check_array(
@@ -59,27 +53,78 @@ def check_array(
     the type the array is kept in when it is not ``dtype`` (a float16 gradient, kept in
     float32: ``model.dtypes.MASTER_DTYPES``). An integer type's array holds integers at
     ``scale`` (docs/backends.md, "Integer types"): it is compared as ``got * scale``. The
-    comparison runs on the host in NumPy, whichever library computed the reference.
+    comparison runs on the host in NumPy, whichever library computed the reference, a
+    block at a time (``_Sums``).
     """
-    value = to_numpy(reference.value)
     if dtype not in PRECISIONS and integer_type(dtype) is None:
         raise ValueError(_NO_MODEL.format(dtype=dtype))
+    problem = host_array_problem(got, tuple(reference.shape), host_dtype or dtype)
+    sums = _Sums(got if problem is None else None, reference.value, scale)
     if threshold is None:
         admissible = admissible_rmse(reference)
     else:
-        admissible = threshold * math.sqrt(float(np.mean(value**2)))
-    problem = host_array_problem(got, value.shape, host_dtype or dtype)
-    if problem is None and not np.all(np.isfinite(got)):
-        bad = int(np.count_nonzero(~np.isfinite(got)))
-        problem = f"{bad} of {got.size} elements are NaN or Inf"
+        admissible = threshold * math.sqrt(sums.reference_squares / sums.size)
+    if problem is None and sums.not_finite:
+        problem = f"{sums.not_finite} of {got.size} elements are NaN or Inf"
     if problem is not None:
         return ArrayCheck(name, None, admissible, problem)
-    problem = untrustworthy(value)
+    problem = sums.degenerate()
     if problem is not None:
         return ArrayCheck(name, None, admissible, problem, reference_problem=True)
-    if scale is not None:
-        got = got.astype(np.float64) * scale
-    return ArrayCheck(name, rmse(got, value), admissible)
+    return ArrayCheck(name, sums.rmse(), admissible)
+
+
+# The elements a comparison reads at a time: its float64 temporaries take a few MB at any
+# batch, where the whole array's took three times the array (docs/performance.md, "The
+# suite's memory").
+COMPARED_BLOCK = 2**18
+
+
+class _Sums:
+    """The sums a comparison of ``got`` (None: not compared) with the ``reference`` array
+    needs, in float64, each added a block of ``COMPARED_BLOCK`` elements at a time in
+    order: the sums change at float64 rounding from the whole array's."""
+
+    def __init__(self, got: np.ndarray | None, reference, scale: float | None = None) -> None:
+        self.size = math.prod(reference.shape)
+        self.differences = self.reference_squares = 0.0
+        self.nonzero = self.not_finite = 0
+        self.first, self.constant = None, True
+        flat = reference.reshape(-1)
+        host = None if got is None else np.reshape(got, -1)
+        for start in range(0, self.size, COMPARED_BLOCK):
+            block = slice(start, start + COMPARED_BLOCK)
+            value = np.asarray(to_numpy(flat[block]), dtype=np.float64)
+            self._take_reference(value)
+            if host is not None:
+                self._take_got(np.array(host[block], dtype=np.float64), value, scale)
+
+    def _take_reference(self, value: np.ndarray) -> None:
+        if self.first is None:
+            self.first = value[0]
+        self.constant = self.constant and bool(np.all(value == self.first))
+        self.nonzero += int(np.count_nonzero(value))
+        self.reference_squares += float(np.dot(value, value))
+
+    def _take_got(self, got: np.ndarray, value: np.ndarray, scale: float | None) -> None:
+        """``got``: a float64 copy of the block, made free to overwrite."""
+        self.not_finite += got.size - int(np.count_nonzero(np.isfinite(got)))
+        if scale is not None:
+            got *= scale
+        got -= value
+        self.differences += float(np.dot(got, got))
+
+    def rmse(self) -> float:
+        return math.sqrt(self.differences / self.size)
+
+    def degenerate(self) -> str | None:
+        """Why the reference is too degenerate for its СКО to mean much, or None."""
+        if self.size > 1 and self.constant:
+            return f"the reference array is constant ({self.first:.3g}); untrustworthy"
+        share = self.nonzero / self.size
+        if share < MIN_NONZERO_SHARE:
+            return f"the reference array is {100 * (1 - share):.1f}% zeros; untrustworthy"
+        return None
 
 
 def mean_error_check(

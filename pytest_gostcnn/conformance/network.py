@@ -10,15 +10,22 @@ import numpy as np
 
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.model import executor
-from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
+from pytest_gostcnn.model.data import (
+    DrawnBatch,
+    draw_input,
+    draw_out_residual,
+    draw_slices,
+    draw_weights,
+)
 from pytest_gostcnn.model.fixed_point import integer_type
+from pytest_gostcnn.model.memory import results_held
 from pytest_gostcnn.model.network import Network
 from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
 from . import fixed_point
 from .error_model import ValueAndVariance
 from .harness import comparer, guarded, model_of, suite_side
-from .sliced import reference_inference, reference_training
+from .sliced import VALUES, reference_inference, reference_training
 from .verdicts import Verification
 
 
@@ -42,35 +49,41 @@ def verify_network(
     model, representable = model_of(backend.dtype, library)
 
     def prepare() -> tuple:
-        # The suite's side first: the data, and the float64 reference a slice at a time.
+        # The suite's side first: the data, and the float64 reference a slice at a time
+        # from slices of the draws; the results' values kept whole count in its bound.
         rng = np.random.default_rng(seed)
         host_weights = {
             n: {k: representable(a) for k, a in ws.items()}
             for n, ws in draw_weights(network, rng, weights).items()
         }
-        image = representable(draw_input(network, batch, rng))
+        image = draw_slices(draw_input, network, batch, rng)
         ref_weights = {
             n: {k: model.bound(a) for k, a in ws.items()} for n, ws in host_weights.items()
         }
+        held = results_held(network, batch, training=mode != "inference")
         if mode == "inference":
-            reference = reference_inference(network, model, ref_weights, image)
+            reference = reference_inference(network, model, ref_weights, image, held, VALUES)
             return host_weights, image, None, ref_weights, reference
-        out_residual = representable(draw_out_residual(network, batch, rng))
-        reference = reference_training(network, model, ref_weights, image, out_residual)
+        out_residual = draw_slices(draw_out_residual, network, batch, rng)
+        reference = reference_training(
+            network, model, ref_weights, image, out_residual, held, VALUES
+        )
         return host_weights, image, out_residual, ref_weights, reference
+
+    def handed(drawn: DrawnBatch):
+        # The whole draw exists only as it is handed over, rounded as the reference read it.
+        return backend.to_device(suite_side(batch, lambda: drawn.rounded(representable)))
 
     def verify(result: Verification) -> None:
         host_weights, image, out_residual, ref_weights, reference = suite_side(batch, prepare)
         loaded = backend.load_weights(network, host_weights)
         compare = comparer(result, backend, threshold)
         if mode == "inference":
-            output = backend.infer(network, loaded, backend.to_device(image))
+            output = backend.infer(network, loaded, handed(image))
             backend.synchronize()
             compare("output", output, reference)
             return
-        got = backend.train(
-            network, loaded, backend.to_device(image), backend.to_device(out_residual)
-        )
+        got = backend.train(network, loaded, handed(image), handed(out_residual))
         backend.synchronize()
         compare_training(compare, network, got, loaded, reference, ref_weights)
 

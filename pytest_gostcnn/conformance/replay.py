@@ -64,7 +64,7 @@ class Replay:
         """Replay ``rounds`` (the host image and output residual of each, in order)."""
         for image, residual in rounds:
             weights = self.weights()
-            reference_training(self.network, self.model, weights, image, residual)
+            reference_training(self.network, self.model, weights, image, residual, keep=None)
             self.keep(weights)
 
     def keep(self, weights: dict[int, dict[str, ValueAndVariance]]) -> None:

@@ -62,19 +62,45 @@ def draw_slices(
     network: Network,
     batch: int,
     rng: np.random.Generator,
-) -> Callable[[slice], np.ndarray]:
-    """``draw(network, batch, rng)[span]`` for each span asked (``draw_input``,
-    ``draw_out_residual``), without the whole batch drawn; ``rng`` is left as the whole
-    draw leaves it. A uniform value takes one step of the generator (NumPy's
-    ``default_rng``, PCG64), so a slice's values start ``span.start`` images of steps in."""
-    start = rng.bit_generator.state
-    per_image = math.prod(draw(network, 0, np.random.default_rng(0)).shape[1:])
-    rng.bit_generator.advance(batch * per_image)
+) -> DrawnBatch:
+    """``draw(network, batch, rng)`` (``draw_input``, ``draw_out_residual``) to be read a
+    slice at a time, without the whole batch drawn; ``rng`` is left as the whole draw
+    leaves it."""
+    return DrawnBatch(draw, network, batch, rng)
 
-    def drawn(span: slice) -> np.ndarray:
-        bits = type(rng.bit_generator)()
-        bits.state = start
-        bits.advance(span.start * per_image)
-        return draw(network, span.stop - span.start, np.random.Generator(bits))
 
-    return drawn
+class DrawnBatch:
+    """A batch's draw read as an array is sliced: ``drawn[a:b]`` is the whole draw's
+    ``[a:b]``, drawn then. A uniform value takes one step of the generator (NumPy's
+    ``default_rng``, PCG64), so a slice's values start ``a`` images of steps in."""
+
+    def __init__(
+        self,
+        draw: Callable[[Network, int, np.random.Generator], np.ndarray],
+        network: Network,
+        batch: int,
+        rng: np.random.Generator,
+    ) -> None:
+        self.draw, self.network = draw, network
+        self.bits, self.start = type(rng.bit_generator), rng.bit_generator.state
+        image = draw(network, 0, np.random.default_rng(0)).shape[1:]
+        self.shape = (batch, *image)
+        self.per_image = math.prod(image)
+        rng.bit_generator.advance(batch * self.per_image)
+
+    def __getitem__(self, span: slice) -> np.ndarray:
+        first, stop, step = span.indices(self.shape[0])
+        if step != 1:
+            raise ValueError("a drawn batch is read a contiguous slice at a time")
+        bits = self.bits()
+        bits.state = self.start
+        bits.advance(first * self.per_image)
+        return self.draw(self.network, max(stop - first, 0), np.random.Generator(bits))
+
+    def rounded(self, rounding: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+        """The whole draw, each image rounded by ``rounding`` (a data type's, elementwise)
+        as it is drawn: one float64 array, no whole temporary beside it."""
+        whole = np.empty(self.shape)
+        for image in range(self.shape[0]):
+            whole[image] = rounding(self[image : image + 1])[0]
+        return whole

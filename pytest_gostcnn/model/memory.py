@@ -72,25 +72,38 @@ def footprint(network: Network, error_model: bool) -> Footprint:
     )
 
 
-def batch_slices(network: Network, batch: int, bound: int | None, error_model: bool) -> list[slice]:
-    """The batch cut into as few slices of nearly equal size as keep the iteration within
-    ``bound`` bytes (None: ``DEFAULT_BOUND``, or an image a slice where one needs more);
-    ``MemoryBoundError`` naming the smallest bound that works where one image does not
-    fit a bound given."""
+def batch_slices(
+    network: Network, batch: int, bound: int | None, error_model: bool, held: int = 0
+) -> list[slice]:
+    """The batch cut into as few slices of nearly equal size as keep the iteration and
+    ``held`` bytes beside it (``results_held``) within ``bound`` bytes (None:
+    ``DEFAULT_BOUND``, or an image a slice where one needs more); ``MemoryBoundError``
+    naming the smallest bound that works where one image does not fit a bound given."""
     cost = footprint(network, error_model)
     given, bound = bound is not None, DEFAULT_BOUND if bound is None else bound
-    if cost.whole + batch * cost.per_image <= bound:
+    if cost.whole + held + batch * cost.per_image <= bound:
         return [slice(0, batch)]
-    images = (bound - cost.sliced) // cost.per_image
+    images = (bound - held - cost.sliced) // cost.per_image
     if images < 1 and not given:
         images = 1
     if images < 1:
-        least = cost.per_image + (cost.whole if batch == 1 else cost.sliced)
+        least = held + cost.per_image + (cost.whole if batch == 1 else cost.sliced)
+        beside = f" ({size_text(held)} of it the results held whole)" if held else ""
         raise MemoryBoundError(
             f"a memory bound of {size_text(bound)} is too small for one image of "
-            f"{network.latin} at B={batch}: the smallest that works is {size_text(least)}"
+            f"{network.latin} at B={batch}: the smallest that works is {size_text(least)}{beside}"
         )
     return spans(batch, -(-batch // images))
+
+
+def results_held(network: Network, batch: int, training: bool) -> int:
+    """Bytes a network item holds whole beside the reference's iteration: the float64 values
+    of the reference's output and, in training, its input residual, kept for the backend's
+    to be compared with (``conformance/network.py``; their variances as their means)."""
+    maps = math.prod(network.output_shape)
+    if training:
+        maps += math.prod(network.input_shape)
+    return FLOAT64 * batch * maps
 
 
 def size_text(size: int) -> str:

@@ -261,8 +261,9 @@ OPTIONS: tuple[Option, ...] = (
         "reference_memory",
         "BYTES",
         "the memory the suite's float64 reference (with its error model) may take (2GB, "
-        "750MB), on the device --gost-reference names: it runs over the batch a slice of "
-        "its images at a time to stay within it, at any B; a bound too small for one image "
+        "750MB), on the device --gost-reference names, with the results a network item "
+        "keeps whole beside it: it runs over the batch a slice of its images at a time to "
+        "stay within it, at any B; a bound too small for one image "
         "is refused, naming the smallest that works (default 2GB, or an image a slice where "
         "a network needs more; docs/performance.md)",
         parse.memory_size,

@@ -31,7 +31,7 @@ from pytest_gostcnn.machine.facts import suite_source
 from pytest_gostcnn.machine.peak import MIN_PEAK, Peak
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
 from pytest_gostcnn.model.fixed_point import integer_type
-from pytest_gostcnn.model.memory import MemoryBoundError, batch_slices
+from pytest_gostcnn.model.memory import MemoryBoundError, batch_slices, results_held
 from pytest_gostcnn.model.network import (
     USER_TABLES,
     Network,
@@ -120,7 +120,8 @@ def resolve(options: Options, cells: Cells, search: Sequence[tuple[str, Path]] =
     reference = dataclasses.replace(options.reference, memory=options.reference_memory)
     agreement = _checked_reference(reference)
     if reference.memory is not None and integer_type(options.dtype) is None:
-        _check_memory(networks, options.batch, reference.memory)  # fixed point runs whole
+        training = "training" in options.modes  # fixed point runs whole
+        _check_memory(networks, options.batch, reference.memory, training)
     peak = options.peak
     device, system = None, {}
     threads.limit_blas(threads.cell_cores())  # more threads than cores only collapse
@@ -184,12 +185,13 @@ def _versus(
     return backend, str(device)
 
 
-def _check_memory(networks: dict[str, Network], batch: int, memory: int) -> None:
+def _check_memory(networks: dict[str, Network], batch: int, memory: int, training: bool) -> None:
     """ValueError in one line where the reference's memory bound is too small for one image
-    of a selected network at ``batch``."""
+    of a selected network at ``batch``, beside the results its network item holds."""
     for network in networks.values():
+        held = results_held(network, batch, training)
         try:
-            batch_slices(network, batch, memory, error_model=True)
+            batch_slices(network, batch, memory, error_model=True, held=held)
         except MemoryBoundError as exc:
             raise ValueError(f"--gost-reference-memory: {exc}") from None
 
