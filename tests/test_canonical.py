@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gost_helpers import HALF, REPOSITORY
+from gost_helpers import HALF, REPOSITORY, swept
 
 from pytest_gostcnn import executor
 from pytest_gostcnn.backends.numpy import NumpyBackend
@@ -160,12 +160,14 @@ def _verified(network, mode: str, batch: int, weights: str = "scaled") -> None:
 
 # One verification per network by default, in training, but for В (VGG-16): its float64
 # training reference and error model take minutes on two cores, and even its inference
-# 20 s, a fifteenth of the whole run, so В is verified in the opt-in matrix only.
+# 20 s, a fifteenth of the whole run, so В is verified in the opt-in matrix only; Р
+# (ResNet-50) in training, 13 s, in inference here and in training under GOST_SWEEP=all.
 ONCE = [
     ("M", "training"),
     ("G", "training"),
     ("S", "training"),
-    ("R", "training"),
+    ("R", "inference"),
+    swept("R", "training"),
     ("Sh", "training"),
 ]
 
