@@ -53,11 +53,11 @@ def folders(tmp_path_factory):
     head/: one module name, gostsleepy, in both."""
     path = directory(tmp_path_factory.mktemp("versus"))
     for folder, delay, version, training, breaks in (
-        ("base", 0.004, "1.0", "('float32',)", 10**9),
-        ("head", 0.004, "1.1", "('float32',)", 10**9),
-        ("slower", 0.016, "1.2", "('float32',)", 10**9),
-        ("narrow", 0.004, "1.3", "()", 10**9),
-        ("breaks", 0.004, "1.4", "('float32',)", 12),  # in its 10th timed round or so
+        ("base", 0.008, "1.0", "('float32',)", 10**9),
+        ("head", 0.008, "1.1", "('float32',)", 10**9),
+        ("slower", 0.032, "1.2", "('float32',)", 10**9),
+        ("narrow", 0.008, "1.3", "()", 10**9),
+        ("breaks", 0.008, "1.4", "('float32',)", 12),  # in its 10th timed round or so
     ):
         (path / folder).mkdir()
         source = SLEEPY.format(delay=delay, version=version, training=training, breaks=breaks)
@@ -103,7 +103,7 @@ def test_two_folders_of_one_module_as_fast_pass_and_say_how_much_they_could_see(
 
 @pytest.fixture(scope="module")
 def slower(folders):
-    """A candidate that sleeps 16 ms a round against its base's 4 ms."""
+    """A candidate that sleeps 32 ms a round against its base's 8 ms."""
     return versus(folders, "slower", "base")
 
 
