@@ -261,7 +261,8 @@ def load_backend_class(name: str, search: Sequence[tuple[str, Path]] = ()) -> ty
     return cls
 
 
-def backend_label(name: str, source: str | None) -> str:
-    """``mine (mymod:Mine)``: a backend's declared ``name``, and the ``--gost-backend`` it was
-    given as (``source``) where that differs."""
-    return name if source in (None, name) else f"{name} ({source})"
+def backend_label(name: str, source: str | None, version: str | None = None) -> str:
+    """``mine (mymod:Mine)``: a backend's declared ``name`` (and ``version``, where given),
+    and the ``--gost-backend`` it was given as (``source``) where that differs from the name."""
+    named = name if version is None else f"{name} {version}"
+    return named if source in (None, name) else f"{named} ({source})"

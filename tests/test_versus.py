@@ -78,6 +78,10 @@ def versus(folders, candidate, baseline, *more):
 def test_two_folders_of_one_module_as_fast_pass_and_say_how_much_they_could_see(folders):
     run = versus(folders, "head", "base")
     assert run.returncode == 0, run.stdout[-3000:]
+    header = (
+        "gostcnn: paired gate: every benchmark test also on sleepy 1.0 (base::gostsleepy:Sleepy)"
+    )
+    assert any(line.startswith(header) for line in run.lines), run.stdout[:3000]
     gate = run.report["versus"]
     assert (gate["name"], gate["version"], gate["backend"]) == (
         "sleepy",

@@ -120,4 +120,4 @@ def named(session: GostSession) -> str:
     """The baseline backend as the summary names it: its declared name and version, and
     the ``--gost-versus`` it was given as where that differs (``sleepy 1.0 (base::m:C)``)."""
     backend = type(session.resolved.versus)
-    return backend_label(f"{backend.name} {backend.version}", session.options.versus)
+    return backend_label(backend.name, session.options.versus, backend.version)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pytest_gostcnn.backend import backend_label
 from pytest_gostcnn.performance.partial import PartialTest
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.timing import Timing
@@ -58,14 +59,14 @@ def header_lines(
     if resolved.versus is not None:
         versus = type(resolved.versus)
         rule = (
-            f"a test fails more than {options.compare_fail:g} % slower, significantly"
+            f"a test fails when more than {options.compare_fail:g} % slower, significantly"
             if options.compare_fail is not None
             else "nothing fails without --gost-compare-fail"
         )
+        named = backend_label(versus.name, options.versus, versus.version)
         lines.append(
-            f"gostcnn: paired gate: every benchmark test also on {versus.name} "
-            f"{versus.version} ({options.versus}) on {resolved.versus_device}, round by round; "
-            f"{rule}"
+            f"gostcnn: paired gate: every benchmark test also on {named} on "
+            f"{resolved.versus_device}, round by round; {rule}"
         )
     if options.resume is not None:
         kept = ", ".join(t.name for t in resumed) or "none"
