@@ -66,10 +66,17 @@ def folders(tmp_path_factory):
 
 
 def versus(folders, candidate, baseline, *more):
+    """The suite with ``--gost-backend`` and ``--gost-versus``, each a folder of
+    ``gostsleepy.py`` or a backend named whole; ``more`` after ``RUN`` (the later of two
+    values of an option wins)."""
+
+    def named(backend):
+        return backend if ":" in backend else f"{backend}::gostsleepy:Sleepy"
+
     return suite(
         folders,
-        f"--gost-backend={candidate}::gostsleepy:Sleepy",
-        f"--gost-versus={baseline}::gostsleepy:Sleepy",
+        f"--gost-backend={named(candidate)}",
+        f"--gost-versus={named(baseline)}",
         *RUN,
         *more,
     )
@@ -123,12 +130,7 @@ def test_a_slower_candidate_fails_its_item_and_exits_6(slower):
 
 
 def test_a_baseline_that_fails_verification_gates_nothing_and_says_so(folders):
-    run = suite(
-        folders,
-        "--gost-backend=head::gostsleepy:Sleepy",
-        "--gost-versus=mymod:IgnoresFcBias",
-        *RUN,
-    )
+    run = versus(folders, "head", "mymod:IgnoresFcBias")
     assert run.returncode == 7, run.stdout[-3000:]
     (test,) = run.report["versus"]["tests"]
     assert test["paired"] is None and "failed section 8" in test["not_compared"]
@@ -149,12 +151,7 @@ def test_a_baseline_that_fails_in_its_rounds_leaves_the_pairs_before_and_gates_n
 
 
 def test_too_few_pairs_are_not_a_pass(folders):
-    run = suite(
-        folders,
-        "--gost-backend=head::gostsleepy:Sleepy",
-        "--gost-versus=base::gostsleepy:Sleepy",
-        *[a if a != "--gost-images=32" else "--gost-images=4" for a in RUN],
-    )
+    run = versus(folders, "head", "base", "--gost-images=4")
     assert run.returncode == 7, run.stdout[-3000:]
     assert (
         "too few pairs (4; at least 5 at this level"
@@ -179,12 +176,7 @@ def test_a_gate_with_no_benchmark_test_selected_decides_nothing_and_says_so(fold
     ],
 )
 def test_a_baseline_that_cannot_run_the_same_tests_is_a_usage_error(folders, baseline, words):
-    run = suite(
-        folders,
-        "--gost-backend=head::gostsleepy:Sleepy",
-        f"--gost-versus={baseline}",
-        *[a if a != "--gost-mode=inference" else "--gost-mode=both" for a in RUN],
-    )
+    run = versus(folders, "head", baseline, "--gost-mode=both")
     assert run.returncode == 4, run.stdout[-2000:] + run.stderr[-2000:]
     said = run.stdout + run.stderr
     assert f"--gost-versus={baseline}: " in said and words in said

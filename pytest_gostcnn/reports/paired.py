@@ -39,23 +39,24 @@ def noise_limit(allowed: float) -> float:
 
 
 @lru_cache(maxsize=64)
-def _rank_sum_counts(n: int) -> np.ndarray:
-    """How many of the 2**n sign assignments of ranks 1..n give each positive-rank sum."""
-    counts = np.zeros(n * (n + 1) // 2 + 1)
+def _sum_counts(doubled_ranks: tuple[int, ...]) -> np.ndarray:
+    """How many of the sign assignments of these ranks (doubled, so that tied ranks'
+    averages are whole numbers) give each doubled positive-rank sum."""
+    counts = np.zeros(sum(doubled_ranks) + 1)
     counts[0] = 1.0
-    for rank in range(1, n + 1):
-        counts[rank:] = counts[rank:] + counts[:-rank].copy()
+    for rank in doubled_ranks:
+        counts[rank:] = counts[rank:] + counts[: counts.size - rank].copy()
     return counts
 
 
-def _exact_upper_tail(doubled_ranks: np.ndarray, w: float) -> float:
-    """P(W+ >= w) over every sign assignment of these ranks (doubled, so that tied ranks'
-    averages are whole numbers)."""
-    ranks = [int(r) for r in doubled_ranks]
-    counts = np.zeros(sum(ranks) + 1)
-    counts[0] = 1.0
-    for rank in ranks:
-        counts[rank:] = counts[rank:] + counts[: counts.size - rank].copy()
+def _untied(n: int) -> tuple[int, ...]:
+    """Ranks 1..n, doubled."""
+    return tuple(range(2, 2 * n + 1, 2))
+
+
+def _exact_upper_tail(doubled_ranks: tuple[int, ...], w: float) -> float:
+    """P(W+ >= w) over every sign assignment of these ranks (doubled)."""
+    counts = _sum_counts(doubled_ranks)
     return float(counts[int(round(2 * w)) :].sum() / counts.sum())
 
 
@@ -66,7 +67,7 @@ def _upper_tail(ranks: np.ndarray, w: float, tie_term: float) -> float:
     if n == 0:
         return 1.0
     if n <= EXACT_PAIRS:
-        return _exact_upper_tail(np.rint(2 * ranks), w)
+        return _exact_upper_tail(tuple(int(r) for r in np.rint(2 * ranks)), w)
     mean = n * (n + 1) / 4
     variance = n * (n + 1) * (2 * n + 1) / 24 - tie_term / 48
     if variance <= 0:
@@ -107,7 +108,7 @@ def _critical(n: int, tail: float) -> int:
     """The largest k with P(W+ <= k - 1) <= tail: the Walsh averages' order statistic that
     bounds the centre (the k-th smallest, from 1; 0 when no bound is that sure)."""
     if n <= EXACT_PAIRS:
-        counts = _rank_sum_counts(n)
+        counts = _sum_counts(_untied(n))[::2]  # whole sums only
         cumulative = np.cumsum(counts) / counts.sum()
         return int(np.searchsorted(cumulative, tail, side="right"))
     mean = n * (n + 1) / 4
@@ -134,11 +135,18 @@ def _walsh(d: np.ndarray) -> np.ndarray:
     return np.sort((d[i] + d[j]) / 2)
 
 
-def lower_bound(walsh: np.ndarray, n: int, tail: float) -> float:
-    """The one-sided lower confidence bound (1 - tail) of the centre; -inf when n pairs
-    cannot bound it that surely."""
+def interval(walsh: np.ndarray, n: int, tail: float) -> tuple[float, float]:
+    """The centre's confidence bounds, each one-sided at (1 - tail), from the sorted Walsh
+    averages of n pairs; infinite where n pairs cannot bound it that surely."""
     k = _critical(n, tail)
-    return -math.inf if k == 0 else float(walsh[k - 1])
+    if k == 0:
+        return -math.inf, math.inf
+    return float(walsh[k - 1]), float(walsh[walsh.size - k])
+
+
+def lower_bound(walsh: np.ndarray, n: int, tail: float) -> float:
+    """The one-sided lower confidence bound (1 - tail) of the centre."""
+    return interval(walsh, n, tail)[0]
 
 
 @dataclass(frozen=True)
@@ -200,10 +208,7 @@ def paired(
     d = np.log(a / b)
     walsh = _walsh(d)
     centre = float(np.median(walsh))
-    tail = (1 - CONFIDENCE) / 2
-    k = _critical(d.size, tail)
-    low = -math.inf if k == 0 else float(walsh[k - 1])
-    high = math.inf if k == 0 else float(walsh[walsh.size - k])
+    low, high = interval(walsh, d.size, (1 - CONFIDENCE) / 2)
     threshold = math.log1p((allowed or 0.0) / 100)
     p = signed_rank_p(d, threshold)
     # Shifted to a true slowdown s, the lower bound moves with it: s is detected when
