@@ -272,6 +272,24 @@ def test_bias_gradient_of_a_broadcast_residual_adds_its_errors_coherently():
     assert grads["biases"].var[0] >= n**2 * 1e-6
 
 
+
+@pytest.mark.parametrize("carried", [False, True])
+def test_average_pooling_bounds_an_error_every_position_shares_only_where_weights_carry_one(
+    carried,
+):
+    # One error of sd 1e-3 at all 49 positions (what a weight's carried error gives): the
+    # mean keeps it whole. Independent errors would average down to sd 1e-3 / 7, the
+    # model's reading where the weights carry only their rounding.
+    layer = make_layer("avgpool", [(7, 7, 1)], Rx=7, Ry=7, S=1, Px=0, Py=0)
+    model = ErrorModelKernels(F32, carried=carried)
+    x = ValueAndVariance(np.ones((1, 7, 7, 1)), np.full((1, 7, 7, 1), 1e-6), F32.storage)
+
+    (out,) = model.forward(layer, [x], {})
+
+    shared_error = 1e-3  # the mean of 49 equal errors
+    assert (admissible_rmse(out) >= shared_error) == carried
+    assert out.var[0, 0, 0, 0] >= (1e-6 if carried else 1e-6 / 49)
+
 # Whose failure: the backend's, or the suite's own -------------------------------------------
 
 

@@ -119,13 +119,17 @@ class ErrorModelKernels:
         precision: Precision,
         master: Precision | None = None,
         library: ReferenceLibrary = NUMPY,
+        carried: bool = False,
     ) -> None:
         """``master``: the precision gradients and updated weights are stored in, where it
         is not the data type's (float16 training, standard.md §6); ``library``: the array
-        library the reference runs on."""
+        library the reference runs on; ``carried``: the weights carry the error of earlier
+        updates (a replay's, ``replay.Replay``), which every position of a map shares
+        (``_forward_avgpool``)."""
         self.precision = precision
         self.master = master or precision
         self.library = library
+        self.carried = carried
 
     def bound(self, host: np.ndarray) -> ValueAndVariance:
         """A float64 host array as handed to the implementation, on the reference's library:
@@ -272,7 +276,16 @@ class ErrorModelKernels:
         window = layer.params["Rx"] * layer.params["Ry"]
         x = inputs[0]
         c = self._sum_of_products(window)
-        var = module.forward(layer, [x.var + c * x.value**2], {})[0] / window
+        if self.carried:
+            # A weight's carried error is the same at every position its map reads it, so
+            # the window's errors may not average out: they are bounded as if fully
+            # correlated, var(mean e) <= (mean sd(e))^2 (Cauchy-Schwarz); the sum's rounding
+            # stays independent. A decision an update followed the other way (a ReLU or
+            # a maximum at a near tie) moves the map's errors together this way.
+            spread = module.forward(layer, [array_namespace(x.var).sqrt(x.var)], {})[0]
+            var = spread**2 + module.forward(layer, [c * x.value**2], {})[0] / window
+        else:
+            var = module.forward(layer, [x.var + c * x.value**2], {})[0] / window
         magnitude = module.forward(layer, [array_namespace(x.value).abs(x.value)], {})[0]
         return [self._stored(values[0], var + self._drift(window, values[0], magnitude))]
 

@@ -48,7 +48,9 @@ class Replay:
     ) -> None:
         self.network = network
         self.precision = PRECISIONS[dtype]
-        self.model = ErrorModelKernels(self.precision, PRECISIONS[master_dtype(dtype)], library)
+        self.model = ErrorModelKernels(
+            self.precision, PRECISIONS[master_dtype(dtype)], library, carried=True
+        )
         self.stored = PRECISIONS[master_dtype(dtype)].round
         self.values = {
             n: {k: self.precision.round(np.asarray(a, dtype=np.float64)) for k, a in ws.items()}
