@@ -203,7 +203,6 @@ def test_a_training_segment_is_drawn_once_its_last_round_delivered(shipped_netwo
     assert [(a.round, a.rounds, a.passed) for a in rounds.audits] == [(3, 2, True), (5, 1, True)]
 
 
-
 class _Keys(random.Random):
     """The round keys given, in order, after the warm-up's; the rest seeded."""
 
@@ -236,6 +235,7 @@ def test_a_correct_backend_passes_a_segment_whose_update_took_a_near_tie_the_oth
     assert audit.keys == tuple(keys) and audit.rounds == 6
     assert audit.passed and audit.worst_array == "round 6 output", audit
     assert audit.worst_ratio < 1, audit
+
 
 # Backends that cheat while timed: each verifies correct, and a check fails by far.
 

@@ -272,7 +272,6 @@ def test_bias_gradient_of_a_broadcast_residual_adds_its_errors_coherently():
     assert grads["biases"].var[0] >= n**2 * 1e-6
 
 
-
 @pytest.mark.parametrize("carried", [False, True])
 def test_average_pooling_bounds_an_error_every_position_shares_only_where_weights_carry_one(
     carried,
@@ -289,6 +288,7 @@ def test_average_pooling_bounds_an_error_every_position_shares_only_where_weight
     shared_error = 1e-3  # the mean of 49 equal errors
     assert (admissible_rmse(out) >= shared_error) == carried
     assert out.var[0, 0, 0, 0] >= (1e-6 if carried else 1e-6 / 49)
+
 
 # Whose failure: the backend's, or the suite's own -------------------------------------------
 
