@@ -49,7 +49,7 @@ def main() -> None:
     for seed in range(args.first_seed, args.first_seed + args.segments):
         audit = segment(network, args.batch, args.rounds, seed)
         ratios.append((audit.worst_ratio or 0.0, seed, audit.passed))
-        print(f"seed {seed}: {audit.verdict}, worst {audit.worst_ratio:.4f} ({audit.worst_array})")
+        print(f"seed {seed}: {audit.verdict}, worst {ratios[-1][0]:.4f} ({audit.worst_array})")
     failed = sum(not passed for _, _, passed in ratios)
     largest = ", ".join(f"{r:.3f} (seed {s})" for r, s, _ in sorted(ratios, reverse=True)[:5])
     print(f"{failed} of {len(ratios)} segments failed; largest worst ratios: {largest}")

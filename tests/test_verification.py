@@ -290,6 +290,22 @@ def test_average_pooling_bounds_an_error_every_position_shares_only_where_weight
     assert out.var[0, 0, 0, 0] >= (1e-6 if carried else 1e-6 / 49)
 
 
+def test_a_padded_windows_shared_error_is_its_in_bounds_share_of_the_divisor():
+    # A corner of a 3x3 window padded by 1 reads 4 positions and divides by 9: a shared
+    # error of sd 1e-3 at each is 4/9 of it in the mean, its variance (4/9)^2 of theirs,
+    # where independent errors would leave 4/81.
+    layer = make_layer("avgpool", [(3, 3, 1)], Rx=3, Ry=3, S=1, Px=1, Py=1)
+    x = ValueAndVariance(np.ones((1, 3, 3, 1)), np.full((1, 3, 3, 1), 1e-6), F32.storage)
+
+    shared, independent = (
+        ErrorModelKernels(F32, carried=carried).forward(layer, [x], {})[0].var[0, 0, 0, 0]
+        for carried in (True, False)
+    )
+
+    assert shared == pytest.approx((4 / 9) ** 2 * 1e-6, rel=1e-6)
+    assert independent == pytest.approx(4 / 81 * 1e-6, rel=1e-6)
+
+
 # Whose failure: the backend's, or the suite's own -------------------------------------------
 
 

@@ -48,9 +48,9 @@ class Replay:
     ) -> None:
         self.network = network
         self.precision = PRECISIONS[dtype]
-        self.model = ErrorModelKernels(
-            self.precision, PRECISIONS[master_dtype(dtype)], library, carried=True
-        )
+        # The drawn weights carry their rounding alone; from the first update on, an error
+        # of their own (``ErrorModelKernels.carried``, set by ``keep``).
+        self.model = ErrorModelKernels(self.precision, PRECISIONS[master_dtype(dtype)], library)
         self.stored = PRECISIONS[master_dtype(dtype)].round
         self.values = {
             n: {k: self.precision.round(np.asarray(a, dtype=np.float64)) for k, a in ws.items()}
@@ -82,6 +82,7 @@ class Replay:
                 )
                 self.values[n][k] = self.stored(to_numpy(w.value))
         self.rounds += 1
+        self.model.carried = True
 
     def weights(self) -> dict[int, dict[str, ValueAndVariance]]:
         """The weights after the rounds replayed, with the error they may have gathered."""
