@@ -11,8 +11,10 @@ import numpy as np
 from pytest_gostcnn.backend import Backend
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.machine.threads import cell_cores, limit_blas
+from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.model.layers import Layer
+from pytest_gostcnn.model.network import Network
 
 from ..common import kernel
 from . import kernels
@@ -38,6 +40,16 @@ class NumpyBackend(Backend):
         limit_blas(1)
         itype = integer_type(dtype)
         self.integer = None if itype is None else IntegerKernels(itype, self.workspace)
+        self._network: Network | None = None  # whose weights were loaded last
+
+    def load_weights(self, network: Network, host: executor.Weights) -> executor.Weights:
+        # A session verifies and times one network after another: the result arrays kept
+        # for the last one's shapes go when another's weights come (the same network's,
+        # reloaded at a training segment's start, keep them: no timed round allocates).
+        if network is not self._network:
+            self.workspace.forget_free_results()
+            self._network = network
+        return super().load_weights(network, host)
 
     def device(self) -> str:
         return f"CPU: {cpu_model()} ({cell_cores()} cores)"

@@ -95,13 +95,14 @@ class Workspace:
             if sys.getrefcount(arrays[i]) == 2:
                 return arrays[i]
         if self._results_bytes + nbytes > _memory_bytes() * RESULTS_FRACTION:
-            self._forget_free_results()
+            self.forget_free_results()
         array = np.empty(shape, dtype=dtype)
         arrays.append(array)
         self._results_bytes += nbytes
         return array
 
-    def _forget_free_results(self) -> None:
+    def forget_free_results(self) -> None:
+        """Let go of every kept result array nobody holds (``result`` allocates again)."""
         for key, arrays in self._results.items():
             kept = [a for a in arrays if sys.getrefcount(a) > 3]  # the list's, a's, the call's
             self._results_bytes -= sum(a.nbytes for a in arrays) - sum(a.nbytes for a in kept)
