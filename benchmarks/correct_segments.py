@@ -71,7 +71,10 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--independent", action="store_true", help="the bound before, too")
     args = parser.parse_args()
-    network = load_networks()[args.network]
+    networks = load_networks()
+    if args.network not in networks:
+        parser.error(f"--network {args.network}: not one of {', '.join(networks)}")
+    network = networks[args.network]
     ratios = []
     for seed in range(args.first_seed, args.first_seed + args.segments):
         audit, admissible = segment(network, args.batch, args.rounds, seed)

@@ -37,13 +37,15 @@ print(json.dumps({"verdict": result.verdict, "seconds": time.perf_counter() - st
 
 def item(python: str, latin: str, batch: int) -> dict:
     with tempfile.TemporaryDirectory() as folder:  # the install's package, not a checkout's
-        done = subprocess.run(
-            [python, "-c", ITEM, latin, str(batch)],
-            cwd=folder,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        try:
+            done = subprocess.run(
+                [python, "-c", ITEM, latin, str(batch)], cwd=folder, capture_output=True, text=True
+            )
+        except OSError as exc:
+            sys.exit(f"error: cannot run {python}: {exc.strerror}")
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        sys.exit(f"error: {python}, {latin} at B = {batch}, exited {done.returncode}: {last}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -55,6 +57,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--pairs", type=int, default=1)
     args = parser.parse_args()
+    unknown = sorted(set(args.networks.split(",")) - {"M", "G", "V", "S", "R", "Sh"})
+    if unknown:
+        parser.error(f"--networks: {', '.join(unknown)}: not an analog's Latin id (M,G,V,S,R,Sh)")
     print(f"{'pair':>4} {'install':7} {'network':7} {'s':>7} {'CPU s':>7} {'peak RSS':>9} verdict")
     for pair in range(1, args.pairs + 1):
         for latin in args.networks.split(","):
