@@ -26,6 +26,7 @@ from pytest_gostcnn.conformance.error_model import ErrorModelKernels
 from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
+from pytest_gostcnn.run.options import select_networks
 
 
 class Independent(ErrorModelKernels):
@@ -65,16 +66,24 @@ def segment(network, batch: int, rounds: int, seed: int, model=ErrorModelKernels
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("::")[0])
     parser.add_argument("--segments", type=int, default=100)
-    parser.add_argument("--network", default="Sh", help="a Latin id of the shipped analogs")
+    parser.add_argument("--network", default="Sh", help="one analog: M, G, V, S, R or Sh")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=16, help="rounds a segment")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--independent", action="store_true", help="the bound before, too")
     args = parser.parse_args()
-    networks = load_networks()
-    if args.network not in networks:
-        parser.error(f"--network {args.network}: not one of {', '.join(networks)}")
-    network = networks[args.network]
+    for name, least in (("segments", 1), ("rounds", 1), ("batch", 1)):
+        if getattr(args, name) < least:
+            parser.error(f"--{name} {getattr(args, name)}: at least {least}")
+    if args.batch > 1024:
+        parser.error(f"--batch {args.batch}: at most 1024")
+    try:  # one name, Latin or Cyrillic
+        chosen = list(select_networks(load_networks(), args.network, "--network").values())
+    except ValueError as exc:
+        parser.error(str(exc))
+    if len(chosen) != 1:
+        parser.error(f"--network {args.network}: one network, not {len(chosen)}")
+    network = chosen[0]
     ratios = []
     for seed in range(args.first_seed, args.first_seed + args.segments):
         audit, admissible = segment(network, args.batch, args.rounds, seed)

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
+
+from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.run.options import select_networks
 
 # What each interpreter runs: the item as the plugin runs it, under the suite's own setting.
 ITEM = """
@@ -53,16 +57,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--old", required=True, help="the other install's Python")
     parser.add_argument("--new", default=sys.executable, help="this install's (default)")
-    parser.add_argument("--networks", default="M,G,V,S,R,Sh", help="Latin ids")
+    parser.add_argument("--networks", default="M,G,V,S,R,Sh", help="analogs, as --gost-networks")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--pairs", type=int, default=1)
     args = parser.parse_args()
-    unknown = sorted(set(args.networks.split(",")) - {"M", "G", "V", "S", "R", "Sh"})
-    if unknown:
-        parser.error(f"--networks: {', '.join(unknown)}: not an analog's Latin id (M,G,V,S,R,Sh)")
+    if not 1 <= args.batch <= 1024:
+        parser.error(f"--batch {args.batch}: an integer from 1 to 1024")
+    if args.pairs < 1:
+        parser.error(f"--pairs {args.pairs}: at least 1")
+    for option, python in (("--old", args.old), ("--new", args.new)):
+        if not os.path.isfile(python):
+            parser.error(f"{option} {python}: not a file (a Python interpreter)")
+    try:  # Latin or Cyrillic letters, as --gost-networks takes them
+        latins = list(select_networks(load_networks(), args.networks, "--networks"))
+    except ValueError as exc:
+        parser.error(str(exc))
     print(f"{'pair':>4} {'install':7} {'network':7} {'s':>7} {'CPU s':>7} {'peak RSS':>9} verdict")
     for pair in range(1, args.pairs + 1):
-        for latin in args.networks.split(","):
+        for latin in latins:
             order = [("old", args.old), ("new", args.new)]
             for name, python in order if pair % 2 else order[::-1]:
                 got = item(python, latin, args.batch)
