@@ -82,6 +82,15 @@ def test_the_backend_is_registered_inference_only_with_its_provider_options():
     assert list(OnnxRuntimeBackend.backend_options) == ["providers", "provider_options"]
 
 
+@pytest.mark.parametrize("step", ["backward", "gradient", "update"])
+def test_a_training_step_called_anyway_says_the_backend_runs_inference_only(step):
+    # The suite never calls them (no training type); a caller that does gets the reason.
+    backend = OnnxRuntimeBackend.__new__(OnnxRuntimeBackend)
+    arguments = {"backward": 5, "gradient": 3, "update": 4}[step]
+    with pytest.raises(NotImplementedError, match="runs inference only"):
+        getattr(backend, step)(*[None] * arguments)
+
+
 # The export. -----------------------------------------------------------------------------
 
 
