@@ -28,12 +28,7 @@ import gost_test_backends as mutants  # noqa: E402
 from pytest_gostcnn.backends.numpy import NumpyBackend  # noqa: E402
 from pytest_gostcnn.judgement.compliance import repeated_outputs  # noqa: E402
 from pytest_gostcnn.model.network import load_networks  # noqa: E402
-from pytest_gostcnn.performance.checks import (  # noqa: E402
-    CHEAT_SHARES,
-    check_chance,
-    check_units,
-    power,
-)
+from pytest_gostcnn.performance.checks import CHEAT_SHARES, Units  # noqa: E402
 from pytest_gostcnn.performance.plan import Plan  # noqa: E402
 from pytest_gostcnn.performance.rounds import Rounds, TimedTest  # noqa: E402
 from pytest_gostcnn.performance.timing import CellTiming, Timing, macs_per_image  # noqa: E402
@@ -55,10 +50,10 @@ def tiny_network():
     return load_networks(folder)["Sh"]
 
 
-def one_run(backend, network, mode: str, rounds: int) -> tuple[bool, Rounds]:
+def one_run(backend, network, mode: str, rounds: int, unit: int | None) -> tuple[bool, Rounds]:
     """One test's rounds: whether it passed, and its loop."""
     run_plan = Plan(None, rounds, 1, 1, rounds)
-    loop = Rounds(TimedTest(backend, network, mode, run_plan, seed=3))
+    loop = Rounds(TimedTest(backend, network, mode, run_plan, seed=3, unit_rounds=unit))
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):
         arguments, _ = loop.setup()
         loop.target(*arguments)
@@ -83,12 +78,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20, help="runs of each backend (20)")
     parser.add_argument("--inference-rounds", type=int, default=1000, help="(1000)")
     parser.add_argument("--training-rounds", type=int, default=400, help="(400)")
+    parser.add_argument(
+        "--unit", type=int, default=None, help="training's k (default: measured, as a run does)"
+    )
     options = parser.parse_args()
+    if options.unit is not None and not 1 <= options.unit <= 16:
+        parser.error(f"--unit {options.unit}: from 1 to a segment's 16 rounds")
     network = tiny_network()
     cases = [
         ("SkipsTwoPercent", mutants.SkipsTwoPercent, "inference"),
         ("Float16FivePercent", mutants.Float16FivePercent, "inference"),
         ("DropsFivePercentOfUpdates", mutants.DropsFivePercentOfUpdates, "training"),
+        ("RepeatsFivePercent", mutants.RepeatsFivePercent, "training"),
+        ("Float16FivePercent", mutants.Float16FivePercent, "training"),
         ("numpy", NumpyBackend, "inference"),
         ("numpy", NumpyBackend, "training"),
     ]
@@ -96,7 +98,7 @@ def main() -> None:
     if torch is not None:
         cases += [("torch", torch, "inference"), ("torch", torch, "training")]
     print(
-        f"{'backend':26} {'mode':9} {'rounds':>6} {'units':>5} {'chance':>7} "
+        f"{'backend':26} {'mode':9} {'rounds':>6} {'units':>5} {'k':>2} {'chance':>7} "
         f"{'cheat':>5} {'pass if':>8} {'passed':>7} {'seconds':>7}"
     )
     for name, backend_class, mode in cases:
@@ -104,28 +106,29 @@ def main() -> None:
         passes, started = 0, time.monotonic()
         for run in range(options.runs):
             os.environ["GOST_TEST_CHEAT_SEED"] = str(run)
-            passed, loop = one_run(backend_class("float32"), network, mode, rounds)
+            passed, loop = one_run(backend_class("float32"), network, mode, rounds, options.unit)
             passes += passed
         share = getattr(backend_class, "share", 0.0)
-        units = check_units(mode, rounds, loop.segment_rounds)
-        # A cheat in ``share`` of the rounds leaves about that many rounds wrong; in
-        # training each segment of K rounds is wrong unless all K are spared.
-        wrong = share * units if mode == "inference" else units * (1 - (1 - share) ** 16)
+        units = loop.units
+        # A cheat in ``share`` of the rounds leaves about that many rounds wrong; each unit
+        # of k rounds is wrong unless all k are spared.
+        wrong = units.count * (1 - (1 - share) ** units.length)
         chance = loop.draw.chance
         passing = (1 - chance) ** wrong if share else 1.0
         print(
-            f"{name:26} {mode:9} {rounds:>6} {units:>5} {chance:>7.3f} {100 * share:>4g}% "
+            f"{name:26} {mode:9} {rounds:>6} {units.count:>5} {units.length:>2} {chance:>7.3f} "
+            f"{100 * share:>4g}% "
             f"{passing:>8.2g} {passes:>3}/{options.runs:<3} {time.monotonic() - started:>7.1f}"
         )
     for mode, rounds in (
         ("inference", options.inference_rounds),
         ("training", options.training_rounds),
     ):
-        units = check_units(mode, rounds, 16 if mode == "training" else None)
-        chance = check_chance(mode, units)
+        units = Units(mode, rounds, 16 if mode == "training" else None, 1)
         print(
-            f"stated power, {mode}: {100 * power(mode, units, chance):.2f} % against "
-            f"{100 * CHEAT_SHARES[mode]:g} % of {units} units at a chance of {chance:.3f}"
+            f"stated power, {mode}: {100 * units.power(units.chance):.2f} % against "
+            f"{100 * CHEAT_SHARES[mode]:g} % of {rounds} rounds, units of one round, at a "
+            f"chance of {units.chance:.3f}"
         )
 
 

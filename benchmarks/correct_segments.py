@@ -63,6 +63,17 @@ def segment(network, batch: int, rounds: int, seed: int, model=ErrorModelKernels
     return audit, dict(ADMISSIBLE)
 
 
+def one_network(parser: argparse.ArgumentParser, text: str):
+    """The one analog ``--network`` names, Latin or Cyrillic; a usage error else."""
+    try:
+        chosen = list(select_networks(load_networks(), text, "--network").values())
+    except ValueError as exc:
+        parser.error(str(exc))
+    if len(chosen) != 1:
+        parser.error(f"--network {text}: one network, not {len(chosen)}")
+    return chosen[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("::")[0])
     parser.add_argument("--segments", type=int, default=100)
@@ -77,13 +88,7 @@ def main() -> None:
             parser.error(f"--{name} {getattr(args, name)}: at least {least}")
     if args.batch > 1024:
         parser.error(f"--batch {args.batch}: at most 1024")
-    try:  # one name, Latin or Cyrillic
-        chosen = list(select_networks(load_networks(), args.network, "--network").values())
-    except ValueError as exc:
-        parser.error(str(exc))
-    if len(chosen) != 1:
-        parser.error(f"--network {args.network}: one network, not {len(chosen)}")
-    network = chosen[0]
+    network = one_network(parser, args.network)
     ratios = []
     for seed in range(args.first_seed, args.first_seed + args.segments):
         audit, admissible = segment(network, args.batch, args.rounds, seed)

@@ -536,6 +536,50 @@ class SkipsUpdateUnlessWatched(HonestWhenWatched):
     skips = "update"
 
 
+class SkipsFirstUpdateAfterLoad(NumpyBackend):
+    """Leaves out its first weighted layer's update in every round but the first after its
+    weights were loaded: right in section 8's iteration and in a segment's first round,
+    and a weight array wrong by one more update in each round after."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.loaded, self.skipping, self.first = False, False, None
+
+    def load_weights(self, network, host):
+        self.loaded = True
+        return super().load_weights(network, host)
+
+    def train(self, network, weights, image, out_residual):
+        self.skipping, self.loaded = not self.loaded, False
+        self.first = network.weight_layers[0].number
+        return super().train(network, weights, image, out_residual)
+
+    def update(self, layer, weights, grads, batch):
+        if not (self.skipping and layer.number == self.first):
+            super().update(layer, weights, grads, batch)
+
+
+class DoublesAnUpdate(_TimedCheat):
+    """Once timed, doubles its first weighted layer's update in timed round ``wrong`` (the
+    warm-up is call 1) and is right in every other round."""
+
+    wrong = 2
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls, self.first = 0, None
+
+    def train(self, network, weights, image, out_residual):
+        self.calls += self.timed
+        self.first = network.weight_layers[0].number
+        return super().train(network, weights, image, out_residual)
+
+    def update(self, layer, weights, grads, batch):
+        super().update(layer, weights, grads, batch)
+        if self.calls == self.wrong + 1 and layer.number == self.first:
+            super().update(layer, weights, grads, batch)
+
+
 @functools.cache
 def _torch_backends():
     # Built on first use: PyTorch must not load when this module is imported, for an
@@ -1030,6 +1074,11 @@ class SkipsTwoPercent(_Random):
     """Skips a random 2 % of its timed rounds."""
 
     share = 0.02
+
+
+class RepeatsFivePercent(_Random):
+    """Answers a random 5 % of its timed rounds with the round before's, nudged, doing no
+    work (in training, no update either)."""
 
 
 class DropsFivePercentOfUpdates(_Random):

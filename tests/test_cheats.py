@@ -90,16 +90,16 @@ def test_a_backend_that_reads_the_draw_learns_nothing_and_fails_a_check(tiny):
     ids=lambda v: v if isinstance(v, str | int) else v.__name__,
 )
 def test_a_backend_that_cheats_in_a_random_few_rounds_fails_a_check(tiny, mutant, mode, rounds):
-    # Few units: every one is checked, so the first unit cheated in fails (the rate over
-    # runs at a chance below 1 is benchmarks/check_power.py's).
+    # The check that fails judges a round cheated in: a training unit replays from the
+    # weights the backend held, so only the unit whose update was left out differs (the
+    # rate over runs is benchmarks/check_power.py's).
     backend = verified(mutant, tiny, mode)
 
     loop = timed(backend, tiny, mode, rounds)
 
     assert backend.skipped, "the cheat's seeded generator cheats at least once here"
     first = failed_check(loop)
-    length = loop.segment_rounds if mode == "training" else 1
-    assert first.round <= backend.skipped[0] < first.round + length
+    assert any(first.round <= skipped <= first.last_round for skipped in backend.skipped)
 
 
 def test_the_honest_backend_passes_the_same_tests(tiny):

@@ -1,6 +1,6 @@
-"""Checked timed rounds (docs/standard.md §7.7): each inference round or training segment is
-checked with the same chance, drawn after it delivered, and a backend right while verified
-and wrong while timed fails the check of a unit it cheated in.
+"""Checked timed rounds (docs/standard.md §7.7): each inference round or training unit (k
+rounds of a segment) is checked with the same chance, drawn after it delivered, and a
+backend right while verified and wrong while timed fails the check of a unit it cheated in.
 
 The rounds are driven here as pytest-benchmark drives them (setup, the timed target,
 teardown), with a seeded or scripted draw so that each test checks known units.
@@ -12,11 +12,13 @@ import random
 import gost_test_backends as mutants
 import numpy as np
 import pytest
-from gost_helpers import MARGIN, SMALL_PLAN, Scripted, run_rounds
+from gost_helpers import HALF, MARGIN, SMALL_PLAN, Scripted, run_rounds
 
 from pytest_gostcnn.backends.cupy.xp_kernels import XpBackend
 from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.conformance import audit as audit_checks
 from pytest_gostcnn.conformance import replay
+from pytest_gostcnn.conformance.audit import UPDATE_SHARE, update_check
 from pytest_gostcnn.conformance.error_model import ErrorModelKernels
 from pytest_gostcnn.conformance.verification import (
     NOT_CORRECT,
@@ -24,17 +26,14 @@ from pytest_gostcnn.conformance.verification import (
     DeliveredRound,
     verify_network,
     verify_round,
-    verify_segment,
+    verify_unit,
 )
 from pytest_gostcnn.performance.checks import (
     CHEAT_SHARES,
     POWER,
     CheckDraw,
-    check_chance,
-    check_units,
+    Units,
     implausible_checks,
-    power,
-    power_text,
 )
 from pytest_gostcnn.performance.images import ImageSet
 from pytest_gostcnn.performance.plan import Plan, plan
@@ -51,13 +50,12 @@ class NumpyXp(XpBackend):
         return "CPU: the xp kernels on NumPy"
 
 
-def timed(backend, network, mode, run_plan=SMALL_PLAN, draw_seed=0, threshold=None, draw=None):
+def timed(backend, network, mode, run_plan=SMALL_PLAN, draw_seed=0, threshold=None, draw=None, k=1):
     """Every round of one test, warm-up first, as ``benchmark.pedantic`` runs them
-    (``draw``: a scripted one in place of the seeded draw)."""
-    rounds = Rounds(
-        TimedTest(backend, network, mode, run_plan, seed=3, threshold=threshold),
-        Links(randomness=random.Random(draw_seed)),
-    )
+    (``draw``: a scripted one in place of the seeded draw; ``k``: training's unit, fixed
+    here where a run measures it; None, measured)."""
+    test = TimedTest(backend, network, mode, run_plan, seed=3, threshold=threshold, unit_rounds=k)
+    rounds = Rounds(test, Links(randomness=random.Random(draw_seed)))
     if draw is not None:
         rounds.draw = draw
     return run_rounds(rounds)
@@ -66,31 +64,55 @@ def timed(backend, network, mode, run_plan=SMALL_PLAN, draw_seed=0, threshold=No
 # The draw: one chance for every unit, from the power asked.
 
 
-@pytest.mark.parametrize("mode", ["inference", "training"])
+@pytest.mark.parametrize(("mode", "k"), [("inference", None), ("training", 1), ("training", 3)])
 @pytest.mark.parametrize("batch", [1, 2, 64, 128, 256, 1024])
-def test_the_full_profiles_chance_gives_the_stated_power_at_every_batch(mode, batch):
+def test_the_full_profiles_chance_gives_the_stated_power_at_every_batch(mode, k, batch):
     rounds = plan("full", batch).rounds
-    units = check_units(mode, rounds, 16 if mode == "training" else None)
-    chance = check_chance(mode, units)
-    wrong = math.ceil(CHEAT_SHARES[mode] * units)
+    units = Units(mode, rounds, 16 if mode == "training" else None, k)
+    # A cheat on 5 % (1 %) of the rounds fills at least ceil(that / k) units.
+    wrong = math.ceil(math.ceil(CHEAT_SHARES[mode] * rounds) / (k or 1))
 
-    assert 0 < chance < 1
-    assert 1 - (1 - chance) ** wrong == pytest.approx(POWER)  # at least 99 %, and no more
-    assert power(mode, units, chance) == pytest.approx(POWER)
+    assert 0 < units.chance < 1
+    assert 1 - (1 - units.chance) ** wrong == pytest.approx(POWER)  # at least 99 %, no more
+    assert units.power(units.chance) == pytest.approx(POWER)
 
 
 def test_a_test_whose_share_is_one_unit_or_less_checks_every_unit():
-    # The quick run: 8 rounds; 1 % of them is less than one round.
-    assert check_chance("inference", 8) == 1.0
-    assert check_chance("training", check_units("training", 8, 16)) == 1.0
-    assert check_chance("inference", 100) == 1.0  # 1 % of 100 is one round
-    assert check_chance("inference", 101) < 1.0  # two rounds: 0.9 each is enough
+    # The quick run: 8 rounds; 1 % (5 %) of them is less than one round.
+    assert Units("inference", 8).chance == 1.0
+    assert Units("training", 8, 16, 1).chance == 1.0
+    assert Units("inference", 100).chance == 1.0  # 1 % of 100 is one round
+    assert Units("inference", 101).chance < 1.0  # two rounds: 0.9 each is enough
+    assert Units("training", 60, 16, 3).chance == 1.0  # 3 rounds: one unit of 3
+    assert Units("training", 61, 16, 3).chance < 1.0  # 4 rounds fill two units
+
+
+def test_training_units_are_k_rounds_of_a_segment_the_last_of_each_shorter():
+    # Segments of 16, k = 3: rounds 1-3, 4-6, ..., 13-15, 16; then 17-19, ...; 40 rounds.
+    units = Units("training", 40, 16, 3)
+    starts = [n for n in range(1, 41) if units.first(n) == n]
+    assert starts == [1, 4, 7, 10, 13, 16, 17, 20, 23, 26, 29, 32, 33, 36, 39]
+    assert [units.last(n) for n in starts] == [3, 6, 9, 12, 15, 16, 19, 22, 25, 28, 31, 32,
+                                               35, 38, 40]  # fmt: skip
+    assert units.count == 15 and [units.index(n) for n in (1, 3, 4, 16, 17, 40)] == [
+        0, 0, 1, 5, 6, 14
+    ]  # fmt: skip
+    assert units.up_to(16) == 6 and units.up_to(0) == 0
+
+
+def test_a_report_from_before_units_of_rounds_keeps_its_segments():
+    # unit_rounds absent: each unit a segment, the power over a share of them, as written.
+    units = Units("training", 2000, 16)
+    assert units.segments and units.count == 125 and units.length == 16
+    assert units.wrong() == math.ceil(0.05 * 125)
+    assert "5 % of these segments" in units.power_text(units.chance)
 
 
 def test_the_power_text_says_the_share_and_the_probability():
-    text = power_text("inference", 500_000, check_chance("inference", 500_000))
+    units = Units("inference", 500_000)
+    text = units.power_text(units.chance)
     assert "1 % of these rounds" in text and "probability 99.0 %" in text
-    assert "probability 100 %" in power_text("training", 1, 1.0)
+    assert "probability 100 %" in Units("training", 1, 16, 1).power_text(1.0)
 
 
 def test_every_unit_is_drawn_with_the_same_chance_whatever_came_before():
@@ -142,16 +164,33 @@ def test_check_refuses_a_count_of_checks_no_draw_of_the_chance_gives(
 # A correct backend.
 
 
-@pytest.mark.parametrize("mode", ["inference", "training"])
-def test_a_correct_backend_passes_every_check(shipped_networks, mode):
-    rounds = timed(NumpyBackend("float32"), shipped_networks["Sh"], mode)
+@pytest.mark.parametrize(("mode", "k"), [("inference", None), ("training", 1), ("training", 3)])
+def test_a_correct_backend_passes_every_check(shipped_networks, mode, k):
+    rounds = timed(NumpyBackend("float32"), shipped_networks["Sh"], mode, k=k)
 
-    # Three rounds: every round (inference) or the one segment (training) checked.
-    expected = [1, 2, 3] if mode == "inference" else [1]
+    # Three rounds: every round checked, alone (k = 1) or as one unit of three.
+    expected = [1] if k == 3 else [1, 2, 3]
     assert [a.round for a in rounds.audits] == expected
     assert all(a.passed and a.worst_ratio < 1 for a in rounds.audits), rounds.audits
-    if mode == "training":  # one segment, its three rounds judged
-        assert rounds.audits[0].rounds == 3 and len(rounds.audits[0].keys) == 3
+    assert all(a.rounds == len(a.keys) == (k or 1) for a in rounds.audits)
+
+
+def test_the_warm_up_measures_the_weights_copy_and_sets_the_unit_from_it(shipped_networks):
+    network = shipped_networks["Sh"]
+    run_plan = Plan("quick", rounds=2, warmup_rounds=1, batch=1)
+    rounds = Rounds(TimedTest(NumpyBackend("float32"), network, "training", run_plan, seed=3))
+    assert rounds.unit_rounds is None  # not known before the warm-up
+
+    arguments, _ = rounds.setup()
+    rounds.target(*arguments)
+    rounds.teardown(*arguments)
+
+    k, share = rounds.unit_rounds, rounds.copy_share
+    assert 0 < share and 1 <= k <= rounds.segment_rounds
+    # The fewest rounds one copy stays within 1 % of (a segment at most).
+    assert k == min(rounds.segment_rounds, max(1, math.ceil(share / 0.01 - 1e-9)))
+    assert rounds.draw.chance == Units("training", 2, rounds.segment_rounds, k).chance
+    assert rounds.data_rules["unit_rounds"] == k and rounds.data_rules["copy_share"] == share
 
 
 def test_float16_training_passes_its_checks_from_its_float32_master_weights(shipped_networks):
@@ -185,13 +224,14 @@ def test_an_inference_check_judges_the_image_drawn_against_its_own_rows(shipped_
     assert rounds.checks.kept == [] and rounds.key == 0  # nothing kept past its draw
 
 
-def test_a_training_segment_is_drawn_once_its_last_round_delivered(shipped_networks):
+def test_a_training_unit_is_drawn_once_its_last_round_delivered(shipped_networks):
     network = shipped_networks["Sh"]
     run_plan = Plan("quick", rounds=5, warmup_rounds=1, batch=1)
-    rounds = Rounds(
-        TimedTest(NumpyBackend("float32"), network, "training", run_plan, seed=3, segment_rounds=2)
+    test = TimedTest(
+        NumpyBackend("float32"), network, "training", run_plan, 3, segment_rounds=3, unit_rounds=2
     )
-    rounds.draw = Scripted((2, 3))  # segments 2 (rounds 3-4) and 3 (round 5)
+    rounds = Rounds(test)
+    rounds.draw = Scripted((2, 3))  # units 2 (round 3, its segment's last) and 3 (rounds 4-5)
     drawn_after = []
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):
         arguments, _ = rounds.setup()
@@ -201,8 +241,8 @@ def test_a_training_segment_is_drawn_once_its_last_round_delivered(shipped_netwo
         if rounds.draw.unit != before:
             drawn_after.append(rounds.number)
 
-    assert drawn_after == [2, 4, 5]  # each segment's last round, and the test's last
-    assert [(a.round, a.rounds, a.passed) for a in rounds.audits] == [(3, 2, True), (5, 1, True)]
+    assert drawn_after == [2, 3, 5]  # each unit's last round: k, a segment's, the test's
+    assert [(a.round, a.rounds, a.passed) for a in rounds.audits] == [(3, 1, True), (4, 2, True)]
 
 
 class _Keys(random.Random):
@@ -216,14 +256,17 @@ class _Keys(random.Random):
         return self.keys.pop(0) if k == 128 and self.keys else super().getrandbits(k)
 
 
-def test_a_correct_backend_passes_a_segment_whose_update_took_a_near_tie_the_other_way(
+def test_a_correct_backend_passes_a_unit_whose_update_took_a_near_tie_the_other_way(
     shipped_networks, monkeypatch
 ):
-    # A run's keys (seed 0): in round 5's backward, float32 routed a residual at a near tie
-    # (a ReLU's input or a window's maximum within rounding of it) the other way from the
-    # float64 reference. The weights after that update differ by more than rounding, by
-    # the same amount at every position of a map, so the global average pooling does not
-    # average the error down: bounded as if independent, round 6 failed at 1.6x СКОП.
+    # A run's keys (seed 0), checked as one unit of six rounds (a unit of several rounds,
+    # as a fast device's small batches give): in round 5's backward, float32 routed a
+    # residual at a near tie (a ReLU's input or a window's maximum within rounding of it)
+    # the other way from the float64 reference. The weights after that update differ by
+    # more than rounding, by the same amount at every position of a map, so the global
+    # average pooling does not average the error down: bounded as if independent, round 6
+    # failed at 1.6x СКОП. Checked a round at a time from the kept weights, nothing of
+    # round 5's tie reaches round 6's replay.
     keys = [
         "d1263254221bbe7b607218caa2c2c349", "ff930761020c8441a84938966cc9c559",
         "8de7b971a4d02d0916f28fcc0f0167ec", "b760994361bb93002f47e1f33cef9a3c",
@@ -231,16 +274,18 @@ def test_a_correct_backend_passes_a_segment_whose_update_took_a_near_tie_the_oth
     ]  # fmt: skip
     run_plan = Plan("quick", rounds=6, warmup_rounds=1, batch=1)
 
-    def checked():
+    def checked(k=6):
         backend, network = NumpyBackend("float32"), shipped_networks["Sh"]
-        test = TimedTest(backend, network, "training", run_plan, seed=0)
+        test = TimedTest(backend, network, "training", run_plan, seed=0, unit_rounds=k)
         links = Links(randomness=_Keys(int(k, 16) for k in keys))
-        (audit,) = run_rounds(Rounds(test, links)).audits
-        assert audit.keys == tuple(keys) and audit.rounds == 6
-        return audit
+        audits = run_rounds(Rounds(test, links)).audits
+        assert tuple(key for a in audits for key in a.keys) == tuple(keys)
+        return audits[-1] if k == 6 else audits
 
     audit = checked()
     assert audit.passed and audit.worst_ratio < 1, audit
+    alone = checked(k=1)
+    assert len(alone) == 6 and all(a.passed and a.worst_ratio < 1 for a in alone), alone
 
     class Independent(ErrorModelKernels):
         """The replay's model with every average pooling's errors bounded as independent."""
@@ -284,6 +329,66 @@ def test_a_backend_that_cheats_only_while_timed_fails_a_check(shipped_networks, 
     assert failed[0].worst_ratio >= MARGIN, failed[0]
 
 
+def test_a_unit_is_replayed_from_the_weights_the_backend_held_before_it(shipped_networks):
+    # Timed round 2 doubles the first layer's update; round 3 starts from those weights as
+    # the backend held them (the suite's copy): its check passes, and round 2's fails on
+    # that layer's updated weights. Nothing of one round's error reaches another's check.
+    network = shipped_networks["Sh"]
+    first = network.weight_layers[0].number
+
+    third = timed(mutants.DoublesAnUpdate("float32"), network, "training", draw=Scripted((3,)))
+    second = timed(mutants.DoublesAnUpdate("float32"), network, "training", draw=Scripted((2,)))
+
+    assert [(a.round, a.passed) for a in third.audits] == [(3, True)]
+    assert third.audits[0].worst_ratio < HALF, third.audits
+    assert [(a.round, a.passed) for a in second.audits] == [(2, False)]
+    assert second.audits[0].worst_array == f"row {first} filters updated"
+    assert second.audits[0].worst_ratio >= MARGIN, second.audits
+
+
+def test_a_backend_leaving_out_a_layers_update_after_a_segments_first_round_fails(
+    shipped_networks, monkeypatch
+):
+    # Г (G): the first layer's gradient is 4.6 % of the training work. Right in section 8's
+    # iteration and in each segment's first round. There the error model bounds the first
+    # layer's updated filters 26 times wider than their whole update, so СКОП alone passes
+    # the update left out; the update's own bound (half of it) fails it, by exactly 2.
+    backend = mutants.SkipsFirstUpdateAfterLoad("float32")
+    network = shipped_networks["G"]
+    first = network.weight_layers[0].number
+    assert not verify_network(backend, network, "training", batch=1, seed=5).failed
+
+    rounds = timed(backend, network, "training", draw=Scripted((2,)))
+
+    (audit,) = rounds.audits
+    assert not audit.passed and audit.verdict == NOT_CORRECT, audit
+    assert audit.worst_array == f"row {first} filters update"
+    assert audit.worst_ratio == pytest.approx(1 / UPDATE_SHARE)
+    assert audit.failure.startswith(f"row {first} filters update: update error")
+    # Without the update's bound, the same round passes.
+    monkeypatch.setattr(audit_checks, "update_check", lambda *arguments: None)
+    rounds = timed(mutants.SkipsFirstUpdateAfterLoad("float32"), network, "training",
+                   draw=Scripted((2,)))  # fmt: skip
+    assert rounds.audits[0].passed, rounds.audits
+
+
+def test_an_update_is_judged_against_itself_where_the_weights_keep_enough_of_it():
+    before = np.linspace(-1.0, 1.0, 1000)
+    rounding = 2.0**-24 * np.sqrt(np.mean(before**2))
+    step = np.full_like(before, 100 * rounding)
+    after = before + step
+
+    right = update_check("w", after.astype(np.float32), before, after, "float32")
+    left_out = update_check("w", before.astype(np.float32), before, after, "float32")
+    doubled = update_check("w", (after + step).astype(np.float32), before, after, "float32")
+    too_small = update_check("w", before, before, before + step / 10, "float32")
+
+    assert right.passed and right.ratio < 0.05
+    assert not left_out.passed and left_out.ratio == pytest.approx(1 / UPDATE_SHARE, rel=0.05)
+    assert not doubled.passed and doubled.ratio == pytest.approx(1 / UPDATE_SHARE, rel=0.05)
+    assert too_small is None  # 10 times the rounding: below the floor of 16
+
+
 def test_after_a_failed_check_the_remaining_rounds_call_the_backend_no_more(shipped_networks):
     backend = mutants.CachesAnswer("float32")  # the warm-up and round 1 computed, then cached
     rounds = timed(backend, shipped_networks["Sh"], "inference", draw=Scripted((2, 3)))
@@ -301,7 +406,7 @@ def test_an_overridden_threshold_applies_to_the_check_too(shipped_networks):
     assert rounds.audits and all(a.passed for a in rounds.audits)
 
 
-def test_a_segment_whose_reference_outgrows_the_data_type_gets_no_verdict(shipped_networks):
+def test_a_unit_whose_reference_outgrows_the_data_type_gets_no_verdict(shipped_networks):
     # Training carries the weights from round to round; where they have grown so far that
     # the float64 reference passes what the type holds, an overflowing backend is not at
     # fault: the check says so instead of calling it not correct (and the test fails).
@@ -314,9 +419,7 @@ def test_a_segment_whose_reference_outgrows_the_data_type_gets_no_verdict(shippe
     delivered = [DeliveredRound(1, output, lambda: (image, residual))]
 
     with np.errstate(over="ignore", invalid="ignore"):  # the reference overflows, as said
-        result = verify_segment(
-            NumpyBackend("float32"), network, grown, delivered, grown, image, None
-        )
+        result = verify_unit(NumpyBackend("float32"), network, grown, delivered, grown, image, None)
 
     assert result.verdict == NOT_VERIFIED
     assert "beyond float32's largest value" in result.error and "no verdict" in result.error

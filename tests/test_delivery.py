@@ -26,9 +26,10 @@ MODES = ["inference", "training"]
 
 
 def driven(backend, network, mode, audit=True, draw=None, seed=0):
-    """Every round of one test on Ш (Sh); ``draw`` a scripted one, else a seeded draw."""
+    """Every round of one test on Ш (Sh); ``draw`` a scripted one, else a seeded draw;
+    training's checks judge a round each (k = 1), as inference's do."""
     rounds = Rounds(
-        TimedTest(backend, network, mode, PLAN, seed=3, checked=audit),
+        TimedTest(backend, network, mode, PLAN, seed=3, checked=audit, unit_rounds=1),
         Links(randomness=random.Random(seed)),
     )
     if draw is not None:
@@ -80,9 +81,8 @@ def test_what_a_backend_writes_into_its_delivered_arrays_later_changes_no_verdic
     rounds = driven(backend, network, mode, draw=Scripted((1, 3, 6)))
 
     assert rounds.error is None
-    # Inference: rounds 1, 3 and 6; training: its one segment, rounds 1 to 6.
-    checked = [(1, True), (3, True), (6, True)] if mode == "inference" else [(1, True)]
-    assert [(a.round, a.passed) for a in rounds.audits] == checked
+    # Rounds 1, 3 and 6: in training, the weights the suite kept too.
+    assert [(a.round, a.passed) for a in rounds.audits] == [(1, True), (3, True), (6, True)]
 
 
 @pytest.mark.parametrize(
@@ -132,13 +132,14 @@ class LoggedDraw:
         return self.draw.image(batch)
 
 
-@pytest.mark.parametrize(("mode", "segment", "units"), [("inference", None, 6), ("training", 4, 2)])
+@pytest.mark.parametrize(("mode", "segment", "units"), [("inference", None, 6), ("training", 4, 3)])
 def test_a_unit_is_drawn_only_after_it_delivered_and_before_the_next_round_begins(
     shipped_networks, mode, segment, units
 ):
     network = shipped_networks["Sh"]
     backend = Logged("float32")
-    rounds = Rounds(TimedTest(backend, network, mode, PLAN, seed=3, segment_rounds=segment))
+    test = TimedTest(backend, network, mode, PLAN, 3, segment_rounds=segment, unit_rounds=3)
+    rounds = Rounds(test)
     rounds.draw = LoggedDraw(Scripted(range(1, 7)), backend.log, rounds)
     delivered = []
     for _ in range(PLAN.warmup_rounds + PLAN.rounds):
@@ -148,8 +149,9 @@ def test_a_unit_is_drawn_only_after_it_delivered_and_before_the_next_round_begin
         delivered.append(len(backend.log))  # every read of the timed region is done
         rounds.teardown(*arguments)
     decisions = [i for i, call in enumerate(backend.log) if isinstance(call, tuple)]
-    # Inference: after every round; training: after each segment's last (rounds 4 and 6).
-    ends = list(range(1, 7)) if mode == "inference" else [4, 6]
+    # Inference: after every round; training: after each unit's last (units of 3 rounds
+    # in segments of 4: rounds 1-3, 4, 5-6).
+    ends = list(range(1, 7)) if mode == "inference" else [3, 4, 6]
     assert [backend.log[i][1] for i in decisions] == ends and len(ends) == units
     for number, at in zip(ends, decisions, strict=True):
         assert at >= delivered[number]  # after the timed round's reads
@@ -233,8 +235,7 @@ def test_a_backend_that_copies_asynchronously_and_waits_for_its_copies_passes(
     rounds = driven(backend, network, mode, draw=Scripted((1, 2, 5)))
 
     assert rounds.error is None
-    checked = [(1, True), (2, True), (5, True)] if mode == "inference" else [(1, True)]
-    assert [(a.round, a.passed) for a in rounds.audits] == checked
+    assert [(a.round, a.passed) for a in rounds.audits] == [(1, True), (2, True), (5, True)]
     assert no_result(timing_of(rounds, network, mode)) == []
 
 

@@ -25,7 +25,6 @@ from pytest_gostcnn.performance.timing import CellTiming, Timing, macs_per_image
 from pytest_gostcnn.performance.training_data import (
     RESIDUAL_SCALE,
     SEGMENT_ROUNDS,
-    benchmark_weights,
 )
 
 FACTOR = 3.0  # generous: the machine is shared, the escape it guards against is 100x-1000x
@@ -126,15 +125,15 @@ class Recording(NumpyBackend):
 
 
 def _round_calls(network, audited, segment_rounds=2):
-    """The backend's calls in each round's setup and timed target, with these segments
-    checked (every call of the teardown, where the check runs, left out); the rounds' data
-    from one seeded generator, so that two runs hand over the same bytes."""
+    """The backend's calls in each round's setup and timed target, with these rounds (units
+    of one round) checked (every call of the teardown, where the check runs, left out); the
+    rounds' data from one seeded generator, so that two runs hand over the same bytes."""
     backend = Recording("float32")
     run_plan = Plan("quick", rounds=6, warmup_rounds=1, batch=1)
-    rounds = Rounds(
-        TimedTest(backend, network, "training", run_plan, seed=3, segment_rounds=segment_rounds),
-        Links(randomness=random.Random(0)),
+    test = TimedTest(
+        backend, network, "training", run_plan, 3, segment_rounds=segment_rounds, unit_rounds=1
     )
+    rounds = Rounds(test, Links(randomness=random.Random(0)))
     rounds.draw = Scripted(audited)
     calls = []
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):
@@ -143,7 +142,7 @@ def _round_calls(network, audited, segment_rounds=2):
         rounds.target(*arguments)
         calls.append(list(backend.log))
         rounds.teardown(*arguments)
-    assert [a.round for a in rounds.audits] == [2 * n - 1 for n in audited]
+    assert [a.round for a in rounds.audits] == list(audited)
     assert all(a.passed for a in rounds.audits), rounds.audits
     return calls
 
@@ -164,10 +163,13 @@ def test_no_call_before_or_in_a_round_tells_a_checked_one(shipped_networks):
         True,
         False,
     ]
-    # Each round reads its output; a segment's last round (and the warm-up's) the weights too.
+    # Each round reads its output alone: the suite copies the weights and input residual
+    # itself, on the device, and waits for its copy (a second synchronize); the warm-up
+    # times three copies, the first two filling the buffers the rounds reuse.
     reads = [sum(1 for c in calls if c[0] == "to_host") for calls in unaudited]
-    weights = sum(len(ws) for ws in benchmark_weights(network, np.random.default_rng(0)).values())
-    assert reads == [2 + weights, 1, 2 + weights, 1, 2 + weights, 1, 2 + weights]
+    assert reads == [1] * 7
+    waits = [calls.count("synchronize") for calls in unaudited]
+    assert waits == [1 + 3] + [2] * 6
 
 
 def test_a_rounds_data_is_handed_over_inside_its_timed_region_from_its_own_key(

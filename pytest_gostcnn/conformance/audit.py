@@ -1,6 +1,6 @@
 """The checks of section 9's timed rounds (standard.md §7.7): section 8's rule applied to
-the data a round ran on, as it delivered it: one image of an inference round, or a whole
-training segment replayed from the weights it started from.
+the data a round ran on, as it delivered it: one image of an inference round, or a training
+unit replayed from the weights it started from.
 """
 
 from __future__ import annotations
@@ -26,7 +26,16 @@ from .error_model import ValueAndVariance
 from .harness import SuiteError, comparer, guarded, model_of, suite_side
 from .replay import Replay
 from .sliced import VALUES, reference_training
-from .verdicts import Verification
+from .verdicts import UPDATE_ERROR, ArrayCheck, Verification
+
+# An updated weight array may err by at most this share of its update (standard.md §6,
+# "Checked training units"): the error model's bound on a deep layer's gradient can exceed
+# the update itself (its residual crosses many ReLUs and poolings near their ties), so
+# СКОП alone would pass an update left out. Judged only where the update is at least
+# UPDATE_FLOOR times the rounding of the weights it is added to: a smaller one the stored
+# weights keep too little of for a share of it to mean anything.
+UPDATE_SHARE = 0.5
+UPDATE_FLOOR = 16.0
 
 
 def _check_range(maps: list[ValueAndVariance], master: list[ValueAndVariance], dtype: str) -> None:
@@ -108,40 +117,45 @@ def bound_weights(weights: executor.Weights, dtype: str, library: ReferenceLibra
 
 @dataclass(frozen=True)
 class DeliveredRound:
-    """One training round of a segment as its check sees it: the output map it delivered,
-    and ``data()``, the host images and output residual it was given (rebuilt when asked,
-    so a segment's data is never held at once)."""
+    """One training round of a unit as its check sees it: the output map it delivered, and
+    ``data()``, the host images and output residual it was given (rebuilt when asked, so a
+    unit's data is never held at once)."""
 
     number: int  # the timed round, from 1
     output: Any
     data: Callable[[], tuple[np.ndarray, np.ndarray]]
 
 
-def verify_segment(
+def verify_unit(
     backend: Backend,
     network: Network,
-    drawn: executor.Weights,
+    start: executor.Weights,
     rounds: Sequence[DeliveredRound],
     updated: executor.Weights,
     input_residual: Any,
     threshold: float | None = None,
     library: ReferenceLibrary = NUMPY,
+    kept: bool = False,
 ) -> Verification:
-    """Check a training segment whole (standard.md §7.7): its rounds replayed from the
-    ``drawn`` weights it started from (``replay.Replay``: the float64 reference with its
-    error model, the weights stored after each update in the type they are kept in), every
-    round's delivered output compared with its replay, and at the segment's last round the
-    input residual and every ``updated`` weight array it delivered.
+    """Check a training unit (standard.md §7.7): its rounds replayed from the weights it
+    started from (``replay.Replay``: the float64 reference with its error model, the weights
+    stored after each update in the type they are kept in), every round's delivered output
+    compared with its replay, and at the unit's last round the input residual and every
+    ``updated`` weight array the suite kept, against its СКОП and against its update
+    (``update_check``).
 
-    Nothing is read from the backend: every array is a copy the segment's timed rounds
-    made, so no read after the draw tells the backend that its segment was checked.
+    ``start``: the drawn host weights (a segment's first unit), or with ``kept`` the suite's
+    copy of the backend's weights when the unit before ended. Nothing is read from the
+    backend: every array is a copy made inside the timed rounds, so no read after the draw
+    tells the backend that its unit was checked.
     """
     if not rounds:
-        raise ValueError("a segment's check needs its rounds")
+        raise ValueError("a unit's check needs its rounds")
     batch = int(np.shape(rounds[0].output)[0])
 
     def verify(verification: Verification) -> None:
-        replay = suite_side(batch, lambda: Replay(network, backend.dtype, drawn, library))
+        replay = suite_side(batch, lambda: Replay(network, backend.dtype, start, library, kept))
+        before = {n: {k: v.copy() for k, v in ws.items()} for n, ws in replay.values.items()}
         model = replay.model
         held = results_held(network, batch, training=True)
         compare = comparer(verification, backend, threshold, on_host=True)
@@ -163,14 +177,43 @@ def verify_segment(
         compare("input residual", input_residual, reference.input_residual)
         for layer in network.weight_layers:
             for key in layer.weight_shapes:
-                compare(
-                    f"row {layer.number} {key} updated",
-                    updated[layer.number][key],
-                    weights[layer.number][key],
-                    master=True,
-                )
+                name = f"row {layer.number} {key}"
+                got = updated[layer.number][key]
+                compare(f"{name} updated", got, weights[layer.number][key], master=True)
+                after = replay.values[layer.number][key]
+                check = update_check(name, got, before[layer.number][key], after, backend.dtype)
+                if check is not None and threshold is None:  # an override sets every bound
+                    verification.checks.append(check)
 
-    return guarded(f"{network.latin}-training segment", verify)
+    return guarded(f"{network.latin}-training unit", verify)
+
+
+def update_check(
+    name: str, got: Any, before: np.ndarray, after: np.ndarray, dtype: str
+) -> ArrayCheck | None:
+    """``got``, a weight array as the backend kept it after a unit, against ``after``, the
+    reference's (both in the type weights are kept in), with at most ``UPDATE_SHARE`` of the
+    reference's update from ``before`` as its bound; None where that update is below
+    ``UPDATE_FLOOR`` times the weights' rounding, or ``got`` is no array of their shape (the
+    СКОП check names that)."""
+    if not isinstance(got, np.ndarray) or got.shape != after.shape:
+        return None
+    step = _rms(after - before)
+    rounding = PRECISIONS[master_dtype(dtype)].storage * _rms(before)
+    if step == 0 or step < UPDATE_FLOOR * rounding:
+        return None
+    error = _rms(got.astype(np.float64) - after)
+    return ArrayCheck(
+        f"{name} update",
+        error,
+        UPDATE_SHARE * step,
+        statistic=UPDATE_ERROR,
+        note=f"the update may err by at most {UPDATE_SHARE:g} of itself; one left out errs by 1",
+    )
+
+
+def _rms(array: np.ndarray) -> float:
+    return math.sqrt(float(np.mean(np.square(array)))) if array.size else 0.0
 
 
 def _verify_integer_round(

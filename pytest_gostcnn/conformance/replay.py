@@ -1,10 +1,9 @@
-"""The weights through a timed training segment, rebuilt on the host for its check.
+"""The weights through a checked training unit, rebuilt on the host for its check.
 
-A training test sets its weights back to the drawn values before each segment
-(``performance/rounds.py``), so a round's weights follow from the drawn ones and the
-images and residuals of the segment's earlier rounds, all of which the suite rebuilds from
-their keys. The check replays them with the float64 reference instead of reading the
-device's weights, which a backend could notice (docs/benchmarking.md, "Checked rounds").
+A unit starts from the drawn weights (a segment's start) or from the suite's copy of the
+weights the backend held when the unit before it ended (``performance/kept.py``); its
+later rounds' weights follow from those and the images and residuals of its earlier rounds,
+which the suite rebuilds from their keys (docs/verification.md, "Checked rounds").
 """
 
 from __future__ import annotations
@@ -25,8 +24,8 @@ from .sliced import reference_training
 
 
 class Replay:
-    """The weights through one segment's rounds, replayed from the ``drawn`` weights a round
-    at a time (``advance``, or a check's own iteration of each round, ``keep``).
+    """The weights through one unit's rounds, replayed from its ``start`` a round at a time
+    (``advance``, or a check's own iteration of each round, ``keep``).
 
     Each iteration runs the float64 reference and its error model on the values the
     backend is handed (image, residual and loaded weights rounded to ``dtype``); after each
@@ -43,18 +42,23 @@ class Replay:
         self,
         network: Network,
         dtype: str,
-        drawn: executor.Weights,
+        start: executor.Weights,
         library: ReferenceLibrary = NUMPY,
+        kept: bool = False,
     ) -> None:
+        """``start``: the drawn host weights (rounded here to ``dtype``, as loading hands
+        them over), or with ``kept`` the backend's own weights, already in the type they are
+        kept in. Either is exact as given: the first round's error is its own."""
         self.network = network
         self.precision = PRECISIONS[dtype]
-        # The drawn weights carry their rounding alone; from the first update on, an error
-        # of their own (``ErrorModelKernels.carried``, set by ``keep``).
+        # The start carries its rounding alone; from the first update on, the weights carry
+        # an error of their own (``ErrorModelKernels.carried``, set by ``keep``).
         self.model = ErrorModelKernels(self.precision, PRECISIONS[master_dtype(dtype)], library)
         self.stored = PRECISIONS[master_dtype(dtype)].round
+        rounding = self.stored if kept else self.precision.round
         self.values = {
-            n: {k: self.precision.round(np.asarray(a, dtype=np.float64)) for k, a in ws.items()}
-            for n, ws in drawn.items()
+            n: {k: rounding(np.asarray(a, dtype=np.float64)) for k, a in ws.items()}
+            for n, ws in start.items()
         }
         self.carried = {
             n: {k: library.asarray(np.zeros_like(a)) for k, a in ws.items()}

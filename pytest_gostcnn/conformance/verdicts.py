@@ -23,6 +23,8 @@ PASSED_VERDICTS = frozenset({REFERENCE_GRADE, CORRECT})
 #: magnitude of the mean error (standard.md §6, "Integer inference").
 RMSE = "СКО"
 MEAN_ERROR = "mean error"
+#: A checked training unit's updated weights, against half their update (standard.md §6).
+UPDATE_ERROR = "update error"
 
 
 @dataclass

@@ -8,7 +8,7 @@ every verification shares (``harness.py``), a network (``network.py``), a layer 
 
 from pytest_gostcnn.model.dtypes import HOST_DTYPES
 
-from .audit import DeliveredRound, bound_weights, verify_round, verify_segment
+from .audit import DeliveredRound, bound_weights, verify_round, verify_unit
 from .harness import (
     MEAN_ERROR_SIGMAS,
     MIN_NONZERO_SHARE,
@@ -61,7 +61,7 @@ __all__ = [
     "verify_layer",
     "verify_network",
     "verify_round",
-    "verify_segment",
+    "verify_unit",
     "bound_weights",
     "DeliveredRound",
 ]

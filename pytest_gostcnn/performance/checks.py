@@ -1,12 +1,15 @@
-"""Which timed rounds of a test are checked (standard.md §7.7, fifth release): each round
-(training: each segment) with the same chance, drawn after it delivered, independently of
-every other, from the operating system's randomness; the chance follows from a stated power.
+"""Which timed rounds of a test are checked (standard.md §7.7): each unit with the same
+chance, drawn after it delivered, independently of every other, from the operating system's
+randomness; the chance follows from a stated power.
 
-A check's unit is a round in inference and a segment in training (a segment is judged
-whole). A backend that skips, repeats or degrades ``CHEAT_SHARES[mode]`` of a test's units
-leaves ceil(share x units) of them wrong, and passes only if none is checked:
-(1 - chance) ** ceil(share x units). The chance is the smallest that keeps this at most
-1 - ``POWER``; a test whose share is a single unit or less checks every unit.
+A check's unit is a round, or in training ``unit_rounds`` consecutive rounds of a segment
+(k, the fewest that keep the suite's copy of the weights within 1 % of the units' time:
+``kept.py``). A backend that skips, repeats or degrades ``CHEAT_SHARES[mode]`` of a test's
+rounds leaves ceil(share x rounds) of them wrong, which fill at least ceil(that / k) units,
+and passes only if none of those is checked: (1 - chance) ** units. The chance is the
+smallest that keeps this at most 1 - ``POWER``; a test whose share is a single unit or less
+checks every unit. A report from before units of rounds (``unit_rounds`` None) drew over
+whole segments, its power over a share of them; it is read as it was written.
 """
 
 from __future__ import annotations
@@ -15,53 +18,109 @@ import math
 import random
 from dataclasses import dataclass
 
-POWER = 0.99  # the least chance that a cheat of CHEAT_SHARES[mode] of the units fails
+POWER = 0.99  # the least chance that a cheat of CHEAT_SHARES[mode] of the rounds fails
 CHEAT_SHARES = {"inference": 0.01, "training": 0.05}
 # ``check`` refuses a count of checks whose chance under the stated one is below this (a
 # Chernoff bound on either tail: an honest draw is refused less than once in 10^9 reports).
 IMPLAUSIBLE = 1e-9
 
 
-def check_units(mode: str, rounds: int, segment_rounds: int | None) -> int:
-    """The units a test's checks are drawn over: its rounds, or (training) its segments."""
-    if mode == "training":
-        if not segment_rounds:
+@dataclass(frozen=True)
+class Units:
+    """The units a test's checks are drawn over, in the order they deliver.
+
+    Args:
+        mode: the test's.
+        rounds: its timed rounds.
+        segment_rounds: training's segment length; a unit never spans two segments.
+        unit_rounds: training's k; None for a report that predates it (a unit is a segment).
+    """
+
+    mode: str
+    rounds: int
+    segment_rounds: int | None = None
+    unit_rounds: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode == "training" and not self.segment_rounds:
             raise ValueError("a training test's checks need its segment length")
-        return math.ceil(rounds / segment_rounds)
-    return rounds
+        if self.unit_rounds is not None and self.unit_rounds < 1:
+            raise ValueError(f"unit_rounds {self.unit_rounds}: a unit has at least 1 round")
 
+    @property
+    def length(self) -> int:
+        """The rounds of a whole unit."""
+        if self.mode != "training":
+            return 1
+        return min(self.unit_rounds or self.segment_rounds, self.segment_rounds)
 
-def wrong_units(mode: str, units: int, share: float | None = None) -> int:
-    """The units a cheat on ``share`` (by default the mode's) of ``units`` leaves wrong."""
-    share = CHEAT_SHARES[mode] if share is None else share
-    return max(1, math.ceil(share * units - 1e-9))
+    @property
+    def segments(self) -> bool:
+        """A report's from before units of rounds: its units are whole segments."""
+        return self.mode == "training" and self.unit_rounds is None
 
+    def index(self, number: int) -> int:
+        """The unit timed round ``number`` (from 1) lies in, from 0."""
+        if self.mode != "training":
+            return number - 1
+        segment, place = divmod(number - 1, self.segment_rounds)
+        return segment * math.ceil(self.segment_rounds / self.length) + place // self.length
 
-def check_chance(mode: str, units: int) -> float:
-    """Each unit's chance to be checked, the least that gives ``POWER`` against a cheat on
-    ``CHEAT_SHARES[mode]`` of ``units``; 1 where that share is a single unit."""
-    wrong = wrong_units(mode, units)
-    if wrong <= 1:
-        return 1.0
-    return 1.0 - (1.0 - POWER) ** (1.0 / wrong)
+    def first(self, number: int) -> int:
+        """The first round of the unit timed round ``number`` lies in."""
+        if self.mode != "training":
+            return number
+        place = (number - 1) % self.segment_rounds
+        return number - place % self.length
 
+    def last(self, number: int) -> int:
+        """The last round of the unit timed round ``number`` lies in: a whole unit's, or its
+        segment's, or the test's."""
+        if self.mode != "training":
+            return number
+        segment_end = number - (number - 1) % self.segment_rounds + self.segment_rounds - 1
+        return min(self.first(number) + self.length - 1, segment_end, self.rounds)
 
-def power(mode: str, units: int, chance: float, share: float | None = None) -> float:
-    """The chance that a backend wrong in ``share`` (by default the mode's) of ``units``
-    has at least one of them checked, and so fails."""
-    return 1.0 - (1.0 - chance) ** wrong_units(mode, units, share)
+    def up_to(self, rounds: int) -> int:
+        """The units that end in the first ``rounds`` timed rounds (a boundary ends one)."""
+        return 0 if rounds < 1 else self.index(rounds) + 1
 
+    @property
+    def count(self) -> int:
+        return self.up_to(self.rounds)
 
-def power_text(mode: str, units: int, chance: float) -> str:
-    """The power as a sentence: "a backend wrong in 1 % of these rounds would have failed
-    with probability 99.4 %"."""
-    share = CHEAT_SHARES[mode]
-    unit = "rounds" if mode == "inference" else "segments"
-    achieved = power(mode, units, chance)
-    return (
-        f"a backend that skipped or degraded {100 * share:g} % of these {unit} would have "
-        f"failed with probability {_percent(achieved)} %"
-    )
+    def wrong(self, share: float | None = None) -> int:
+        """The fewest units a backend wrong in ``share`` (by default the mode's) of the
+        rounds leaves wrong (of the segments, in a report from before units of rounds)."""
+        share = CHEAT_SHARES[self.mode] if share is None else share
+        if self.segments:
+            return max(1, math.ceil(share * self.count - 1e-9))
+        rounds = max(1, math.ceil(share * self.rounds - 1e-9))
+        return math.ceil(rounds / self.length)
+
+    @property
+    def chance(self) -> float:
+        """Each unit's chance to be checked, the least that gives ``POWER`` against a cheat
+        on ``CHEAT_SHARES[mode]`` of the rounds; 1 where that fills a single unit."""
+        wrong = self.wrong()
+        if wrong <= 1:
+            return 1.0
+        return 1.0 - (1.0 - POWER) ** (1.0 / wrong)
+
+    def power(self, chance: float, share: float | None = None) -> float:
+        """The chance that a backend wrong in ``share`` (by default the mode's) of the
+        rounds has one of its wrong units checked, and so fails."""
+        return 1.0 - (1.0 - chance) ** self.wrong(share)
+
+    def power_text(self, chance: float) -> str:
+        """The power as a sentence: "a backend that skipped or degraded 1 % of these rounds
+        would have failed with probability 99.4 %"."""
+        share = CHEAT_SHARES[self.mode]
+        what = "segments" if self.segments else "rounds"
+        return (
+            f"a backend that skipped or degraded {100 * share:g} % of these {what} would have "
+            f"failed with probability {_percent(self.power(chance))} %"
+        )
 
 
 def _percent(probability: float) -> str:
@@ -111,7 +170,7 @@ class CheckDraw:
     holds nothing of any later unit; ``image(batch)``, an inference check's image.
 
     Args:
-        chance: each unit's (``check_chance``).
+        chance: each unit's (``Units.chance``).
         randomness: the operating system's (``random.SystemRandom``, which keeps no state
             to read) unless a unit test gives a seeded generator.
     """

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from pytest_gostcnn.machine.peak import si
 
-from .checks import check_chance, check_units
+from .checks import Units
 
 # A refined total is printed at a test's start when it moved by more than this share from
 # the last one printed: the guess is no finer than that (the networks' rates differ by
@@ -234,11 +234,12 @@ class RunEstimate:
 def check_iterations(mode: str, rounds: int, segment_rounds: int | None, batch: int) -> float:
     """The float64 iterations (each of a whole batch) a test of ``rounds`` timed rounds runs
     for its checks, on average over the draw (``checks.py``): in inference one image a
-    checked round, 1 / ``batch`` of an iteration; in training every round of a checked
-    segment once (segments of ``segment_rounds``)."""
-    units = check_units(mode, rounds, segment_rounds)
-    chance = check_chance(mode, units)
-    if mode == "training":
+    checked round, 1 / ``batch`` of an iteration; in training every round of a checked unit
+    once, the unit taken as one round (its length is measured in the test's warm-up; at the
+    batches where it is longer, each round's check is short)."""
+    training = mode == "training"
+    chance = Units(mode, rounds, segment_rounds, 1 if training else None).chance
+    if training:
         return chance * rounds
     return chance * rounds / batch
 

@@ -55,6 +55,9 @@ class PartialCell:
     # Each timed round's output fingerprint (None: none delivered); () in a checkpoint
     # that predates them.
     fingerprints: tuple[str | None, ...] = ()
+    # Training's k, which the resumed test keeps; None for inference, or in a checkpoint
+    # that predates units of rounds.
+    unit_rounds: int | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -67,6 +70,7 @@ class PartialCell:
             "audits": [audit.as_dict() for audit in self.audits],
             "audit_seconds": self.audit_seconds,
             "contention": self.contention.as_dict() if self.contention else None,
+            "unit_rounds": self.unit_rounds,
         }
 
     @classmethod
@@ -80,6 +84,7 @@ class PartialCell:
             audit_seconds=data["audit_seconds"],
             contention=Contention.from_dict(data["contention"]) if data.get("contention") else None,
             fingerprints=tuple(data.get("fingerprints", ())),
+            unit_rounds=data.get("unit_rounds"),
         )
 
 

@@ -3,10 +3,12 @@ delivered kept until its draw, the draw, and section 8's rule on the units drawn
 
 Inference: each round, once delivered, is checked with the test's chance; a check judges
 one image of it, drawn then, against the float64 reference of that image. Training: each
-segment, once its last round delivered, is checked with the test's chance; a check replays
-the segment from the drawn weights and compares every round's delivered output and the
-weights and input residual delivered at its end. Only the delivered copies are judged:
-nothing is read from the backend after a draw, so no read tells it what was drawn.
+unit (k rounds of a segment, ``checks.Units``), once its last round delivered, is checked
+with the test's chance; a check replays the unit from the weights the backend held before it
+(the suite's copy, ``kept.py``, or at a segment's start the drawn weights) and compares every
+round's delivered output, and the weights and input residual the suite kept at its end.
+Only the copies made inside the timed rounds are judged: nothing is read from the backend
+after a draw, so no read tells it what was drawn.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pytest_gostcnn.conformance.verification import (
     Verification,
     bound_weights,
     verify_round,
-    verify_segment,
+    verify_unit,
 )
 from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.fixed_point import ScaleTable
@@ -31,12 +33,13 @@ from pytest_gostcnn.model.network import Network
 from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
 from .images import ImageSet, residual
+from .kept import Kept, on_host
 from .timing import Audit
 
 
 @dataclass(frozen=True)
 class KeptRound:
-    """A timed round of the segment under way: its data key and its delivered output."""
+    """A timed round of the unit under way: its data key and its delivered output."""
 
     number: int
     key: int
@@ -49,7 +52,7 @@ class RoundChecks:
     Args:
         backend, network, mode: the test's.
         weights: the drawn host weights (an integer type's, its integers) every segment,
-            and inference, starts from.
+            and inference, start from.
         batch: the test's.
         residual_scale: training's output residual's scale.
         threshold: ``--gost-rmse-threshold`` (None: СКОП as derived).
@@ -72,7 +75,7 @@ class RoundChecks:
         self.backend, self.network, self.mode = backend, network, mode
         self.weights, self.batch, self.residual_scale = weights, batch, residual_scale
         self.threshold, self.scales, self.library = threshold, scales, library
-        self.kept: list[KeptRound] = []  # training: the segment under way
+        self.kept: list[KeptRound] = []  # training: the unit under way
         self.bound: dict | None = None  # inference: the weights as the reference reads them
 
     def images(self, key: int) -> np.ndarray:
@@ -85,11 +88,11 @@ class RoundChecks:
         return residual(key, shape, self.residual_scale)
 
     def keep(self, number: int, key: int, output: np.ndarray) -> None:
-        """A training round's delivered output, kept until its segment's draw."""
+        """A training round's delivered output, kept until its unit's draw."""
         self.kept.append(KeptRound(number, key, output))
 
     def forget(self) -> None:
-        """The segment's draw is made: its kept rounds go."""
+        """The unit's draw is made: its kept rounds go."""
         self.kept = []
 
     def image(self, number: int, key: int, image: int, output: np.ndarray) -> Audit:
@@ -119,14 +122,12 @@ class RoundChecks:
             ),
         )
 
-    def segment(self, delivered: list, names: list[tuple[int, str]]) -> Audit:
-        """Check the segment whose rounds are kept, from what its last round ``delivered``
-        (``delivery.delivered``: the output, every weight array in the order of ``names``,
-        (row, name), and the input residual)."""
-        updated: dict = {n: {} for n, _ in names}
-        for (n, k), copy in zip(names, delivered[1:-1], strict=True):
-            updated[n][k] = copy
-        input_residual = delivered[-1]
+    def unit(self, before: Kept | None, after: Kept) -> Audit:
+        """Check the unit whose rounds are kept, from the weights it started with
+        (``before``: the suite's copy; None, the drawn weights) to the weights and input
+        residual the suite kept at its end (``after``)."""
+        updated, input_residual = on_host(after)
+        start = self.weights if before is None else on_host(before)[0]
         rounds = [
             DeliveredRound(
                 kept.number,
@@ -140,15 +141,16 @@ class RoundChecks:
             len(self.kept),
             [kept.key for kept in self.kept],
             None,
-            lambda: verify_segment(
+            lambda: verify_unit(
                 self.backend,
                 self.network,
-                self.weights,
+                start,
                 rounds,
                 updated,
                 input_residual,
                 self.threshold,
                 self.library,
+                kept=before is not None,
             ),
         )
 

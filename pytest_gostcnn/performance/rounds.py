@@ -5,8 +5,10 @@ cell's own images. Its untimed setup draws the batch from a key nobody held befo
 (``images.py``); the timed region hands it to the backend, runs the round and reads its
 results back to the host, copied (``delivery.py``), so no work on a round's inputs is done
 where no clock runs (standard.md §7.7). Training runs in segments (``training_data.py``),
-each from the drawn weights, reloaded inside the segment's first timed round. Once a
-round (training: a segment) has delivered, whether it is checked is drawn with the test's
+each from the drawn weights, reloaded inside the segment's first timed round, and checks
+units of k rounds of a segment (``checks.Units``): the last round of each keeps the suite's
+own copy of the weights it ended with inside its timed region (``kept.py``), k measured in
+the warm-up. Once a unit has delivered, whether it is checked is drawn with the test's
 chance (``checks.py``), and a checked one is judged by ``round_checks.py``.
 """
 
@@ -22,18 +24,19 @@ import numpy as np
 from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type, quantise
 
 from .cells import Deadline
-from .checks import CheckDraw, check_chance, check_units
+from .checks import CheckDraw, Units
 from .contention import ContentionMeter
-from .delivery import deliver, delivered, delivery_problem, fingerprint
+from .delivery import deliver, delivery_problem, fingerprint
 from .estimate import duration
 from .images import ImageSet, image_checksum, round_key, seed_key
+from .kept import KeptWeights, fixed_unit, unit_rounds
 from .partial import PartialCell, boundary_rounds
 from .probe import probe
 from .round_checks import RoundChecks
 from .stall import stall_deadline
 from .timed_test import Links, TimedTest, subject
 from .timing import Audit, CellTiming, macs_per_image
-from .training_data import benchmark_weights, segment_start, training_data
+from .training_data import benchmark_weights, training_data
 
 
 class Rounds:
@@ -42,7 +45,9 @@ class Rounds:
 
     Training: the warm-up rounds start from the weights loaded with the test and form a
     segment of their own; timed round n starts a segment when (n - 1) is a multiple of
-    ``segment_rounds``, and its timed region loads the drawn weights again.
+    ``segment_rounds``, and its timed region loads the drawn weights again. The last warm-up
+    round measures the suite's copy of the weights against the round, which sets
+    ``unit_rounds`` (k) unless the test or its checkpoint fixes it.
 
     ``meter`` counts what the cell's cores did from the end of each timed round's setup to
     the start of its teardown (``performance/contention.py``): whether the cell was shared;
@@ -81,6 +86,11 @@ class Rounds:
         self.weights = backend.load_weights(network, self.host_weights)
         self.probe = probe(backend, network, self.host_weights, run_plan.batch, self.scales)
         self.segment_rounds = segment_rounds
+        given = test.unit_rounds if resume is None else resume.unit_rounds
+        self.unit_rounds = fixed_unit(mode, segment_rounds, given, run_plan.warmup_rounds)
+        self.measuring = self.unit_rounds is None  # the same on every cell
+        self.copy_share: float | None = None  # the warm-up's copy as a share of its round
+        self.kept = KeptWeights(backend) if mode == "training" else None
         self.warmup_seconds: float | None = None  # the last warm-up round, barrier to barrier
         self.left_barrier: float | None = None
         self.boundary_rounds = boundary_rounds(mode, segment_rounds)
@@ -102,9 +112,9 @@ class Rounds:
             )
         self.randomness = links.randomness
         # Each unit's draw is made after it delivered (commit, then reveal), with the same
-        # chance for every unit: nothing here holds a decision about one to come.
-        units = check_units(mode, run_plan.rounds, segment_rounds)
-        self.draw = CheckDraw(check_chance(mode, units), links.randomness) if test.checked else None
+        # chance for every unit: nothing here holds a decision about one to come. A unit
+        # measured in the warm-up sets the chance there.
+        self.draw = CheckDraw(self.units.chance, links.randomness) if test.checked else None
         self.checks = RoundChecks(
             backend,
             network,
@@ -127,6 +137,7 @@ class Rounds:
         self.calls = 0  # rounds set up so far, warm-up included
         self.number = 0  # the timed round now set up or running (0: the warm-up)
         self.segment_end = False  # whether that round is its segment's last (set up untimed)
+        self.unit_end = False  # whether it is its unit's last (training: it keeps the weights)
         self.key = 0  # the data key of the round set up, kept until its check's draw
         self.done = self.start  # timed rounds that ended
         self.result: Any = None  # the backend's own result of the round now running
@@ -142,10 +153,15 @@ class Rounds:
         self.audit_seconds_before = self.audit_seconds  # a resumed test's earlier checks
 
     @property
-    def _weight_shapes(self) -> list[tuple[int, str, tuple[int, ...]]]:
-        """(row, name, shape) of each weight array, in the order a segment's end delivers
-        them."""
-        return [(n, k, self.host_weights[n][k].shape) for n, ws in self.weights.items() for k in ws]
+    def units(self) -> Units:
+        """The units the test's checks are drawn over (training's, once k is known)."""
+        training = self.mode == "training"
+        return Units(
+            self.mode,
+            self.plan.rounds,
+            self.segment_rounds if training else None,
+            self.unit_rounds if training else None,
+        )
 
     @property
     def audit_failed(self) -> bool:
@@ -159,6 +175,8 @@ class Rounds:
         return {
             "segment_rounds": self.segment_rounds if training else None,
             "residual_scale": self.residual_scale if training else None,
+            "unit_rounds": self.unit_rounds if training else None,
+            "copy_share": self.copy_share if training else None,
         }
 
     def ends_segment(self, number: int) -> bool:
@@ -170,6 +188,13 @@ class Rounds:
 
     def starts_segment(self, number: int) -> bool:
         return number >= 1 and (number - 1) % self.segment_rounds == 0
+
+    def ends_unit(self, number: int) -> bool:
+        """Timed round ``number`` (0 or less: a warm-up round) is the last of its check's
+        unit: every inference round; training's k-th of a segment, or a segment's last."""
+        if self.mode != "training" or number <= 0:
+            return self.mode != "training" or number == 0
+        return self.units.last(number) == number
 
     # The setup draws the round's key and makes its host data (the suite's generator, which
     # a system would stream from storage, stays untimed); the hand-over to the backend is
@@ -185,6 +210,7 @@ class Rounds:
             number += self.start  # a resumed test's rounds go on from the stopped run's
         self.number = max(0, number)
         self.segment_end = self.ends_segment(number)
+        self.unit_end = self.ends_unit(number)
         self._report()
         if self.links.barrier is not None:  # every cell's round starts together
             ended = self.calls - 1
@@ -258,11 +284,13 @@ class Rounds:
 
     def target(self, host, out_residual=None) -> None:
         """The timed region: the round's data handed to the backend (and, at a segment's
-        start, the drawn weights), its call, ``synchronize()``, and the reads that deliver
-        its results to the host, copied (``deliver``)."""
+        start, the drawn weights), its call, ``synchronize()``, the read that delivers its
+        output to the host, copied (``deliver``), and at a training unit's end the suite's
+        copy of the weights and input residual (``kept.py``)."""
         if self.error is not None or self.audit_failed:
             return
         backend = self.backend
+        started = time.perf_counter()
         try:
             if self.scales is not None:
                 backend.use_scales(self.scales)
@@ -277,10 +305,21 @@ class Rounds:
             given = backend.to_device(out_residual)
             self.result = backend.train(self.network, self.weights, backend.to_device(host), given)
             backend.synchronize()
-            arrays = delivered(self.result, self.weights, self.segment_end)
-            self.delivered = deliver(backend, arrays)
+            self.delivered = deliver(backend, [self.result.output])
+            if self.unit_end and self.number >= 1:  # after the read, which lazy work awaits
+                self.kept.keep(self.weights, self.result.input_residual)
+            if self.number == 0 and self.calls == self.plan.warmup_rounds:
+                self._measure_copy(time.perf_counter() - started)
         except Exception as exc:  # noted and reported for every cell after the rounds
             self.error = _failure(exc, f"{self.mode} round")
+
+    def _measure_copy(self, round_seconds: float) -> None:
+        """The last warm-up round, untimed: the suite's copy of the weights measured against
+        the round, and k set from it unless fixed (cell 0's, agreed in the teardown)."""
+        copy = self.kept.measure(self.weights, self.result.input_residual)
+        self.copy_share = copy / round_seconds
+        if self.measuring:
+            self.unit_rounds = unit_rounds(copy, round_seconds, self.segment_rounds)
 
     def teardown(self, *arguments) -> None:
         """After a round, untimed: what it delivered checked and fingerprinted, whether its
@@ -290,15 +329,14 @@ class Rounds:
         copies = self.delivered
         self.delivered = self.result = None
         if copies is not None and self.error is None:
-            weights = [] if len(copies) == 1 else self._weight_shapes
-            problem = delivery_problem(
-                copies, self.network, self.plan.batch, self.backend.dtype, weights
-            )
+            problem = delivery_problem(copies, self.network, self.plan.batch, self.backend.dtype)
             if problem is not None:
                 self.error = f"{self._round_name(self.calls)} delivered {problem}"
         ran = self.error is None and not self.audit_failed
         if ran:
             self.done = self.number  # counted here, not in the timed target
+        if self.number == 0 and self.calls == self.plan.warmup_rounds:
+            self._agree_unit()
         if self.number >= 1:
             delivered_now = ran and copies is not None  # None: pytest-benchmark timed nothing
             self.fingerprints.append(fingerprint(copies[0]) if delivered_now else None)
@@ -307,30 +345,48 @@ class Rounds:
         if self.links.boundary is not None and self.at_boundary:
             self.links.boundary(self)
 
+    def _agree_unit(self) -> None:
+        """After the warm-up: training's k is cell 0's on every cell (one draw for all), and
+        the draw's chance follows from it."""
+        if not self.measuring:
+            return
+        if self.links.barrier is not None:
+            self.unit_rounds = self.links.barrier(
+                self.deadline, "the warm-up round", lambda: self.unit_rounds
+            )
+        if self.unit_rounds is None:  # the warm-up failed: the error ends the test
+            self.unit_rounds = self.segment_rounds
+        if isinstance(self.draw, CheckDraw):
+            self.draw.chance = self.units.chance
+
     def _check(self, copies: list | None) -> None:
-        """Keep what a training round delivered for its segment's check; once the unit has
-        delivered (an inference round, a segment's last round), draw and judge it."""
+        """Keep what a training round delivered for its unit's check; once the unit has
+        delivered (an inference round, a training unit's last round), draw and judge it."""
         training = self.mode == "training"
         if training and copies is not None:
             self.checks.keep(self.number, self.key, copies[0])
-        if training and not self.segment_end:
+        if not self.unit_end:
             return
         checked, image = self._drawn()
         whole = copies is not None and (
             not training
-            or len(self.checks.kept)
-            == self.number - segment_start(self.number, self.segment_rounds) + 1
+            or (
+                len(self.checks.kept) == self.number - self.units.first(self.number) + 1
+                and self.kept.after is not None
+            )
         )
         if checked and whole:
             started = time.monotonic()
             if training:
-                audit = self.checks.segment(copies, [(n, k) for n, k, _ in self._weight_shapes])
+                audit = self.checks.unit(self.kept.before, self.kept.after)
             else:
                 audit = self.checks.image(self.number, self.key, image, copies[0])
             self.audit_seconds += audit.seconds
             self.audit_before_barrier = time.monotonic() - started
             self.audits.append(audit)
         self.checks.forget()
+        if training:
+            self.kept.next_unit(self.segment_end)
         self.key = 0
 
     def _drawn(self) -> tuple[bool, int | None]:
@@ -373,6 +429,7 @@ class Rounds:
             self.audit_seconds,
             self.meter.contention(),
             tuple(self.fingerprints),
+            self.unit_rounds if self.mode == "training" else None,
         )
 
     def record(self, round_seconds: Iterable[float], cell: int, device: str, peak) -> CellTiming:

@@ -36,6 +36,8 @@ class TimedTest:
     Args:
         segment_rounds: training's rounds per segment; None: ``training_data``'s for the
             backend's type.
+        unit_rounds: training's rounds per checked unit (k); None: measured in the warm-up
+            (``kept.unit_rounds``).
         calibrate: an integer type's (inference only): the integer weights and the scales,
             fixed from the drawn weights and a batch of the seed's.
         threshold: ``--gost-rmse-threshold`` for the checks (None: СКОП as derived).
@@ -50,6 +52,7 @@ class TimedTest:
     seed: int
     cell: int = 0
     segment_rounds: int | None = None
+    unit_rounds: int | None = None
     calibrate: Calibrate | None = None
     threshold: float | None = None
     library: ReferenceLibrary = NUMPY

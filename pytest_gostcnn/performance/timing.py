@@ -16,7 +16,7 @@ from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.network import CYRILLIC, DEFAULT_TABLE_SET, Network
 
-from .checks import CHEAT_SHARES, check_chance, check_units, power
+from .checks import CHEAT_SHARES, Units
 from .contention import Contention
 from .designations import benchmark_name, designate_test
 from .probe import Probe
@@ -40,16 +40,16 @@ def relative_real_performance(
 @dataclass(frozen=True)
 class Audit:
     """One check of timed rounds (standard.md §7.7): section 8's comparison on their own
-    data, one image of an inference round or a whole training segment."""
+    data, one image of an inference round or a training unit (k rounds of a segment)."""
 
-    round: int  # the timed round checked, or the segment's first, from 1
+    round: int  # the timed round checked, or the unit's first, from 1
     passed: bool
     verdict: str
     worst_array: str | None
     worst_ratio: float | None  # СКО / СКОП of the worst array; None when not comparable
     failure: str | None  # the first failing array, or why the check could not compare
     seconds: float = 0.0  # the check's time, never counted in the test's
-    rounds: int = 1  # the rounds judged: 1, or the segment's
+    rounds: int = 1  # the rounds judged: 1, or the unit's
     image: int | None = None  # inference: the image of the round judged, from 0
     keys: tuple[str, ...] = ()  # each judged round's data key (hex), to rebuild its data
 
@@ -72,7 +72,7 @@ class Audit:
 
     @property
     def subject(self) -> str:
-        """ "round 7, image 1" or "rounds 17-32" (a segment)."""
+        """ "round 7, image 1" or "rounds 17-19" (a unit of several)."""
         if self.rounds > 1:
             return f"rounds {self.round}-{self.last_round}"
         if self.image is not None:
@@ -219,6 +219,11 @@ class Timing:
     # and the output residual's scale; None for inference, or in a report that predates them.
     segment_rounds: int | None = None
     residual_scale: float | None = None
+    # Training's checks: the rounds of a unit (k), None in a report from before units of
+    # rounds (a unit was a segment); the warm-up's copy of the weights as a share of its
+    # round, which set k (None where k was fixed, or in an earlier report).
+    unit_rounds: int | None = None
+    copy_share: float | None = None
     # The judge's.
     reasons: tuple[str, ...] = ()
     comment: str = ""
@@ -255,32 +260,30 @@ class Timing:
         return [(c.cell, a) for c in self.cells for a in c.audits if not a.passed]
 
     @property
-    def check_units(self) -> int | None:
-        """The units its checks are drawn over (rounds, or training's segments); None in a
-        report that predates the segments."""
+    def units(self) -> Units | None:
+        """The units its checks are drawn over; None in a report that predates segments."""
         if self.mode == "training" and not self.segment_rounds:
             return None
-        return check_units(self.mode, self.rounds, self.segment_rounds)
+        return Units(self.mode, self.rounds, self.segment_rounds, self.unit_rounds)
 
     @property
     def check_chance(self) -> float | None:
-        units = self.check_units
-        return None if units is None else check_chance(self.mode, units)
+        units = self.units
+        return None if units is None else units.chance
 
     @property
     def check_power(self) -> float | None:
-        units, chance = self.check_units, self.check_chance
-        return None if units is None else power(self.mode, units, chance)
+        units = self.units
+        return None if units is None else units.power(units.chance)
 
     def decided_units(self, cell: CellTiming) -> int:
         """The units whose draw ``cell`` made: all, or those up to a failed check's (the
         test calls the backend no more after it)."""
+        units = self.units
+        if units is None:
+            return 0
         failed = [a for a in cell.audits if not a.passed]
-        if not failed:
-            return self.check_units or 0
-        if self.mode == "training":
-            return (failed[0].round - 1) // self.segment_rounds + 1
-        return failed[0].round
+        return units.up_to(failed[0].round) if failed else units.count
 
     @property
     def shared_cells(self) -> list[CellTiming]:
@@ -347,6 +350,8 @@ class Timing:
             "requested_images": self.requested_images,
             "segment_rounds": self.segment_rounds,
             "residual_scale": self.residual_scale,
+            "unit_rounds": self.unit_rounds,
+            "copy_share": self.copy_share,
             "batch": self.batch,
             "meets_image_count": self.meets_image_count,
             "images": self.images,
@@ -363,12 +368,13 @@ class Timing:
 
     def checks_dict(self) -> dict | None:
         """The checks' draw and power (standard.md §7.7): ``check`` recomputes each."""
-        units = self.check_units
+        units = self.units
         if units is None:
             return None
         return {
-            "unit": "segment" if self.mode == "training" else "round",
-            "units": units,
+            "unit": "segment" if units.segments else "round" if units.length == 1 else "rounds",
+            "unit_rounds": units.length,
+            "units": units.count,
             "chance": self.check_chance,
             "cheat_share": CHEAT_SHARES[self.mode],
             "power": self.check_power,
@@ -391,6 +397,8 @@ class Timing:
             cells=tuple(CellTiming.from_dict(c) for c in data["cells"]),
             segment_rounds=data.get("segment_rounds"),
             residual_scale=data.get("residual_scale"),
+            unit_rounds=data.get("unit_rounds"),
+            copy_share=data.get("copy_share"),
         )
 
 

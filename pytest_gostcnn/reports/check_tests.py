@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pytest_gostcnn.conformance.verification import PASSED_VERDICTS
 from pytest_gostcnn.model.network import CYRILLIC, Network
-from pytest_gostcnn.performance.checks import check_chance, check_units, implausible_checks
+from pytest_gostcnn.performance.checks import Units, implausible_checks
 from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.partial import PartialTest, boundary_rounds
 from pytest_gostcnn.performance.plan import plan
@@ -111,13 +111,17 @@ def check_tests(
 
 def check_draw(here: str, timing: Timing, cell: CellTiming, found: list[str]) -> None:
     """A finished test's checks are a draw of its units (standard.md §7.7): each a whole
-    unit (one image of a round, or a whole segment), in order, a failed one last, and as
+    unit (one image of a round, or a training unit), in order, a failed one last, and as
     many as the chance the test's units give can draw (``implausible_checks``)."""
     audits = cell.audits
     numbers = [a.round for a in audits]
     failed = [a.round for a in audits if not a.passed]
     if numbers != sorted(set(numbers)) or (failed and failed[0] != numbers[-1]):
         found.append(f"{here}: checked rounds {numbers}: not in order, once each, failed last")
+        return
+    k, length = timing.unit_rounds, timing.segment_rounds
+    if timing.mode == "training" and k is not None and length and not 1 <= k <= length:
+        found.append(f"{here}: unit_rounds {k}: not a count of rounds within a segment of {length}")
         return
     chance = timing.check_chance
     if chance is None:
@@ -131,14 +135,17 @@ def check_draw(here: str, timing: Timing, cell: CellTiming, found: list[str]) ->
 
 
 def _whole_unit(timing: Timing, audit: Audit) -> bool:
-    """An inference check judges one image of one round; a training check one whole
-    segment, from its first round to its last (the test's last round ends the last)."""
+    """An inference check judges one image of one round; a training check one whole unit,
+    from its first round to its last (``checks.Units``)."""
     if timing.mode == "inference":
         return audit.rounds == 1 and audit.image is not None and 0 <= audit.image < timing.batch
-    length = timing.segment_rounds
-    first_ok = (audit.round - 1) % length == 0
-    last = min(audit.round + length - 1, timing.rounds)
-    return first_ok and audit.image is None and audit.last_round == last
+    units = timing.units
+    return (
+        audit.image is None
+        and 1 <= audit.round <= timing.rounds
+        and units.first(audit.round) == audit.round
+        and audit.last_round == units.last(audit.round)
+    )
 
 
 def check_probe(here: str, cell: CellTiming, written: dict, found: list[str]) -> None:
@@ -274,8 +281,7 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
             found.append(f"{here}: a check of rounds after timed round {test.done}")
         elif not failed:  # every unit up to the boundary was drawn with the test's chance
             length = boundary if test.mode == "training" else None
-            units = check_units(test.mode, test.rounds, length)
-            decided = check_units(test.mode, test.done, length)
-            problem = implausible_checks(check_chance(test.mode, units), decided, len(rounds))
+            units = Units(test.mode, test.rounds, length, cell.unit_rounds)
+            problem = implausible_checks(units.chance, units.up_to(test.done), len(rounds))
             if problem is not None:
                 found.append(f"{here}: {problem}")

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pytest_gostcnn.judgement.compliance import Compliance, Reason, above_peak, below_probe
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CYRILLIC
-from pytest_gostcnn.performance.checks import power_text
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.evaluation import Evaluation, describe
 from pytest_gostcnn.performance.plan import Plan
@@ -185,7 +184,12 @@ def audit_line(timing: Timing) -> str:
     and the worst array, their time (which the test's does not count), and the power."""
     audits = [(cell.cell, a) for cell in timing.cells for a in cell.audits]
     seconds = sum(cell.audit_seconds for cell in timing.cells)
-    unit = "segments" if timing.mode == "training" else "rounds"
+    units = timing.units
+    unit = "rounds"
+    if units is not None and units.segments:
+        unit = "segments"
+    elif units is not None and units.length > 1:
+        unit = f"units of {units.length} rounds"
     made = len(timing.cells[0].audits)
     each = " on each cell" if len(timing.cells) > 1 else ""
     decided = timing.decided_units(timing.cells[0])
@@ -208,7 +212,7 @@ def audit_line(timing: Timing) -> str:
         f"{seconds:.3g} s, not counted in the time"
     )
     if chance is not None:
-        line += f"; {power_text(timing.mode, timing.check_units, chance)}"
+        line += f"; {timing.units.power_text(chance)}"
     return line
 
 
