@@ -580,6 +580,22 @@ class DoublesAnUpdate(_TimedCheat):
             super().update(layer, weights, grads, batch)
 
 
+class SkipsAnInputResidual(DoublesAnUpdate):
+    """Once timed, hands back zeros for the input residual of timed round ``wrong``, as if
+    it left out the backward step to the network's input there (it forces nothing that
+    round's gradients or update need), and is right in every other round."""
+
+    def train(self, network, weights, image, out_residual):
+        result = super().train(network, weights, image, out_residual)
+        if self.calls == self.wrong + 1:
+            zeros = np.zeros_like(result.input_residual)
+            return dataclasses.replace(result, input_residual=zeros)
+        return result
+
+    def update(self, layer, weights, grads, batch):
+        NumpyBackend.update(self, layer, weights, grads, batch)
+
+
 @functools.cache
 def _torch_backends():
     # Built on first use: PyTorch must not load when this module is imported, for an

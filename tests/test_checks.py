@@ -36,6 +36,7 @@ from pytest_gostcnn.performance.checks import (
     implausible_checks,
 )
 from pytest_gostcnn.performance.images import ImageSet
+from pytest_gostcnn.performance.kept import unit_rounds
 from pytest_gostcnn.performance.plan import Plan, plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 
@@ -185,12 +186,26 @@ def test_the_warm_up_measures_the_weights_copy_and_sets_the_unit_from_it(shipped
     rounds.target(*arguments)
     rounds.teardown(*arguments)
 
-    k, share = rounds.unit_rounds, rounds.copy_share
-    assert 0 < share and 1 <= k <= rounds.segment_rounds
-    # The fewest rounds one copy stays within 1 % of (a segment at most).
-    assert k == min(rounds.segment_rounds, max(1, math.ceil(share / 0.01 - 1e-9)))
+    k, (weights, residual, round_seconds) = rounds.unit_rounds, rounds.copies
+    assert 0 < weights and 0 < residual and 1 <= k <= rounds.segment_rounds
+    # The fewest rounds that keep every round's input residual and one copy of the weights
+    # within 1 % of their time (a segment at most).
+    assert k == unit_rounds(weights, residual, round_seconds, rounds.segment_rounds)
+    share = (weights / k + residual) / round_seconds
+    assert rounds.copy_share == share and (share <= 0.01 or k == rounds.segment_rounds)
     assert rounds.draw.chance == Units("training", 2, rounds.segment_rounds, k).chance
     assert rounds.data_rules["unit_rounds"] == k and rounds.data_rules["copy_share"] == share
+
+
+def test_a_fixed_unit_is_kept_and_its_copies_still_measured(shipped_networks):
+    run_plan = Plan("quick", rounds=2, warmup_rounds=1, batch=1)
+    test = TimedTest(NumpyBackend("float32"), shipped_networks["Sh"], "training", run_plan, 3,
+                     unit_rounds=2)  # fmt: skip
+    rounds = run_rounds(Rounds(test))
+
+    weights, residual, round_seconds = rounds.copies
+    assert rounds.unit_rounds == 2 and [a.rounds for a in rounds.audits] == [2]
+    assert rounds.copy_share == (weights / 2 + residual) / round_seconds
 
 
 def test_float16_training_passes_its_checks_from_its_float32_master_weights(shipped_networks):
@@ -346,6 +361,19 @@ def test_a_unit_is_replayed_from_the_weights_the_backend_held_before_it(shipped_
     assert second.audits[0].worst_ratio >= MARGIN, second.audits
 
 
+@pytest.mark.parametrize("k", [1, 3])
+def test_every_rounds_input_residual_is_checked_not_only_a_units_last(shipped_networks, k):
+    # Timed round 2 skips the backward step to the input: one unit of three rounds, or
+    # a unit of its own, fails on that round's input residual.
+    network = shipped_networks["Sh"]
+    backend = mutants.SkipsAnInputResidual("float32")
+
+    rounds = timed(backend, network, "training", k=k, draw=Scripted((1,) if k == 3 else (2,)))
+
+    (audit,) = rounds.audits
+    assert not audit.passed and audit.failure.startswith("round 2 input residual"), audit
+
+
 def test_a_backend_leaving_out_a_layers_update_after_a_segments_first_round_fails(
     shipped_networks, monkeypatch
 ):
@@ -419,7 +447,7 @@ def test_a_unit_whose_reference_outgrows_the_data_type_gets_no_verdict(shipped_n
     delivered = [DeliveredRound(1, output, lambda: (image, residual))]
 
     with np.errstate(over="ignore", invalid="ignore"):  # the reference overflows, as said
-        result = verify_unit(NumpyBackend("float32"), network, grown, delivered, grown, image, None)
+        result = verify_unit(NumpyBackend("float32"), network, grown, delivered, grown, [image])
 
     assert result.verdict == NOT_VERIFIED
     assert "beyond float32's largest value" in result.error and "no verdict" in result.error

@@ -163,13 +163,14 @@ def test_no_call_before_or_in_a_round_tells_a_checked_one(shipped_networks):
         True,
         False,
     ]
-    # Each round reads its output alone: the suite copies the weights and input residual
-    # itself, on the device, and waits for its copy (a second synchronize); the warm-up
-    # times three copies, the first two filling the buffers the rounds reuse.
+    # Each round reads its output alone: the suite copies the input residual and (units
+    # of one round) the weights itself, on the device, and waits for its copies (a second
+    # synchronize); the warm-up times four copies, the first two filling the buffers the
+    # rounds reuse.
     reads = [sum(1 for c in calls if c[0] == "to_host") for calls in unaudited]
     assert reads == [1] * 7
     waits = [calls.count("synchronize") for calls in unaudited]
-    assert waits == [1 + 3] + [2] * 6
+    assert waits == [1 + 4] + [2] * 6
 
 
 def test_a_rounds_data_is_handed_over_inside_its_timed_region_from_its_own_key(

@@ -132,7 +132,7 @@ def verify_unit(
     start: executor.Weights,
     rounds: Sequence[DeliveredRound],
     updated: executor.Weights,
-    input_residual: Any,
+    input_residuals: Sequence[Any],
     threshold: float | None = None,
     library: ReferenceLibrary = NUMPY,
     kept: bool = False,
@@ -140,17 +140,17 @@ def verify_unit(
     """Check a training unit (standard.md §7.7): its rounds replayed from the weights it
     started from (``replay.Replay``: the float64 reference with its error model, the weights
     stored after each update in the type they are kept in), every round's delivered output
-    compared with its replay, and at the unit's last round the input residual and every
-    ``updated`` weight array the suite kept, against its СКОП and against its update
-    (``update_check``).
+    output and input residual compared with its replay (``input_residuals``, the suite's
+    copies, in the rounds' order), and every ``updated`` weight array the suite kept at the
+    unit's end, against its СКОП and against its update (``update_check``).
 
     ``start``: the drawn host weights (a segment's first unit), or with ``kept`` the suite's
     copy of the backend's weights when the unit before ended. Nothing is read from the
     backend: every array is a copy made inside the timed rounds, so no read after the draw
     tells the backend that its unit was checked.
     """
-    if not rounds:
-        raise ValueError("a unit's check needs its rounds")
+    if not rounds or len(input_residuals) != len(rounds):
+        raise ValueError("a unit's check needs its rounds, each with its input residual")
     batch = int(np.shape(rounds[0].output)[0])
 
     def verify(verification: Verification) -> None:
@@ -159,7 +159,7 @@ def verify_unit(
         model = replay.model
         held = results_held(network, batch, training=True)
         compare = comparer(verification, backend, threshold, on_host=True)
-        for delivered in rounds:
+        for delivered, input_residual in zip(rounds, input_residuals, strict=True):
             weights = replay.weights()
 
             def prepare(delivered: DeliveredRound = delivered, weights: dict = weights):
@@ -172,9 +172,10 @@ def verify_unit(
             master = [w for ws in weights.values() for w in ws.values()]
             master += [g for gs in reference.gradients.values() for g in gs.values()]
             _check_range([reference.output, reference.input_residual], master, backend.dtype)
-            compare(f"round {delivered.number} output", delivered.output, reference.output)
+            number = delivered.number
+            compare(f"round {number} output", delivered.output, reference.output)
+            compare(f"round {number} input residual", input_residual, reference.input_residual)
             replay.keep(weights)
-        compare("input residual", input_residual, reference.input_residual)
         for layer in network.weight_layers:
             for key in layer.weight_shapes:
                 name = f"row {layer.number} {key}"

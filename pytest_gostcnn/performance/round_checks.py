@@ -33,7 +33,7 @@ from pytest_gostcnn.model.network import Network
 from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
 from .images import ImageSet, residual
-from .kept import Kept, on_host
+from .kept import KeptWeights, on_host
 from .timing import Audit
 
 
@@ -122,12 +122,13 @@ class RoundChecks:
             ),
         )
 
-    def unit(self, before: Kept | None, after: Kept) -> Audit:
-        """Check the unit whose rounds are kept, from the weights it started with
-        (``before``: the suite's copy; None, the drawn weights) to the weights and input
-        residual the suite kept at its end (``after``)."""
-        updated, input_residual = on_host(after)
-        start = self.weights if before is None else on_host(before)[0]
+    def unit(self, kept: KeptWeights) -> Audit:
+        """Check the unit whose rounds are kept, from the weights it started with (the
+        suite's copy, or at a segment's start the drawn weights) to the weights the suite
+        kept at its end, with each round's input residual."""
+        updated = on_host(kept.after)
+        residuals = [on_host(r) for r in kept.residuals]
+        start = self.weights if kept.before is None else on_host(kept.before)
         rounds = [
             DeliveredRound(
                 kept.number,
@@ -147,10 +148,10 @@ class RoundChecks:
                 start,
                 rounds,
                 updated,
-                input_residual,
+                residuals,
                 self.threshold,
                 self.library,
-                kept=before is not None,
+                kept=kept.before is not None,
             ),
         )
 

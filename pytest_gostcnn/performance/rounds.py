@@ -29,7 +29,7 @@ from .contention import ContentionMeter
 from .delivery import deliver, delivery_problem, fingerprint
 from .estimate import duration
 from .images import ImageSet, image_checksum, round_key, seed_key
-from .kept import KeptWeights, fixed_unit, unit_rounds
+from .kept import KeptWeights, copy_share, fixed_unit, unit_rounds
 from .partial import PartialCell, boundary_rounds
 from .probe import probe
 from .round_checks import RoundChecks
@@ -89,7 +89,8 @@ class Rounds:
         given = test.unit_rounds if resume is None else resume.unit_rounds
         self.unit_rounds = fixed_unit(mode, segment_rounds, given, run_plan.warmup_rounds)
         self.measuring = self.unit_rounds is None  # the same on every cell
-        self.copy_share: float | None = None  # the warm-up's copy as a share of its round
+        self.copies: tuple[float, float, float] | None = None  # the warm-up's seconds
+        self.copy_share: float | None = None  # of a timed round, the copies' at this k
         self.kept = KeptWeights(backend) if mode == "training" else None
         self.warmup_seconds: float | None = None  # the last warm-up round, barrier to barrier
         self.left_barrier: float | None = None
@@ -190,11 +191,10 @@ class Rounds:
         return number >= 1 and (number - 1) % self.segment_rounds == 0
 
     def ends_unit(self, number: int) -> bool:
-        """Timed round ``number`` (0 or less: a warm-up round) is the last of its check's
-        unit: every inference round; training's k-th of a segment, or a segment's last."""
-        if self.mode != "training" or number <= 0:
-            return self.mode != "training" or number == 0
-        return self.units.last(number) == number
+        """Timed round ``number`` (0 or less: a warm-up round, a unit of its own) is the last
+        of its check's unit: every inference round; training's k-th of a segment, or a
+        segment's last."""
+        return number <= 0 or self.mode != "training" or self.units.last(number) == number
 
     # The setup draws the round's key and makes its host data (the suite's generator, which
     # a system would stream from storage, stays untimed); the hand-over to the backend is
@@ -306,8 +306,8 @@ class Rounds:
             self.result = backend.train(self.network, self.weights, backend.to_device(host), given)
             backend.synchronize()
             self.delivered = deliver(backend, [self.result.output])
-            if self.unit_end and self.number >= 1:  # after the read, which lazy work awaits
-                self.kept.keep(self.weights, self.result.input_residual)
+            if self.number >= 1:  # after the read, which lazy work awaits
+                self.kept.keep(self.weights, self.result.input_residual, self.unit_end)
             if self.number == 0 and self.calls == self.plan.warmup_rounds:
                 self._measure_copy(time.perf_counter() - started)
         except Exception as exc:  # noted and reported for every cell after the rounds
@@ -316,10 +316,9 @@ class Rounds:
     def _measure_copy(self, round_seconds: float) -> None:
         """The last warm-up round, untimed: the suite's copy of the weights measured against
         the round, and k set from it unless fixed (cell 0's, agreed in the teardown)."""
-        copy = self.kept.measure(self.weights, self.result.input_residual)
-        self.copy_share = copy / round_seconds
+        self.copies = (*self.kept.measure(self.weights, self.result.input_residual), round_seconds)
         if self.measuring:
-            self.unit_rounds = unit_rounds(copy, round_seconds, self.segment_rounds)
+            self.unit_rounds = unit_rounds(*self.copies, self.segment_rounds)
 
     def teardown(self, *arguments) -> None:
         """After a round, untimed: what it delivered checked and fingerprinted, whether its
@@ -346,17 +345,17 @@ class Rounds:
             self.links.boundary(self)
 
     def _agree_unit(self) -> None:
-        """After the warm-up: training's k is cell 0's on every cell (one draw for all), and
-        the draw's chance follows from it."""
-        if not self.measuring:
-            return
-        if self.links.barrier is not None:
+        """After the warm-up: training's k is cell 0's on every cell (one draw for all), the
+        draw's chance follows from it, and so does the copies' share of a round."""
+        if self.measuring and self.links.barrier is not None:
             self.unit_rounds = self.links.barrier(
                 self.deadline, "the warm-up round", lambda: self.unit_rounds
             )
         if self.unit_rounds is None:  # the warm-up failed: the error ends the test
             self.unit_rounds = self.segment_rounds
-        if isinstance(self.draw, CheckDraw):
+        if self.copies is not None:
+            self.copy_share = copy_share(*self.copies, self.unit_rounds)
+        if self.measuring and isinstance(self.draw, CheckDraw):
             self.draw.chance = self.units.chance
 
     def _check(self, copies: list | None) -> None:
@@ -372,13 +371,14 @@ class Rounds:
             not training
             or (
                 len(self.checks.kept) == self.number - self.units.first(self.number) + 1
+                and len(self.kept.residuals) == len(self.checks.kept)
                 and self.kept.after is not None
             )
         )
         if checked and whole:
             started = time.monotonic()
             if training:
-                audit = self.checks.unit(self.kept.before, self.kept.after)
+                audit = self.checks.unit(self.kept)
             else:
                 audit = self.checks.image(self.number, self.key, image, copies[0])
             self.audit_seconds += audit.seconds

@@ -190,6 +190,8 @@ def audit_line(timing: Timing) -> str:
         unit = "segments"
     elif units is not None and units.length > 1:
         unit = f"units of {units.length} rounds"
+    if timing.copy_share is not None:  # what keeping a training unit's copies costs
+        unit += f" (the suite's copies: {100 * timing.copy_share:.2g} % of a round)"
     made = len(timing.cells[0].audits)
     each = " on each cell" if len(timing.cells) > 1 else ""
     decided = timing.decided_units(timing.cells[0])
