@@ -19,7 +19,7 @@ from gost_helpers import directory, run_rounds, suite
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
-from pytest_gostcnn.judgement.compliance import no_result
+from pytest_gostcnn.judgement.compliance import ReasonKind, no_result
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.performance.plan import Plan
@@ -166,7 +166,7 @@ def test_a_peak_below_the_probes_rate_is_no_result(shipped_networks):
         return Timing("Sh", "inference", "float32", 1, 3, macs, (cell,))
 
     (reason,) = no_result(timing(Peak(measured.macs_per_second / 2, "given (--gost-peak)")))
-    assert reason.short == "peak below measured rate"
+    assert reason.kind is ReasonKind.PEAK_BELOW_PROBE
     assert f"row {measured.row}" in reason.text and "given (--gost-peak)" in reason.text
     assert no_result(timing(Peak(2 * measured.macs_per_second, "given (--gost-peak)"))) == []
 

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from pytest_gostcnn.judgement.compliance import Findings, Provenance, assess
+from pytest_gostcnn.judgement.compliance import Findings, Provenance, ReasonKind, assess
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance.contention import Contention
@@ -194,7 +194,8 @@ def test_a_missing_result_concerns_the_evaluation_not_the_tests_that_ran():
     compliance = assess(compliant_facts(timings=without(FULL.timings, "M", "inference")))
 
     assert not compliance.for_test("G", "inference")
-    assert [r.short for r in compliance.for_evaluation("inference")] == ["evaluation incomplete"]
+    evaluation = compliance.for_evaluation("inference")
+    assert [r.kind for r in evaluation] == [ReasonKind.EVALUATION_INCOMPLETE]
 
 
 def test_a_run_wide_reason_concerns_every_result():
@@ -207,7 +208,7 @@ def test_a_run_wide_reason_concerns_every_result():
 def test_a_shared_cell_concerns_its_own_test_only_and_one_not_measured_is_no_reason():
     shared = without(FULL.timings, "R", "training") + (timing("R", "training", load=SHARED),)
     compliance = assess(compliant_facts(timings=shared))
-    assert [r.short for r in compliance.for_test("R", "training")] == ["cell shared"]
+    assert [r.kind for r in compliance.for_test("R", "training")] == [ReasonKind.CELL_SHARED]
     assert compliance.for_test("R", "inference") == ()
     unmeasured = dataclasses.replace(SHARED, wait_seconds=None)
     alone = without(FULL.timings, "R", "training") + (timing("R", "training", load=unmeasured),)

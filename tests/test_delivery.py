@@ -16,7 +16,7 @@ from gost_helpers import Scripted, directory, run_rounds, suite
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
-from pytest_gostcnn.judgement.compliance import no_result, repeated_outputs
+from pytest_gostcnn.judgement.compliance import ReasonKind, no_result, repeated_outputs
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.performance.timing import CellTiming, Timing, macs_per_image
@@ -217,7 +217,7 @@ def test_a_backend_answering_with_an_earlier_output_fails_through_its_fingerprin
     rounds = driven(verified(mutants.RepeatsUnlessAudited, network, mode), network, mode, False)
 
     reasons = repeated_outputs(timing_of(rounds, network, mode))
-    assert [r.short for r in reasons] == ["output repeated"]
+    assert [r.kind for r in reasons] == [ReasonKind.OUTPUT_REPEATED]
     assert "5 timed rounds delivered an earlier round's output" in reasons[0].text
     assert reasons[0] in no_result(timing_of(rounds, network, mode))
 

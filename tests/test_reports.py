@@ -55,13 +55,14 @@ def pytest_runtest_logfinish(nodeid, location):
 # One more compliance condition, as a later change would add it: one function in the one
 # list the judge asks (pytest_gostcnn/judgement/compliance.py).
 CONDITION = """
-from pytest_gostcnn.judgement.compliance import Reason
+from pytest_gostcnn.judgement.compliance import Reason, ReasonKind
 
 
 def one_more(findings):
     if "M" not in findings.networks:
         return []
-    return [Reason("one more", "one more condition: М (M) unmet", "inference", "M")]
+    text = "one more condition: М (M) unmet"
+    return [Reason(ReasonKind.NOT_CHECKED, text, "inference", "M", words="one more")]
 """
 ADD_CONDITION = f'''"""The judge with one more condition, in every process loading this plugin."""
 {CONDITION}

@@ -22,6 +22,7 @@ from pytest_gostcnn.performance.evaluation import Particulars
 from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, CellTiming, Timing
 
 from .provenance import Provenance
+from .reasons import Reason, ReasonKind
 
 # standard.md §5: the canonical set holds the widely used networks, which results can be held
 # against, but they are not the standard's typical networks.
@@ -29,19 +30,6 @@ NOT_TYPICAL = (
     "tables: the canonical set, the widely used networks at full size, not the standard's "
     "typical networks (simplified analogs, section 7.1)"
 )
-
-
-@dataclass(frozen=True)
-class Reason:
-    """One condition a result misses. ``mode`` and ``network`` limit it to the results of
-    that mode or network (None: every result); ``evaluation`` ones concern the evaluation,
-    not any one test (a missing result)."""
-
-    short: str  # a few words, for the run's last line
-    text: str
-    mode: str | None = None
-    network: str | None = None
-    evaluation: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,14 +113,15 @@ def image_count(findings: Findings) -> list[Reason]:
     if findings.images is not None:
         return [
             Reason(
-                f"images={findings.images}",
+                ReasonKind.IMAGES,
                 f"--gost-images={findings.images}: section 9.3 requires 1,000,000 images per "
                 "cell (run --gost-profile=full instead)",
+                words=f"images={findings.images}",
             )
         ]
     return [
         Reason(
-            "quick profile",
+            ReasonKind.QUICK_PROFILE,
             "quick profile: section 9.3 requires 1,000,000 images per cell "
             "(run --gost-profile=full)",
         )
@@ -146,7 +135,7 @@ def timed_alone(findings: Findings) -> list[Reason]:
         return []
     return [
         Reason(
-            "timed beside a baseline",
+            ReasonKind.TIMED_BESIDE_A_BASELINE,
             f"--gost-versus={findings.versus}: the rounds alternated with the baseline "
             "backend's in one process, a gate's run (certify with a run alone)",
         )
@@ -162,7 +151,7 @@ def run_complete(findings: Findings) -> list[Reason]:
         shown = f" ({', '.join(tests)})" if tests else ""
         reasons.append(
             Reason(
-                "run incomplete",
+                ReasonKind.RUN_INCOMPLETE,
                 f"run incomplete: {' and '.join(parts)} not run{shown}",
                 evaluation=True,
             )
@@ -170,7 +159,7 @@ def run_complete(findings: Findings) -> list[Reason]:
     if not findings.ended:
         reasons.append(
             Reason(
-                "run not ended",
+                ReasonKind.RUN_NOT_ENDED,
                 "run not ended: the report was written while the run was going on (a "
                 "checkpoint); the run's own end decides",
                 evaluation=True,
@@ -184,7 +173,7 @@ def every_network(findings: Findings) -> list[Reason]:
         return []
     return [
         Reason(
-            "networks deselected",
+            ReasonKind.NETWORKS_DESELECTED,
             f"networks: {len(findings.networks)} of {findings.tables_held} selected "
             "(--gost-networks)",
         )
@@ -202,7 +191,7 @@ def networks_verified(findings: Findings) -> list[Reason]:
                 text = f"{_name(latin)} {mode}: verified {verdict}"
             else:
                 continue
-            reasons.append(Reason("network not verified correct", text, mode, latin))
+            reasons.append(Reason(ReasonKind.NETWORK_NOT_VERIFIED, text, mode, latin))
     return reasons
 
 
@@ -213,7 +202,7 @@ def layers_passed(findings: Findings) -> list[Reason]:
     if ran < findings.layer_items:
         reasons.append(
             Reason(
-                "layer items deselected",
+                ReasonKind.LAYER_ITEMS_DESELECTED,
                 f"layer items: {ran} of {findings.layer_items} ran in this session "
                 "(deselected by -k, -m, --deselect or --lf)",
             )
@@ -221,7 +210,7 @@ def layers_passed(findings: Findings) -> list[Reason]:
     if failed:
         reasons.append(
             Reason(
-                "layer items failed",
+                ReasonKind.LAYER_ITEMS_FAILED,
                 f"layer items: {failed} of {findings.layer_items} failed",
             )
         )
@@ -233,7 +222,7 @@ def threshold_derived(findings: Findings) -> list[Reason]:
         return []
     return [
         Reason(
-            "СКОП overridden",
+            ReasonKind.THRESHOLD_OVERRIDDEN,
             f"СКОП overridden by --gost-rmse-threshold={findings.threshold:g} (section 8 "
             "derives it)",
         )
@@ -243,13 +232,13 @@ def threshold_derived(findings: Findings) -> list[Reason]:
 def tables_count(findings: Findings) -> list[Reason]:
     reasons = []
     if findings.particulars.table_set == CANONICAL_SET:
-        reasons.append(Reason("canonical set", NOT_TYPICAL))
+        reasons.append(Reason(ReasonKind.CANONICAL_SET, NOT_TYPICAL))
     for latin in findings.networks:
         provenance = findings.provenances[latin]
         if not provenance.compliant:
             reasons.append(
                 Reason(
-                    "tables' provenance",
+                    ReasonKind.TABLES_PROVENANCE,
                     f"tables: {_name(latin)} is {provenance.describe()}; only the shipped "
                     "reconstructions or official tables count",
                     network=latin,
@@ -265,7 +254,7 @@ def rounds_audited(findings: Findings) -> list[Reason]:
         if not all(cell.audits for cell in timing.cells):
             reasons.append(
                 Reason(
-                    "not audited",
+                    ReasonKind.NOT_CHECKED,
                     f"not audited: {_test(timing)} has a cell with no audited round",
                     timing.mode,
                     timing.latin,
@@ -296,7 +285,7 @@ def repeated_outputs(timing: Timing) -> list[Reason]:
     was = f"round {earlier}{_where(timing, earlier_cell)}"
     return [
         Reason(
-            "output repeated",
+            ReasonKind.OUTPUT_REPEATED,
             f"output repeated: {_test(timing)}: {len(repeats)} timed round"
             f"{'s' if len(repeats) > 1 else ''} delivered an earlier round's output, the "
             f"first round {number}{_where(timing, cell)} the bytes of {was}: rounds on "
@@ -338,7 +327,7 @@ def impossible_results(timing: Timing) -> list[Reason]:
     whose peak is below its backend's measured rate."""
     above = [
         Reason(
-            "ОРП above 100 %",
+            ReasonKind.ORP_ABOVE_PEAK,
             f"{_test(timing)}: ОРП {orp:.3g} %{_where(timing, cell.cell)} is above 100 % of the "
             f"cell peak ({cell.peak.source}), so the time or the peak is wrong: not a result",
             timing.mode,
@@ -348,7 +337,7 @@ def impossible_results(timing: Timing) -> list[Reason]:
     ]
     return above + [
         Reason(
-            "peak below measured rate",
+            ReasonKind.PEAK_BELOW_PROBE,
             f"{_test(timing)}: the cell peak {si(cell.peak.macs_per_second)}MAC/s "
             f"({cell.peak.source}){_where(timing, cell.cell)} is below the "
             f"{si(cell.probe.macs_per_second)}MAC/s the backend's own kernel of row "
@@ -364,7 +353,7 @@ def failed_audits(timing: Timing) -> list[Reason]:
     """One reason for each check of ``timing``'s rounds that failed, on any cell."""
     return [
         Reason(
-            "audit failed",
+            ReasonKind.CHECK_FAILED,
             f"check failed: {_test(timing)}, timed {audit.subject}"
             f"{_where(timing, cell)}: {audit.failure}",
             timing.mode,
@@ -394,7 +383,7 @@ def cells_unshared(findings: Findings) -> list[Reason]:
                 who, of = "its threads", "of their ready time in the timed rounds"
             reasons.append(
                 Reason(
-                    "cell shared",
+                    ReasonKind.CELL_SHARED,
                     f"cell shared: {_test(timing)}{_where(timing, cell.cell)}: {who} waited for "
                     f"one of the cell's {counted.cores} cores {100 * counted.judged_share:.0f} % "
                     f"{of} (more than {100 * SHARED_LIMIT:.0f} %): other work held the cores, "
@@ -412,7 +401,7 @@ def cells_passed(findings: Findings) -> list[Reason]:
         where = f"cell {cell}: " if findings.particulars.cells > 1 else ""
         reasons.append(
             Reason(
-                "items failed",
+                ReasonKind.ITEMS_FAILED,
                 f"{where}{len(items)} item{'s' if len(items) > 1 else ''} of the suite failed "
                 f"(first: {items[0]})",
             )
@@ -427,7 +416,7 @@ def evaluations_complete(findings: Findings) -> list[Reason]:
         if missing:
             reasons.append(
                 Reason(
-                    "evaluation incomplete",
+                    ReasonKind.EVALUATION_INCOMPLETE,
                     f"{mode} evaluation incomplete: no result for "
                     + ", ".join(_name(latin) for latin in missing),
                     mode,

@@ -23,7 +23,7 @@ from pytest_gostcnn.conformance.verification import (
     verify_network,
 )
 from pytest_gostcnn.judgement import no_result
-from pytest_gostcnn.judgement.compliance import above_peak
+from pytest_gostcnn.judgement.compliance import ReasonKind, above_peak
 from pytest_gostcnn.machine.peak import si
 from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.fixed_point import integer_type
@@ -367,7 +367,7 @@ def _record_timing(
     if not reasons:
         _gate(session, timing, node)
         return
-    if reasons[0].short == "output repeated":
+    if reasons[0].kind is ReasonKind.OUTPUT_REPEATED:
         command = session.rerun("test_benchmark", networks=timing.latin, mode=timing.mode)
         pytest.fail(
             f"{reasons[0].text} (docs/benchmarking.md, Checked rounds)\nrerun: {command}",

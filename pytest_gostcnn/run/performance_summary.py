@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_gostcnn.judgement.compliance import Compliance, Reason, above_peak, below_probe
+from pytest_gostcnn.judgement.compliance import (
+    Compliance,
+    Reason,
+    ReasonKind,
+    above_peak,
+    below_probe,
+)
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CYRILLIC
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
@@ -45,15 +51,15 @@ def performance_lines(
     rounds and their audit, and the evaluations, the comment every test shares and each
     shared cell's reasons said once; above 0, every line of every test and evaluation.
     """
-    found = {reason.short for reason in compliance.reasons}
-    counted = not ({"quick profile", f"images={run_plan.requested}"} & found)  # 9.3's count
+    found = {reason.kind for reason in compliance.reasons}
+    counted = not ({ReasonKind.QUICK_PROFILE, ReasonKind.IMAGES} & found)  # 9.3's count
     if counted:
         lines = []
     elif run_plan.requested is None:
         lines = [NON_COMPLIANT]
     else:
         lines = [IMAGES_NON_COMPLIANT.format(images=run_plan.requested)]
-    if "canonical set" in found:
+    if ReasonKind.CANONICAL_SET in found:
         lines.append(CANONICAL_NON_COMPLIANT)
     if peak is None:
         lines.append("no peak: ОРП needs --gost-peak=MAC/s (no estimate for this device)")
@@ -158,7 +164,9 @@ def _test_lines(
     if not counted:
         return lines
     # Below -v, a shared cell is the CELL SHARED line's, said once for every test it concerns.
-    unshared = {r.text for r in compliance.for_test(t.latin, t.mode) if r.short != "cell shared"}
+    unshared = {
+        r.text for r in compliance.for_test(t.latin, t.mode) if r.kind is not ReasonKind.CELL_SHARED
+    }
     lines += [
         f"  not compliant: {reason}" for reason in t.reasons if verbosity > 0 or reason in unshared
     ]
@@ -167,11 +175,11 @@ def _test_lines(
 
 def _once(reasons: Sequence[Reason]) -> list[str]:
     """The reasons' texts, those of shared cells as one, naming every test they concern."""
-    shared = [r for r in reasons if r.short == "cell shared"]
+    shared = [r for r in reasons if r.kind is ReasonKind.CELL_SHARED]
     tests = list(dict.fromkeys(f"{CYRILLIC[r.network]} ({r.network}) {r.mode}" for r in shared))
     texts = []
     for reason in reasons:
-        if reason.short != "cell shared":
+        if reason.kind is not ReasonKind.CELL_SHARED:
             texts.append(reason.text)
         elif tests:
             texts.append(f"cell shared: {', '.join(tests)} (the CELL SHARED line above)")
