@@ -7,8 +7,9 @@ nothing.
 Measured on this machine, per analog: one float64 training iteration with its error model
 at ``--measure-batch`` (a check replays one per round; scaled by the batch, each image's
 forward and backward being its own), the NumPy backend's training round and the suite's
-copy of the weights and input residual at each of ``--measure-batches`` (the largest's
-round scaled by the batch beyond it). k at each batch follows from that copy and round
+copy of the weights and of an input residual at each of ``--measure-batches`` (beyond the
+largest, its round and residual copy scaled by the batch). copy/round is the copies' share
+of a timed round at the k they give. k at each batch follows from that copy and round
 (``performance/kept.py``); the checks' count from the draw (``performance/checks.py``).
 
     python benchmarks/check_cost.py --batches 2,64,1024 --networks M,G,V,S,R,Sh
@@ -28,7 +29,7 @@ from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.performance.checks import Units
 from pytest_gostcnn.performance.images import ImageSet, residual
-from pytest_gostcnn.performance.kept import KeptWeights, unit_rounds
+from pytest_gostcnn.performance.kept import KeptWeights, copy_share, unit_rounds
 from pytest_gostcnn.performance.plan import plan
 from pytest_gostcnn.performance.training_data import (
     RESIDUAL_SCALE,
@@ -64,9 +65,9 @@ def data(network, batch: int):
     return images, residual(2, (batch, *network.output_shape), RESIDUAL_SCALE)
 
 
-def round_and_copy(backend, network, weights, batch: int, repeats: int) -> tuple[float, float]:
-    """The NumPy backend's training round at ``batch`` (hand-over, call, output read) and
-    the suite's copy of its weights and input residual, each the median of ``repeats``."""
+def round_and_copy(backend, network, weights, batch: int, repeats: int) -> tuple[float, ...]:
+    """The NumPy backend's training round at ``batch`` (hand-over, call, output read), the
+    suite's copy of its weights and of its input residual, each the median of ``repeats``."""
     loaded = backend.load_weights(network, weights)
     images, out_residual = data(network, batch)
     result = None
@@ -82,7 +83,7 @@ def round_and_copy(backend, network, weights, batch: int, repeats: int) -> tuple
     seconds = timed(one_round, repeats)
     kept = KeptWeights(backend)
     copies = [kept.measure(loaded, result.input_residual) for _ in range(repeats)]
-    return seconds, statistics.median(copies)
+    return seconds, *(statistics.median(c) for c in zip(*copies, strict=True))
 
 
 def main() -> None:
@@ -121,10 +122,12 @@ def main() -> None:
                      for b in measured}  # fmt: skip
         for batch in batches:
             known = max((b for b in measured if b <= batch), default=measured[0])
-            round_seconds, copy = rounds_at[known]
-            round_seconds *= batch / known  # beyond the batches measured: scaled
+            round_seconds, weights_copy, residual_copy = rounds_at[known]
+            scale = batch / known  # beyond the batches measured: the round and residual scaled
+            round_seconds, residual_copy = round_seconds * scale, residual_copy * scale
             rounds = plan("full", batch).rounds
-            k = unit_rounds(copy, round_seconds, SEGMENT_ROUNDS)
+            k = unit_rounds(weights_copy, residual_copy, round_seconds, SEGMENT_ROUNDS)
+            share = copy_share(weights_copy, residual_copy, round_seconds, k)
             one = iteration * batch / measure  # one round's float64 replay
             before = Units("training", rounds, SEGMENT_ROUNDS)
             now = Units("training", rounds, SEGMENT_ROUNDS, k)
@@ -134,7 +137,7 @@ def main() -> None:
             work = rounds * round_seconds
             print(
                 f"{network.letter} ({network.latin}) {batch:>5} {k:>3} "
-                f"{100 * copy / round_seconds:>9.2f}% {round_seconds:>8.3f} {duration(work):>10} "
+                f"{100 * share:>9.2f}% {round_seconds:>8.3f} {duration(work):>10} "
                 f"{duration(checks_before):>13} {duration(checks_now):>10} "
                 f"{checks_now / checks_before:>10.3f} {checks_now / work:>8.3f}",
                 flush=True,
