@@ -12,10 +12,10 @@ import os
 import subprocess
 import sys
 
+import gost_test_backends
 import numpy as np
 import pytest
 from gost_helpers import BACKENDS, HALF, MARGIN
-from gost_test_backends import TorchNativeMaxPool
 
 from pytest_gostcnn.backend import BackendError, load_backend_class
 from pytest_gostcnn.backends.torch import TorchBackend
@@ -134,7 +134,7 @@ def test_pytorchs_own_max_pooling_fails_the_layer_items(tag):
     # -inf padding fails the all-negative case's forward; one tied maximum fails the
     # ties case's backward.
     case = next(c for c in CASES if c.layer.type.name == "maxpool" and c.tag == tag)
-    results = verify_steps(TorchNativeMaxPool("float32"), case, seed=5)
+    results = verify_steps(gost_test_backends.TorchNativeMaxPool("float32"), case, seed=5)
     failed = [r for r in results if r.verdict == NOT_CORRECT]
     assert failed and all(r.worst.ratio >= MARGIN for r in failed), [r.checks for r in results]
     assert all(r.verdict in PASSED for r in verify_steps(TorchBackend("float32"), case, seed=5))
