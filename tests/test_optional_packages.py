@@ -23,3 +23,14 @@ def test_the_tests_collect_without_any_optional_package(tmp_path):
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
     assert " tests collected" in done.stdout.splitlines()[-1]
+
+
+def test_ci_runs_the_readmes_test_command_before_it_installs_anything_more():
+    readme = (REPOSITORY / "README.md").read_text(encoding="utf-8")
+    command = next(line for line in readme.splitlines() if "'.[test]'" in line)
+    ci = (REPOSITORY / ".ci" / "run").read_text(encoding="utf-8")
+    lines = [line.strip() for line in ci.splitlines() if not line.lstrip().startswith("#")]
+
+    assert command in lines, f".ci/run does not run the README's {command!r}"
+    before = lines[: lines.index(command)]
+    assert not [line for line in before if "install" in line], before
