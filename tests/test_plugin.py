@@ -124,6 +124,7 @@ def test_empty_directory_runs_the_installed_suite_and_prints_the_verdict_table(p
     assert len(report["verification"]["layers"]) == small + shaped
     assert sum(1 for layer in report["verification"]["layers"] if layer.get("rows")) == shaped
     assert all(layer["verdict"] in PASSED for layer in report["verification"]["layers"])
+    assert not (pytester.path / ".benchmarks").exists()  # pytest-benchmark's, unused
     (network,) = report["verification"]["networks"]
     assert (network["network"], network["mode"], network["verdict"]) == (
         "Sh",
@@ -212,6 +213,17 @@ def test_every_item_id_is_ascii(pytester):
     assert {i.split("-")[0] for i in network_ids} == {"M", "G", "V", "S", "R", "Sh"}
     assert all(nodeid.isascii() for nodeid in run.items)
     assert all(i.isascii() for i in run.ids("test_layer") + network_ids)
+
+
+def test_collect_only_ends_with_pytests_count_and_leaves_no_folder_behind(pytester):
+    # Nothing ran: no "RUN INCOMPLETE" verdict after pytest's count, and no empty
+    # .benchmarks (pytest-benchmark's storage, made as it starts) in the user's directory.
+    run = as_user(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
+
+    assert run.ret == pytest.ExitCode.OK
+    run.result.stdout.fnmatch_lines(["* tests collected in *"])
+    assert " tests collected in " in run.result.outlines[-1]
+    assert not (pytester.path / ".benchmarks").exists()
 
 
 def test_inference_mode_verifies_forward_steps_only(pytester):
