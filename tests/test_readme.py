@@ -142,3 +142,14 @@ def test_options_page_has_every_option_with_its_help():
     assert [(flag, metavar, text) for flag, metavar, text in rows] == [
         (option.flag, option.metavar, option.help) for option in OPTIONS
     ]
+
+
+def test_the_ci_recipes_of_the_paired_gate_give_pairs_enough_for_a_shared_runner():
+    # The quick profile's 8 pairs a test leave every test "too noisy" (exit 7) on a shared
+    # runner: a recipe that fails an unchanged change is no recipe.
+    guide = (DOCS / "benchmarking.md").read_text(encoding="utf-8")
+    job = guide.split("### A CI job\n", 1)[1].split("\n### ", 1)[0]
+    recipes = re.findall(r"^```yaml\n(.*?)^```", job, flags=re.M | re.S)
+    assert len(recipes) == 2
+    for recipe in recipes:
+        assert "--gost-versus=" in recipe and "--gost-images=200" in recipe, recipe
