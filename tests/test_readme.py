@@ -2,11 +2,13 @@
 relative link resolves, the backend example runs, both Table 1s are computed, the options
 page lists every option as the plugin declares it."""
 
+import argparse
 import re
 import unicodedata
 
 from gost_helpers import REPOSITORY
 
+from pytest_gostcnn.__main__ import _parser
 from pytest_gostcnn.backends.onnxruntime import backend as onnxruntime_backend
 from pytest_gostcnn.backends.torch import backend as torch_backend
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
@@ -153,3 +155,21 @@ def test_the_ci_recipes_of_the_paired_gate_give_pairs_enough_for_a_shared_runner
     assert len(recipes) == 2
     for recipe in recipes:
         assert "--gost-versus=" in recipe and "--gost-images=200" in recipe, recipe
+
+
+def test_the_api_pages_synopses_give_every_option_of_each_command():
+    page = (DOCS / "api.md").read_text(encoding="utf-8")
+    block = page.split("## Command line\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    (commands,) = [
+        a.choices for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ]
+    for line in block.splitlines():
+        _, _, _, command, synopsis = line.split(maxsplit=4)  # python -m pytest_gostcnn ...
+        # Each option by its longest flag: -o is --output.
+        longest = {
+            flag: max(action.option_strings, key=len)
+            for action in commands[command]._actions
+            for flag in action.option_strings
+        }
+        given = {longest.get(f, f) for f in re.findall(r"(?<![\w-])--?[a-z][\w-]*", synopsis)}
+        assert given == set(longest.values()) - {"--help"}, (command, given)
