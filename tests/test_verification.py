@@ -369,6 +369,12 @@ def test_the_failure_shown_is_the_backends_worst_not_a_degenerate_reference():
     assert Verification("s", checks=[zeros]).first_failure.startswith("IN_D:")
 
 
+def test_an_error_where_the_bound_is_0_is_described_without_an_infinite_ratio():
+    assert ArrayCheck("OUT", 1e-30, 0.0).describe() == (
+        "OUT: СКО 1.000e-30 vs СКОП 0.000e+00 (any error misses 0)"
+    )
+
+
 def test_a_networks_failure_names_the_lowest_rows_failed_array_and_the_worst_beside_it():
     # A convolution wrong from row 1 fails every row after it; the worst is far downstream.
     checks = [

@@ -70,9 +70,11 @@ class ArrayCheck:
         if self.problem is not None:
             return f"{self.name}: {self.problem}"
         bound = "СКОП" if self.statistic == RMSE else "admissible"
+        # A bound of 0 (an exact result required) is missed by any error, by no finite factor.
+        times = "any error misses 0" if math.isinf(self.ratio) else f"{self.ratio:.3g}x"
         return (
             f"{self.name}: {self.statistic} {self.rmse:.3e} vs {bound} {self.admissible:.3e} "
-            f"({self.ratio:.3g}x)" + (f"; {self.note}" if self.note else "")
+            f"({times})" + (f"; {self.note}" if self.note else "")
         )
 
 
