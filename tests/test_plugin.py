@@ -226,6 +226,17 @@ def test_collect_only_ends_with_pytests_count_and_leaves_no_folder_behind(pytest
     assert not (pytester.path / ".benchmarks").exists()
 
 
+def test_the_suite_run_where_the_project_sets_testpaths_names_no_testpaths(pytester):
+    # The shipped suite runs, not the project's testpaths: pytest's header must not say so.
+    pytester.makeini("[pytest]\ntestpaths = tests\n")
+    pytester.mkdir("tests")
+    result = pytester.runpytest("--gost-backend=numpy", *SMALL, "--collect-only")
+
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["configfile: tox.ini", "collected 68 items"])
+    assert not [line for line in result.outlines if line.startswith("testpaths:")]
+
+
 def test_inference_mode_verifies_forward_steps_only(pytester):
     run = as_user(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
 

@@ -82,6 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
     explicit = "backend" in session.options.given  # on the command line or in the ini file
     if explicit and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [str(SUITE.parent)]
+        # The suite stands in for the paths, as if given: pytest's header names no testpaths.
+        config.args_source = pytest.Config.ArgsSource.ARGS
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
