@@ -14,7 +14,8 @@ OPTIONAL = ("torch", "onnx", "onnxruntime", "cupy", "mpi4py")
 HIDES = "import sys\nsys.modules.update(dict.fromkeys({names!r}))\n"
 
 
-def test_the_tests_collect_without_any_optional_package(tmp_path):
+def test_plain_pytest_here_collects_the_projects_tests_without_any_optional_package(tmp_path):
+    # Plain pytest in the repository: its own tests (testpaths), not the shipped suite.
     (tmp_path / "sitecustomize.py").write_text(HIDES.format(names=OPTIONAL), "utf-8")
     command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
@@ -22,7 +23,9 @@ def test_the_tests_collect_without_any_optional_package(tmp_path):
     done = subprocess.run(command, cwd=REPOSITORY, env=env, capture_output=True, text=True)
 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
-    assert " tests collected" in done.stdout.splitlines()[-1]
+    *items, _, last = done.stdout.splitlines()
+    assert " tests collected" in last
+    assert items and all(item.startswith("tests/") for item in items), items[:3]
 
 
 def test_ci_runs_the_readmes_test_command_before_it_installs_anything_more():

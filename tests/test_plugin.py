@@ -24,8 +24,8 @@ from xml.etree import ElementTree
 
 import numpy as np
 import pytest
-from gost_helpers import BACKENDS, REPOSITORY, SMALL, read_report, usage_error
-from gost_test_recorder import Recorded, as_user, read, recording
+from gost_helpers import BACKENDS, SMALL, read_report, usage_error
+from gost_test_recorder import Recorded, as_user
 
 from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases, saturating_cases
 from pytest_gostcnn.model.network import default_tables_dir, load_networks
@@ -151,27 +151,6 @@ def test_without_gost_backend_the_directorys_own_tests_run(pytester):
     run = as_user(pytester, "--collect-only", "-q")
 
     assert run.items == ["test_trivial.py::test_trivial"]
-
-
-def test_plain_pytest_in_this_repository_collects_the_projects_own_tests(pytester, monkeypatch):
-    monkeypatch.chdir(REPOSITORY)
-
-    with recording(pytester) as record:
-        result = pytester.run(
-            sys.executable,
-            "-m",
-            "pytest",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "gost_test_recorder",
-        )
-    items = read(record, result).items
-
-    assert items
-    assert all(nodeid.startswith("tests/") for nodeid in items)
 
 
 def test_gost_backend_with_test_paths_runs_those_paths(pytester):
