@@ -464,6 +464,23 @@ def test_report_header_names_backend_version_device_and_dtype(pytester):
     )
 
 
+def test_pytest_benchmarks_header_line_says_its_loop_defaults_are_not_the_suites(pytester):
+    # The suite runs its own rounds: min_rounds=5 and the rest would mislead a reader.
+    suite_run = pytester.runpytest("--gost-backend=numpy", *SMALL, "--collect-only")
+    suite_run.stdout.fnmatch_lines(
+        [
+            "benchmark: * (timer time.perf_counter; its loop's defaults unused: the suite runs "
+            "its own rounds)",
+            "gostcnn: backend numpy *",
+        ],
+        consecutive=True,
+    )
+    suite_run.stdout.no_fnmatch_line("*min_rounds=*")
+    # A run that asks nothing of the plugin keeps pytest-benchmark's line as it is.
+    pytester.makepyfile(test_trivial="def test_trivial():\n    pass\n")
+    pytester.runpytest("--collect-only").stdout.fnmatch_lines(["benchmark: *min_rounds=5*"])
+
+
 # The ini file: every option is also a setting gost_NAME, and the command line wins.
 
 

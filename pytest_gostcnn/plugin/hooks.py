@@ -13,7 +13,7 @@ import pytest
 
 from pytest_gostcnn.run.option_definitions import OPTIONS
 
-from . import items, startup
+from . import items, rendering, startup
 from .session import GostSession
 
 # The suite's file name does not match pytest's test-file patterns: the plugin collects it
@@ -92,9 +92,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Mod
     return None
 
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
+@pytest.hookimpl(wrapper=True)
+def pytest_report_header(config: pytest.Config):
+    lines = yield
     session = _started(config)
-    return session.report_header() if session else []
+    return rendering.header(lines, session.report_header()) if session else lines
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
