@@ -368,7 +368,7 @@ def test_parallel_workers_are_one_usage_error(pytester, args):
 
 
 def test_pytest_xdist_itself_is_refused_with_the_same_usage_error(pytester):
-    pytest.importorskip("xdist", reason="pytest-xdist is not installed (not a test extra)")
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed: pip install -e '.[test]'")
 
     result = pytester.runpytest_subprocess("--gost-backend=numpy", *SMALL, "-n", "2")
 
