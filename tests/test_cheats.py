@@ -171,16 +171,15 @@ def test_a_peak_below_the_probes_rate_is_no_result(shipped_networks):
     assert no_result(timing(Peak(2 * measured.macs_per_second, "given (--gost-peak)"))) == []
 
 
-def test_the_suite_fails_a_test_whose_given_peak_is_half_the_backends_measured_rate(tmp_path):
-    # The rate a first run measured, halved, given to a second run of the same test.
+def test_the_suite_fails_a_test_whose_given_peak_is_below_the_backends_measured_rate(tmp_path):
+    # 1 MMAC/s: below what the probe measures on any machine that runs the suite, however
+    # loaded (half the rate a first run measured was not: a second run's probe may measure
+    # less). A false peak the ОРП alone does not expose: the test above.
     path = directory(tmp_path)
     args = ("--gost-backend=numpy", "--gost-networks=Sh", "--gost-mode=inference")
     args += ("--gost-batch=4", "-k", "test_benchmark")
-    first = suite(path, *args, "--gost-peak=1000T")
-    assert first.returncode == 0, first.stdout[-2000:]
-    rate = first.report["benchmarks"][0]["cells"][0]["probe"]["macs_per_second"]
 
-    run = suite(path, *args, f"--gost-peak={rate / 2:.6g}")
+    run = suite(path, *args, "--gost-peak=1M")
 
     assert run.returncode == 1, run.stdout[-2000:]
     (test,) = run.report["benchmarks"]

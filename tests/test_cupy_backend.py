@@ -57,7 +57,7 @@ pytest_plugins = ["pytester"]
 FLOAT16_MAX = 65504.0
 PASSED = (CORRECT, REFERENCE_GRADE)
 CUDA_REASON = CupyBackend.unavailable_reason()
-requires_cuda = pytest.mark.skipif(CUDA_REASON is not None, reason=NO_DEVICE)
+requires_cuda = pytest.mark.skipif(CUDA_REASON is not None, reason=CUDA_REASON or NO_DEVICE)
 CASES = layer_cases()
 # float16 overflows on section 8 data by design (docs/gpu.md); NumPy warns of it.
 OVERFLOWS = pytest.mark.filterwarnings(

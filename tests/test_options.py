@@ -34,6 +34,8 @@ def test_every_option_is_parsed_by_its_own_parser_to_its_default():
         ("profile", "medium", "--gost-profile=medium: choose one of quick, full"),
         ("images", "0", "--gost-images=0: must be an integer from 1 to"),
         ("images", "5e3", "--gost-images=5e3: not an integer"),
+        # 10^12 images would run for a century: a slip, not a plan.
+        ("images", "1000000000000", "--gost-images=1000000000000: must be an integer from 1 to"),
         ("peak", "fast", "--gost-peak=fast: the peak must be a positive number of MAC/s"),
         ("report", "", "--gost-report=: empty; give a file name"),
         ("networks", "", "--gost-networks=: names no network; give some (M G V S R Sh"),

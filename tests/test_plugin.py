@@ -24,8 +24,8 @@ from xml.etree import ElementTree
 
 import numpy as np
 import pytest
-from gost_helpers import BACKENDS, REPOSITORY, SMALL, read_report, usage_error
-from gost_test_recorder import Recorded, as_user, read, recording
+from gost_helpers import BACKENDS, SMALL, read_report, usage_error
+from gost_test_recorder import Recorded, as_user
 
 from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases, saturating_cases
 from pytest_gostcnn.model.network import default_tables_dir, load_networks
@@ -124,6 +124,7 @@ def test_empty_directory_runs_the_installed_suite_and_prints_the_verdict_table(p
     assert len(report["verification"]["layers"]) == small + shaped
     assert sum(1 for layer in report["verification"]["layers"] if layer.get("rows")) == shaped
     assert all(layer["verdict"] in PASSED for layer in report["verification"]["layers"])
+    assert not (pytester.path / ".benchmarks").exists()  # pytest-benchmark's, unused
     (network,) = report["verification"]["networks"]
     assert (network["network"], network["mode"], network["verdict"]) == (
         "Sh",
@@ -150,27 +151,6 @@ def test_without_gost_backend_the_directorys_own_tests_run(pytester):
     run = as_user(pytester, "--collect-only", "-q")
 
     assert run.items == ["test_trivial.py::test_trivial"]
-
-
-def test_plain_pytest_in_this_repository_collects_the_projects_own_tests(pytester, monkeypatch):
-    monkeypatch.chdir(REPOSITORY)
-
-    with recording(pytester) as record:
-        result = pytester.run(
-            sys.executable,
-            "-m",
-            "pytest",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "gost_test_recorder",
-        )
-    items = read(record, result).items
-
-    assert items
-    assert all(nodeid.startswith("tests/") for nodeid in items)
 
 
 def test_gost_backend_with_test_paths_runs_those_paths(pytester):
@@ -212,6 +192,28 @@ def test_every_item_id_is_ascii(pytester):
     assert {i.split("-")[0] for i in network_ids} == {"M", "G", "V", "S", "R", "Sh"}
     assert all(nodeid.isascii() for nodeid in run.items)
     assert all(i.isascii() for i in run.ids("test_layer") + network_ids)
+
+
+def test_collect_only_ends_with_pytests_count_and_leaves_no_folder_behind(pytester):
+    # Nothing ran: no "RUN INCOMPLETE" verdict after pytest's count, and no empty
+    # .benchmarks (pytest-benchmark's storage, made as it starts) in the user's directory.
+    run = as_user(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
+
+    assert run.ret == pytest.ExitCode.OK
+    run.result.stdout.fnmatch_lines(["* tests collected in *"])
+    assert " tests collected in " in run.result.outlines[-1]
+    assert not (pytester.path / ".benchmarks").exists()
+
+
+def test_the_suite_run_where_the_project_sets_testpaths_names_no_testpaths(pytester):
+    # The shipped suite runs, not the project's testpaths: pytest's header must not say so.
+    pytester.makeini("[pytest]\ntestpaths = tests\n")
+    pytester.mkdir("tests")
+    result = pytester.runpytest("--gost-backend=numpy", *SMALL, "--collect-only")
+
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["configfile: tox.ini", "collected 68 items"])
+    assert not [line for line in result.outlines if line.startswith("testpaths:")]
 
 
 def test_inference_mode_verifies_forward_steps_only(pytester):
@@ -366,7 +368,7 @@ def test_parallel_workers_are_one_usage_error(pytester, args):
 
 
 def test_pytest_xdist_itself_is_refused_with_the_same_usage_error(pytester):
-    pytest.importorskip("xdist", reason="pytest-xdist is not installed (not a test extra)")
+    pytest.importorskip("xdist", reason="pytest-xdist is not installed: pip install -e '.[test]'")
 
     result = pytester.runpytest_subprocess("--gost-backend=numpy", *SMALL, "-n", "2")
 
@@ -460,6 +462,23 @@ def test_report_header_names_backend_version_device_and_dtype(pytester):
     assert "weights full-range" in header(
         pytester, "--gost-backend=numpy", "--gost-weights=full-range", *SMALL
     )
+
+
+def test_pytest_benchmarks_header_line_says_its_loop_defaults_are_not_the_suites(pytester):
+    # The suite runs its own rounds: min_rounds=5 and the rest would mislead a reader.
+    suite_run = pytester.runpytest("--gost-backend=numpy", *SMALL, "--collect-only")
+    suite_run.stdout.fnmatch_lines(
+        [
+            "benchmark: * (timer time.perf_counter; its loop's defaults unused: the suite runs "
+            "its own rounds)",
+            "gostcnn: backend numpy *",
+        ],
+        consecutive=True,
+    )
+    suite_run.stdout.no_fnmatch_line("*min_rounds=*")
+    # A run that asks nothing of the plugin keeps pytest-benchmark's line as it is.
+    pytester.makepyfile(test_trivial="def test_trivial():\n    pass\n")
+    pytester.runpytest("--collect-only").stdout.fnmatch_lines(["benchmark: *min_rounds=5*"])
 
 
 # The ini file: every option is also a setting gost_NAME, and the command line wins.

@@ -2,11 +2,13 @@
 relative link resolves, the backend example runs, both Table 1s are computed, the options
 page lists every option as the plugin declares it."""
 
+import argparse
 import re
 import unicodedata
 
 from gost_helpers import REPOSITORY
 
+from pytest_gostcnn.__main__ import _parser
 from pytest_gostcnn.backends.onnxruntime import backend as onnxruntime_backend
 from pytest_gostcnn.backends.torch import backend as torch_backend
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
@@ -18,7 +20,7 @@ README_PATH = REPOSITORY / "README.md"
 DOCS = REPOSITORY / "docs"
 BACKENDS = (DOCS / "backends.md").read_text(encoding="utf-8")
 TABLES = (DOCS / "tables.md").read_text(encoding="utf-8")
-README_LIMIT = 8192  # bytes: the README is a user guide; reference material lives in docs/
+README_LIMIT = 8000  # bytes: the README is a user guide; reference material lives in docs/
 FENCE = re.compile(r"^```.*?^```", flags=re.M | re.S)
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
@@ -142,3 +144,32 @@ def test_options_page_has_every_option_with_its_help():
     assert [(flag, metavar, text) for flag, metavar, text in rows] == [
         (option.flag, option.metavar, option.help) for option in OPTIONS
     ]
+
+
+def test_the_ci_recipes_of_the_paired_gate_give_pairs_enough_for_a_shared_runner():
+    # The quick profile's 8 pairs a test leave every test "too noisy" (exit 7) on a shared
+    # runner: a recipe that fails an unchanged change is no recipe.
+    guide = (DOCS / "benchmarking.md").read_text(encoding="utf-8")
+    job = guide.split("### A CI job\n", 1)[1].split("\n### ", 1)[0]
+    recipes = re.findall(r"^```yaml\n(.*?)^```", job, flags=re.M | re.S)
+    assert len(recipes) == 2
+    for recipe in recipes:
+        assert "--gost-versus=" in recipe and "--gost-images=200" in recipe, recipe
+
+
+def test_the_api_pages_synopses_give_every_option_of_each_command():
+    page = (DOCS / "api.md").read_text(encoding="utf-8")
+    block = page.split("## Command line\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    (commands,) = [
+        a.choices for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ]
+    for line in block.splitlines():
+        _, _, _, command, synopsis = line.split(maxsplit=4)  # python -m pytest_gostcnn ...
+        # Each option by its longest flag: -o is --output.
+        longest = {
+            flag: max(action.option_strings, key=len)
+            for action in commands[command]._actions
+            for flag in action.option_strings
+        }
+        given = {longest.get(f, f) for f in re.findall(r"(?<![\w-])--?[a-z][\w-]*", synopsis)}
+        assert given == set(longest.values()) - {"--help"}, (command, given)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from gost_helpers import directory, suite
 
+from pytest_gostcnn.backends.torch import backend as torch_backend
 from pytest_gostcnn.conformance import reference_check
 from pytest_gostcnn.conformance.harness import model_of
 from pytest_gostcnn.model.layers import make_layer
@@ -21,8 +22,10 @@ from pytest_gostcnn.reference.library import (
 )
 from pytest_gostcnn.run.option_parsers import reference_library
 
-torch = pytest.importorskip("torch")
 TORCH = ReferenceLibrary("torch", "cpu")
+needs_torch = pytest.mark.skipif(
+    torch_backend.torch is None, reason=f"{torch_backend.INSTALL_HINT} (CI installs it)"
+)
 
 
 @pytest.mark.parametrize(
@@ -52,6 +55,7 @@ def test_the_option_refuses_numpy_on_a_device_other_than_the_cpu():
     assert reference_library("--gost-reference", "numpy:cpu") == ReferenceLibrary()
 
 
+@needs_torch
 def test_the_error_model_on_torch_gives_numpys_values_and_variances_to_float64_rounding():
     layer = make_layer("conv", [(6, 5, 3)], Rx=3, Ry=3, S=1, Px=1, Py=1, F=4)
     rng = np.random.default_rng(0)
@@ -62,7 +66,7 @@ def test_the_error_model_on_torch_gives_numpys_values_and_variances_to_float64_r
         model, _ = model_of("float32", library)
         bound = {k: model.bound(a) for k, a in weights.items()}
         out[library.name] = model.forward(layer, [model.bound(image)], bound)[0]
-    assert isinstance(out["torch"].value, torch.Tensor)
+    assert isinstance(out["torch"].value, torch_backend.torch.Tensor)
     for field in ("value", "var"):
         expected, got = (
             to_numpy(getattr(out["numpy"], field)),
@@ -71,6 +75,7 @@ def test_the_error_model_on_torch_gives_numpys_values_and_variances_to_float64_r
         assert reference_check.relative_difference(expected, got) < 1e-14
 
 
+@needs_torch
 def test_torch_on_the_cpu_agrees_with_numpy_on_every_fixed_item():
     found = reference_check.checked(TORCH)
     # every small layer case and one network iteration; each a value and a variance per array
@@ -97,6 +102,7 @@ class _Perturbed:
         return out if isinstance(out[0], np.ndarray) else [a * (1 + 1e-9) for a in out]
 
 
+@needs_torch
 def test_a_library_whose_one_kernel_is_perturbed_is_refused_in_one_line(monkeypatch):
     monkeypatch.setitem(MODULES, "conv", _Perturbed(MODULES["conv"]))
     with pytest.raises(LibraryError) as refused:
@@ -114,11 +120,13 @@ def test_a_library_that_is_not_installed_is_named_with_how_to_install_it(monkeyp
         reference_check.checked(parse("cupy"))
 
 
+@needs_torch
 def test_a_device_the_library_does_not_have_is_named():
     with pytest.raises(LibraryError, match=r"^the reference library torch has no device 'nope'"):
         reference_check.checked(parse("torch:nope"))
 
 
+@needs_torch
 def test_a_run_on_a_missing_device_stops_before_any_item_in_one_line(tmp_path):
     run = suite(directory(tmp_path), "--gost-backend=numpy", "--gost-reference=torch:nope")
     assert run.returncode == 4 and run.report is None
@@ -131,6 +139,7 @@ def test_a_run_on_a_missing_device_stops_before_any_item_in_one_line(tmp_path):
     assert len(lines) == 1
 
 
+@needs_torch
 def test_a_run_on_torch_gives_numpys_verdicts_and_its_report_says_where_the_reference_ran(
     tmp_path,
 ):

@@ -3,7 +3,10 @@ write over what it reads: one line naming the option, its value and why; exit 4.
 
 import os
 
+import pytest
 from gost_helpers import SMALL, usage_error
+
+from pytest_gostcnn.run.option_parsers import report_path
 
 pytest_plugins = ["pytester"]
 
@@ -35,6 +38,15 @@ def test_a_read_only_report_file_is_refused_not_written_over(pytester, monkeypat
     result = pytester.runpytest(*NUMPY_SMALL, f"--gost-report={kept}")
     usage_error(result, f"--gost-report={kept}: the file is read-only; give another name")
     assert kept.read_text() == "{}"
+
+
+def test_a_report_file_without_write_permission_is_refused_even_to_root(tmp_path):
+    # os.access lets root write anything; a file chmod a-w is read-only to root too.
+    kept = tmp_path / "kept.json"
+    kept.write_text("{}")
+    kept.chmod(0o444)
+    with pytest.raises(ValueError, match=r"kept.json: the file is read-only; give another name"):
+        report_path("--gost-report", str(kept))
 
 
 def test_a_report_that_is_the_baseline_it_is_compared_with_is_refused(pytester):

@@ -19,6 +19,7 @@ import jsonschema
 import pytest
 from gost_helpers import FIXED_CLOCK, SCHEMA_VALIDATOR, TINY, directory, suite
 
+from pytest_gostcnn.__main__ import main
 from pytest_gostcnn.judgement import compliance
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance import plan as plan_module
@@ -437,6 +438,15 @@ def test_the_evaluate_command_prints_the_evaluation_and_writes_the_merged_report
     assert written["merged_from"] == [{"path": p, "created": r["created"]} for p, r in singles]
     done = _command("evaluate", paths[0], "nowhere/x.json", "--tables", tables, cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
+
+
+def test_evaluate_with_an_output_where_no_file_can_be_written_is_a_usage_error(tmp_path, capsys):
+    # A bad option of every command exits 2 (docs/api.md), before any report is read.
+    status = main(["evaluate", str(tmp_path / "r.json"), "-o", "/nonexistent/x.json"])
+    assert status == 2
+    assert capsys.readouterr().err == (
+        "error: -o=/nonexistent/x.json: the folder /nonexistent does not exist\n"
+    )
 
 
 def test_evaluate_refuses_a_report_that_does_not_check_naming_it_and_its_first_disagreement(

@@ -12,10 +12,10 @@ import os
 import subprocess
 import sys
 
+import gost_test_backends
 import numpy as np
 import pytest
 from gost_helpers import BACKENDS, HALF, MARGIN
-from gost_test_backends import TorchNativeMaxPool
 
 from pytest_gostcnn.backend import BackendError, load_backend_class
 from pytest_gostcnn.backends.torch import TorchBackend
@@ -79,8 +79,10 @@ def test_the_onednn_version_is_read_from_pytorchs_build_description():
 
 
 def test_openmp_threads_wait_passively_unless_the_environment_says_otherwise():
-    # Spinning OpenMP threads made PyTorch 5 to 20 times slower on shared cores.
-    code = "import os, pytest_gostcnn.backends.torch; print(os.environ['OMP_WAIT_POLICY'])"
+    # Spinning OpenMP threads made PyTorch 5 to 20 times slower on shared cores. The module
+    # sets the policy before it imports PyTorch, which is kept out here (5 s a process).
+    code = "import os, sys; sys.modules['torch'] = None; import pytest_gostcnn.backends.torch; "
+    code += "print(os.environ['OMP_WAIT_POLICY'])"
     for given, expected in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
         env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
         if given:
@@ -134,7 +136,7 @@ def test_pytorchs_own_max_pooling_fails_the_layer_items(tag):
     # -inf padding fails the all-negative case's forward; one tied maximum fails the
     # ties case's backward.
     case = next(c for c in CASES if c.layer.type.name == "maxpool" and c.tag == tag)
-    results = verify_steps(TorchNativeMaxPool("float32"), case, seed=5)
+    results = verify_steps(gost_test_backends.TorchNativeMaxPool("float32"), case, seed=5)
     failed = [r for r in results if r.verdict == NOT_CORRECT]
     assert failed and all(r.worst.ratio >= MARGIN for r in failed), [r.checks for r in results]
     assert all(r.verdict in PASSED for r in verify_steps(TorchBackend("float32"), case, seed=5))

@@ -369,6 +369,29 @@ def test_the_failure_shown_is_the_backends_worst_not_a_degenerate_reference():
     assert Verification("s", checks=[zeros]).first_failure.startswith("IN_D:")
 
 
+def test_an_error_where_the_bound_is_0_is_described_without_an_infinite_ratio():
+    assert ArrayCheck("OUT", 1e-30, 0.0).describe() == (
+        "OUT: СКО 1.000e-30 vs СКОП 0.000e+00 (any error misses 0)"
+    )
+
+
+def test_a_networks_failure_names_the_lowest_rows_failed_array_and_the_worst_beside_it():
+    # A convolution wrong from row 1 fails every row after it; the worst is far downstream.
+    checks = [
+        ArrayCheck("output", 30.0, 1.0),
+        ArrayCheck("row 1 filters gradient", 2.0, 1.0),
+        ArrayCheck("row 1 filters updated", 0.5, 1.0),
+        ArrayCheck("row 54 filters gradient", 900.0, 1.0),
+    ]
+    said = Verification("Sh-training", checks=checks).first_failure
+    assert said == (
+        "row 1 filters gradient: СКО 2.000e+00 vs СКОП 1.000e+00 (2x), the first in row order; "
+        "the worst: row 54 filters gradient: СКО 9.000e+02 vs СКОП 1.000e+00 (900x)"
+    )
+    only = Verification("Sh-training", checks=[checks[1], ArrayCheck("output", 1.5, 1.0)])
+    assert only.first_failure.startswith("row 1 filters gradient:")  # the worst and the first
+
+
 class _ReturnsNone(NumpyBackend):
     """A backend whose ``step`` kernel returns None instead of its arrays."""
 

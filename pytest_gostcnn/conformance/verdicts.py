@@ -6,6 +6,7 @@ outcome of one verification (``Verification``), and the rule that turns checks i
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -71,9 +72,11 @@ class ArrayCheck:
         if self.problem is not None:
             return f"{self.name}: {self.problem}"
         bound = "СКОП" if self.statistic == RMSE else "admissible"
+        # A bound of 0 (an exact result required) is missed by any error, by no finite factor.
+        times = "any error misses 0" if math.isinf(self.ratio) else f"{self.ratio:.3g}x"
         return (
             f"{self.name}: {self.statistic} {self.rmse:.3e} vs {bound} {self.admissible:.3e} "
-            f"({self.ratio:.3g}x)" + (f"; {self.note}" if self.note else "")
+            f"({times})" + (f"; {self.note}" if self.note else "")
         )
 
 
@@ -107,13 +110,18 @@ class Verification:
     @property
     def first_failure(self) -> str | None:
         """The error, or the failed check that misses by most (an integer item's mean error
-        at 9.5x says more than its СКО at 1.0x)."""
+        at 9.5x says more than its СКО at 1.0x); in a network, the lowest row's failed array
+        before it, where the mistake began (a wrong row 1 fails every row after it)."""
         if self.error is not None:
             return self.error
         failed = [c for c in self.checks if not c.passed]
         # A reference too degenerate to judge by is the suite's, not the backend's: last.
         worst = max(failed, key=lambda c: (not c.reference_problem, c.ratio), default=None)
-        return worst.describe() if worst else None
+        rows = [c for c in failed if _row(c.name) is not None and not c.reference_problem]
+        first = min(rows, key=lambda c: _row(c.name), default=worst)
+        if first is worst:
+            return worst.describe() if worst else None
+        return f"{first.describe()}, the first in row order; the worst: {worst.describe()}"
 
     def as_dict(self) -> dict:
         return {
@@ -124,6 +132,12 @@ class Verification:
             **({"scales": self.scales} if self.scales is not None else {}),
             "checks": [check.as_dict() for check in self.checks],
         }
+
+
+def _row(name: str) -> int | None:
+    """The network row a compared array belongs to ("row 54 filters gradient": 54)."""
+    match = re.match(r"row (\d+) ", name)
+    return int(match.group(1)) if match else None
 
 
 def verdict(checks: Iterable[ArrayCheck]) -> str:

@@ -59,12 +59,18 @@ def si(value: float) -> str:
 
 
 MIN_PEAK = 1.0  # MAC/s: any peak, given or estimated, is at least this
+MAX_PEAK = 1e20  # MAC/s: 100 EMAC/s, a hundred times an exaflop machine's whole peak
 
 
 def parse_peak(text: str) -> Peak:
     """``--gost-peak``: MAC/s as a number, optionally with an SI prefix (``2.5T``, ``4e11``)."""
     number = r"(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-    match = re.fullmatch(rf"\s*({number})\s*([kMGTPE]?)\s*(MAC/s)?\s*", text)
+    match = re.fullmatch(rf"\s*({number})\s*([A-Za-z]?)\s*(MAC/s)?\s*", text)
+    if match and match.group(2) not in SI_PREFIXES:
+        raise ValueError(
+            f"--gost-peak={text}: no SI prefix {match.group(2)!r}; the prefixes are "
+            f"{', '.join(p for p in SI_PREFIXES if p)} (case matters: 2.5T, 100G)"
+        )
     value = float(match.group(1)) * SI_PREFIXES[match.group(2)] if match else math.nan
     if not (math.isfinite(value) and value > 0):
         raise ValueError(
@@ -72,6 +78,8 @@ def parse_peak(text: str) -> Peak:
         )
     if value < MIN_PEAK:  # no machine is that slow; and ОРП over such a peak overflows
         raise ValueError(f"--gost-peak={text}: a peak below 1 MAC/s; give MAC/s, e.g. 2.5T")
+    if value > MAX_PEAK:  # no computing cell is that fast: a slip of the exponent
+        raise ValueError(f"--gost-peak={text}: a peak above 100 EMAC/s; give MAC/s, e.g. 2.5T")
     return Peak(value, "given (--gost-peak)")
 
 

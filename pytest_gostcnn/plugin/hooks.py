@@ -13,13 +13,14 @@ import pytest
 
 from pytest_gostcnn.run.option_definitions import OPTIONS
 
-from . import items
+from . import items, rendering, startup
 from .session import GostSession
 
 # The suite's file name does not match pytest's test-file patterns: the plugin collects it
 # (pytest_collect_file) wherever it lies, whatever a project configured as python_files.
 SUITE = Path(__file__).parent / "suite" / "conformance.py"
 _SESSION = pytest.StashKey[GostSession]()
+_NEW_STORAGE = pytest.StashKey[Path | None]()
 PLUGIN_NAME = "gostcnn-session"
 
 
@@ -54,6 +55,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(option.dest, f"default of {option.flag}: {option.help}", default=None)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    config.stash[_NEW_STORAGE] = startup.new_benchmark_storage(config)  # before it is made
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
@@ -76,6 +82,8 @@ def pytest_configure(config: pytest.Config) -> None:
     explicit = "backend" in session.options.given  # on the command line or in the ini file
     if explicit and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [str(SUITE.parent)]
+        # The suite stands in for the paths, as if given: pytest's header names no testpaths.
+        config.args_source = pytest.Config.ArgsSource.ARGS
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Module | None:
@@ -84,9 +92,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Mod
     return None
 
 
-def pytest_report_header(config: pytest.Config) -> list[str]:
+@pytest.hookimpl(wrapper=True)
+def pytest_report_header(config: pytest.Config):
+    lines = yield
     session = _started(config)
-    return session.report_header() if session else []
+    return rendering.header(lines, session.report_header()) if session else lines
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -150,8 +160,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
-    # After pytest's own last line: the run ends with the suite's verdict, as HPL's does.
+    # After pytest's own last line: the run ends with the suite's verdict, as HPL's does;
+    # --collect-only ran nothing, so its last line is pytest's count.
     session = _started(config)
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    if session and reporter is not None:
+    if session and reporter is not None and not config.option.collectonly:
         session.last_lines(reporter)
+    if session:
+        startup.remove_if_empty(config.stash.get(_NEW_STORAGE, None))

@@ -7,6 +7,7 @@ import difflib
 import os
 import shlex
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -181,3 +182,23 @@ def _check_benchmark_options(config: pytest.Config) -> None:
         missing = missing_histogram_packages()
         if missing:
             raise pytest.UsageError(histogram_error(missing))
+
+
+def new_benchmark_storage(config: pytest.Config) -> Path | None:
+    """pytest-benchmark's storage folder (``--benchmark-storage``, ``.benchmarks``) where it
+    does not exist yet: pytest-benchmark makes it as it starts, whether or not a run saves."""
+    storage = config.getoption("benchmark_storage", None) or ""
+    if "://" in storage and not storage.startswith("file://"):
+        return None  # elasticsearch: no folder
+    folder = Path(storage.removeprefix("file://")).absolute()
+    return None if folder.exists() else folder
+
+
+def remove_if_empty(folder: Path | None) -> None:
+    """The storage folder this run made, where nothing was saved in it: a run of the suite
+    leaves no empty ``.benchmarks`` behind."""
+    if folder is not None:
+        try:
+            folder.rmdir()  # only an empty folder
+        except OSError:
+            pass

@@ -114,10 +114,15 @@ def export(
 
 def evaluate(paths: list[str], output: str | None, tables: str | None = None) -> int:
     """Check each report as ``check`` does, merge them, print the evaluation as the plugin
-    does, write it with ``-o``; ``tables``: the directory of a ``--gost-tables=DIR`` run."""
+    does, write it with ``-o``; ``tables``: the directory of a ``--gost-tables=DIR`` run.
+    Exit status 2 for an ``-o`` no file can be written to, 1 for a report refused."""
     try:
         if output is not None:
             output = BY_NAME["report"].parse("-o", output)  # a file can be written there
+    except ValueError as exc:  # a bad option, as argparse's: status 2 (docs/api.md)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
         twice = sorted({path for path in paths if paths.count(path) > 1})
         if twice:
             print(f"given more than once, read once: {', '.join(twice)}")

@@ -172,7 +172,7 @@ def report_path(flag: str, path: str) -> str:
         raise ValueError(f"{flag}={path}: the folder {folder} {missing}")
     if special:
         raise ValueError(f"{flag}={path}: exists and is not a regular file")
-    if target.exists() and not os.access(target, os.W_OK):  # a report its owner protected
+    if target.exists() and not _writable(target):  # a report its owner protected
         raise ValueError(f"{flag}={path}: the file is read-only; give another name")
     try:  # the report is written as a temporary file in that folder, then renamed
         handle, probe = tempfile.mkstemp(prefix=REPORT_TEMPORARY_PREFIX, dir=folder)
@@ -183,6 +183,12 @@ def report_path(flag: str, path: str) -> str:
             f"{flag}={path}: cannot write in {folder}: {exc.strerror or exc}"
         ) from None
     return str(target)
+
+
+def _writable(path: Path) -> bool:
+    """Whether ``path`` may be written: root may write any file, so a file with no write
+    permission bit is read-only to it too (chmod a-w), as to everyone else."""
+    return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
 
 
 def readable_file(flag: str, path: str) -> str:
