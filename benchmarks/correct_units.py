@@ -2,7 +2,8 @@
 (numpy or torch, float32) trains one analog for ``--rounds`` timed rounds in segments of 16,
 round keys from the operating system, and every unit of ``--unit`` rounds is checked (the
 draw forced to check all). Prints each failure as it comes, then how many units were
-checked and failed, the worst ratios with their rounds and arrays, the ratios' quantiles
+checked and failed, the worst ratios with their rounds and arrays, the ratios' quantiles,
+the worst ratio of each kind of array (outputs, input residuals, updated weights, updates)
 and the checks' time. Asserts nothing (docs/verification.md, "Checked rounds")::
 
     python benchmarks/correct_units.py --network Sh --batch 1 --rounds 5000
@@ -18,8 +19,30 @@ import numpy as np
 from correct_segments import one_network
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.conformance import audit, harness
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
+
+WORST: dict[str, float] = {}  # the largest ratio of each kind of array
+
+
+def _kind(name: str) -> str:
+    for kind in ("output", "input residual", "updated", "update"):
+        if name.endswith(kind):
+            return kind
+    return name
+
+
+def _noted(check):
+    if check is not None and check.admissible > 0 and check.rmse is not None:
+        kind = _kind(check.name)
+        WORST[kind] = max(WORST.get(kind, 0.0), check.rmse / check.admissible)
+    return check
+
+
+CHECK_ARRAY, UPDATE_CHECK = harness.check_array, audit.update_check
+harness.check_array = lambda *args, **kwargs: _noted(CHECK_ARRAY(*args, **kwargs))
+audit.update_check = lambda *args, **kwargs: _noted(UPDATE_CHECK(*args, **kwargs))
 
 
 class Every:
@@ -79,6 +102,8 @@ def main() -> None:
         + ", ".join(f"{a.worst_ratio:.3f} ({a.subject}: {a.worst_array})" for a in worst)
         + "; quantiles 50/90/99/99.9 %: "
         + " ".join(f"{q:.3f}" for q in quantiles)
+        + "; worst of each kind: "
+        + ", ".join(f"{kind} {ratio:.3f}" for kind, ratio in sorted(WORST.items()))
         + f"; checks {loop.audit_seconds:.0f} s of {time.monotonic() - started:.0f} s"
     )
 
