@@ -306,6 +306,26 @@ def test_check_refuses_checks_no_draw_makes_up_to_the_boundary(chain):
     assert any("where every unit is checked" in line for line in found), found
 
 
+@pytest.mark.parametrize(
+    ("k", "problem"),
+    [
+        (17, "unit_rounds 17: not a count of rounds within a segment of 16"),
+        (4, "not one whole unit"),
+    ],
+)
+def test_check_refuses_a_training_tests_unit_edited(chain, k, problem):
+    # Its checks judged units of 16 rounds (the fixed clock's k): a unit longer than a
+    # segment is no unit, and a shorter one makes them more than one unit each.
+    report = copy.deepcopy(chain["whole"].report)
+    (training,) = [t for t in report["benchmarks"] if t["mode"] == "training"]
+    assert training["unit_rounds"] == 16
+    training["unit_rounds"] = k
+
+    found = check_report(report, chain["whole"].path / "tiny")
+
+    assert any(problem in line for line in found), found
+
+
 def test_resume_refuses_an_inconsistent_partial_test(chain):
     path = chain["stopped"].path
     edited = _edited(chain["stopped"].report, EDITS["not a boundary"])
