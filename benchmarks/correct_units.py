@@ -3,7 +3,8 @@
 round keys from the operating system, and every unit of ``--unit`` rounds is checked (the
 draw forced to check all). Prints each failure as it comes, then how many units were
 checked and failed, the worst ratios with their rounds and arrays, the ratios' quantiles,
-the worst ratio of each kind of array (outputs, input residuals, updated weights, updates)
+the worst ratio of each kind of array (outputs, input residuals, updated weights, updates,
+starts)
 and the checks' time. Asserts nothing (docs/verification.md, "Checked rounds")::
 
     python benchmarks/correct_units.py --network Sh --batch 1 --rounds 5000
@@ -27,7 +28,7 @@ WORST: dict[str, float] = {}  # the largest ratio of each kind of array
 
 
 def _kind(name: str) -> str:
-    for kind in ("output", "input residual", "updated", "update"):
+    for kind in ("output", "input residual", "updated", "update", "start"):
         if name.endswith(kind):
             return kind
     return name
@@ -40,9 +41,10 @@ def _noted(check):
     return check
 
 
-CHECK_ARRAY, UPDATE_CHECK = harness.check_array, audit.update_check
+CHECK_ARRAY, UPDATE_CHECK, START_CHECK = harness.check_array, audit.update_check, audit.start_check
 harness.check_array = lambda *args, **kwargs: _noted(CHECK_ARRAY(*args, **kwargs))
 audit.update_check = lambda *args, **kwargs: _noted(UPDATE_CHECK(*args, **kwargs))
+audit.start_check = lambda *args, **kwargs: _noted(START_CHECK(*args, **kwargs))
 
 
 class Every:

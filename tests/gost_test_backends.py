@@ -580,6 +580,19 @@ class DoublesAnUpdate(_TimedCheat):
             super().update(layer, weights, grads, batch)
 
 
+class ZeroesHalfAChannelBank(DoublesAnUpdate):
+    """Once timed, after its update in timed round ``wrong`` zeroes half the output channels
+    of its first weighted layer (filters and biases): a state cheaper to go on from, whose
+    channels stay dead (ReLU passes no residual at 0), so each later round is consistent
+    with it; right otherwise."""
+
+    def update(self, layer, weights, grads, batch):
+        NumpyBackend.update(self, layer, weights, grads, batch)
+        if self.calls == self.wrong + 1 and layer.number == self.first:
+            for array in weights.values():
+                array[: len(array) // 2] = 0
+
+
 class SkipsAnInputResidual(DoublesAnUpdate):
     """Once timed, hands back zeros for the input residual of timed round ``wrong``, as if
     it left out the backward step to the network's input there (it forces nothing that

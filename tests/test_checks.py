@@ -361,6 +361,31 @@ def test_a_unit_is_replayed_from_the_weights_the_backend_held_before_it(shipped_
     assert second.audits[0].worst_ratio >= MARGIN, second.audits
 
 
+def test_a_unit_starting_from_weights_moved_in_an_unchecked_unit_fails(
+    shipped_networks, monkeypatch
+):
+    # Round 2 zeroes half the first layer's channels; only round 3 is checked, replayed from
+    # the weights the backend held after round 2, with which it is consistent. Its start,
+    # held against the drawn weights and one round's updates, gives the move away.
+    network = shipped_networks["Sh"]
+    first = network.weight_layers[0].number
+
+    def checked():
+        backend = mutants.ZeroesHalfAChannelBank("float32")
+        return timed(backend, network, "training", draw=Scripted((3,))).audits
+
+    (audit,) = checked()
+    assert (
+        not audit.passed
+        and audit.worst_array.startswith(f"row {first} ")
+        and "start" in (audit.worst_array)
+    ), audit
+    assert audit.worst_ratio >= MARGIN
+    monkeypatch.setattr(audit_checks, "START_SHARE", 1e30)  # without the bound: it passes
+    (audit,) = checked()
+    assert audit.passed, audit
+
+
 @pytest.mark.parametrize("k", [1, 3])
 def test_every_rounds_input_residual_is_checked_not_only_a_units_last(shipped_networks, k):
     # Timed round 2 skips the backward step to the input: one unit of three rounds, or

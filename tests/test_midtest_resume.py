@@ -284,6 +284,7 @@ EDITS = {
     "yet is kept part-way": lambda p, r: r["run"]["finished"].append(p["test"]),
     "not one per cell": lambda p, r: p["cells"][0].update(cell=1),
     "contention: cpu_share is": lambda p, r: p["cells"][0]["contention"].update(cpu_share=2.0),
+    "unit_rounds 17: a unit holds 1 to 1": lambda p, r: p["cells"][0].update(unit_rounds=17),
 }
 
 
@@ -324,6 +325,17 @@ def test_check_refuses_a_training_tests_unit_edited(chain, k, problem):
     found = check_report(report, chain["whole"].path / "tiny")
 
     assert any(problem in line for line in found), found
+
+
+def test_check_reads_a_report_from_before_units_of_rounds_as_it_was_written(chain):
+    # No unit_rounds anywhere: a training test's checks were whole segments.
+    report = copy.deepcopy(chain["whole"].report)
+    for test in report["benchmarks"]:
+        test.pop("unit_rounds"), test.pop("copy_share"), test["checks"].pop("unit_rounds")
+        if test["mode"] == "training":
+            test["checks"]["unit"] = "segment"
+
+    assert check_report(report, chain["whole"].path / "tiny") == []
 
 
 def test_resume_refuses_an_inconsistent_partial_test(chain):

@@ -19,7 +19,7 @@ from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
 from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type
 from pytest_gostcnn.model.memory import results_held
 from pytest_gostcnn.model.network import Network
-from pytest_gostcnn.reference.library import NUMPY, Array, ReferenceLibrary
+from pytest_gostcnn.reference.library import NUMPY, Array, ReferenceLibrary, to_numpy
 
 from . import fixed_point
 from .error_model import ValueAndVariance
@@ -36,6 +36,12 @@ from .verdicts import UPDATE_ERROR, ArrayCheck, Verification
 # weights keep too little of for a share of it to mean anything.
 UPDATE_SHARE = 0.5
 UPDATE_FLOOR = 16.0
+# A unit that starts from the suite's copy (not the drawn weights) holds that copy against
+# the drawn weights too: it may lie from them at most START_SHARE times the earlier rounds
+# of its segment times the larger of this unit's update and the floor above, so a backend
+# cannot move its weights, in a unit nobody checked, into a state cheaper to go on from
+# (a channel zeroed stays zero) that later units, replayed from it, would take as given.
+START_SHARE = 100.0
 
 
 def _check_range(maps: list[ValueAndVariance], master: list[ValueAndVariance], dtype: str) -> None:
@@ -136,6 +142,8 @@ def verify_unit(
     threshold: float | None = None,
     library: ReferenceLibrary = NUMPY,
     kept: bool = False,
+    drawn: executor.Weights | None = None,
+    prior: int = 0,
 ) -> Verification:
     """Check a training unit (standard.md §7.7): its rounds replayed from the weights it
     started from (``replay.Replay``: the float64 reference with its error model, the weights
@@ -145,7 +153,8 @@ def verify_unit(
     unit's end, against its СКОП and against its update (``update_check``).
 
     ``start``: the drawn host weights (a segment's first unit), or with ``kept`` the suite's
-    copy of the backend's weights when the unit before ended. Nothing is read from the
+    copy of the backend's weights when the unit before ended, ``prior`` rounds after the
+    segment's ``drawn`` weights (``start_check``). Nothing is read from the
     backend: every array is a copy made inside the timed rounds, so no read after the draw
     tells the backend that its unit was checked.
     """
@@ -154,12 +163,15 @@ def verify_unit(
     batch = int(np.shape(rounds[0].output)[0])
 
     def verify(verification: Verification) -> None:
-        replay = suite_side(batch, lambda: Replay(network, backend.dtype, start, library, kept))
+        # The suite's copies to the host here, where what fails of the backend's is its own.
+        first = _on_host(start) if kept else start
+        done, residuals = _on_host(updated), [_on_host(r) for r in input_residuals]
+        replay = suite_side(batch, lambda: Replay(network, backend.dtype, first, library, kept))
         before = {n: {k: v.copy() for k, v in ws.items()} for n, ws in replay.values.items()}
         model = replay.model
         held = results_held(network, batch, training=True)
         compare = comparer(verification, backend, threshold, on_host=True)
-        for delivered, input_residual in zip(rounds, input_residuals, strict=True):
+        for delivered, residual in zip(rounds, residuals, strict=True):
             weights = replay.weights()
 
             def prepare(delivered: DeliveredRound = delivered, weights: dict = weights):
@@ -174,17 +186,21 @@ def verify_unit(
             _check_range([reference.output, reference.input_residual], master, backend.dtype)
             number = delivered.number
             compare(f"round {number} output", delivered.output, reference.output)
-            compare(f"round {number} input residual", input_residual, reference.input_residual)
+            compare(f"round {number} input residual", residual, reference.input_residual)
             replay.keep(weights)
         for layer in network.weight_layers:
             for key in layer.weight_shapes:
                 name = f"row {layer.number} {key}"
-                got = updated[layer.number][key]
+                got = done[layer.number][key]
                 compare(f"{name} updated", got, weights[layer.number][key], master=True)
                 after = replay.values[layer.number][key]
-                check = update_check(name, got, before[layer.number][key], after, backend.dtype)
-                if check is not None and threshold is None:  # an override sets every bound
-                    verification.checks.append(check)
+                first = before[layer.number][key]
+                checks = [update_check(name, got, first, after, backend.dtype)]
+                if kept and drawn is not None:
+                    origin = replay.precision.round(np.asarray(drawn[layer.number][key], float))
+                    checks.append(start_check(name, first, origin, after, backend.dtype, prior))
+                if threshold is None:  # an override sets every bound
+                    verification.checks += [check for check in checks if check is not None]
 
     return guarded(f"{network.latin}-training unit", verify)
 
@@ -211,6 +227,37 @@ def update_check(
         statistic=UPDATE_ERROR,
         note=f"the update may err by at most {UPDATE_SHARE:g} of itself; one left out errs by 1",
     )
+
+
+def start_check(
+    name: str, start: np.ndarray, drawn: np.ndarray, after: np.ndarray, dtype: str, prior: int
+) -> ArrayCheck:
+    """The weights a unit started from (the backend's, ``prior`` rounds into the segment)
+    against the segment's ``drawn`` ones: at most ``START_SHARE`` x ``prior`` x the larger of
+    this unit's update to ``after`` and ``UPDATE_FLOOR`` times the weights' rounding."""
+    step = max(
+        _rms(after - start), UPDATE_FLOOR * PRECISIONS[master_dtype(dtype)].storage * _rms(start)
+    )
+    return ArrayCheck(
+        f"{name} start",
+        _rms(start - drawn),
+        START_SHARE * max(prior, 1) * step,
+        statistic=UPDATE_ERROR,
+        note="the weights a unit starts from may lie from the drawn ones by the rounds' updates",
+    )
+
+
+def _on_host(kept: Any) -> Any:
+    """A copy the suite kept (an array, or weights by row and name) on the host: through its
+    namespace, never the backend; as it is where it has none (a host copy already)."""
+    if isinstance(kept, dict):
+        return {n: {k: _on_host(a) for k, a in ws.items()} for n, ws in kept.items()}
+    try:
+        array_namespace(kept)
+    except TypeError:
+        return kept
+    detach = getattr(kept, "detach", None)  # a tensor that records its gradient
+    return to_numpy(detach() if callable(detach) else kept)
 
 
 def _rms(array: np.ndarray) -> float:

@@ -8,7 +8,8 @@ The copies stay on the backend's device: through its arrays' own namespace (NumP
 PyTorch, by ``array_api_compat``) into buffers the suite allocates once, of the namespace's
 own array type; an array of no known namespace is read to the host through the backend's
 ``to_host`` instead. A copy is read to the host only for a unit drawn for a check, through
-the namespace, never the backend: no call of the backend's tells it which unit was checked.
+the namespace, never the backend (``conformance/audit.py``): no call of the backend's tells
+it which unit was checked.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import numpy as np
 from array_api_compat import array_namespace, device
 
 from pytest_gostcnn.backend import Backend
-from pytest_gostcnn.reference.library import to_numpy
 
 # The most of a unit's timed seconds the copies may take: every round's input residual,
 # and one copy of the weights a unit of the fewest rounds that keep it within this share.
@@ -81,6 +81,19 @@ class KeptWeights:
         self.before = None if segment_ends else self.after
         self.after, self.residuals = None, []
 
+    def reserve(self, rounds: int) -> None:
+        """Buffers for the input residuals of a unit of ``rounds``, allocated now (after the
+        warm-up's copies), so that no timed round allocates one."""
+        while 0 < len(self._free_residuals) < rounds:
+            template = self._free_residuals[0]
+            try:
+                xp = array_namespace(template)
+            except TypeError:  # host copies, made anew each round
+                return
+            self._free_residuals.append(
+                xp.empty(template.shape, dtype=template.dtype, device=device(template))
+            )
+
     def measure(self, weights: Weights, input_residual: Any) -> tuple[float, float]:
         """The seconds of one copy of the weights and of one input residual into buffers
         already allocated (the warm-up's: the first copies allocate them); the copies left
@@ -97,22 +110,6 @@ class KeptWeights:
         both = time.perf_counter() - started
         self.next_unit(segment_ends=True)
         return max(0.0, both - residual), residual
-
-
-def on_host(kept: Any) -> Any:
-    """A copy (an array, or weights by row and name) on the host, for a check after its
-    draw."""
-    if isinstance(kept, dict):
-        return {n: {k: _host(a) for k, a in ws.items()} for n, ws in kept.items()}
-    return _host(kept)
-
-
-def _host(array: Any) -> Any:
-    try:
-        array_namespace(array)
-    except TypeError:  # already the host copy ``to_host`` gave
-        return array
-    return to_numpy(array)
 
 
 def unit_rounds(

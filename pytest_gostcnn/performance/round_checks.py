@@ -33,7 +33,7 @@ from pytest_gostcnn.model.network import Network
 from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
 from .images import ImageSet, residual
-from .kept import KeptWeights, on_host
+from .kept import KeptWeights
 from .timing import Audit
 
 
@@ -122,13 +122,12 @@ class RoundChecks:
             ),
         )
 
-    def unit(self, kept: KeptWeights) -> Audit:
+    def unit(self, kept: KeptWeights, prior: int) -> Audit:
         """Check the unit whose rounds are kept, from the weights it started with (the
-        suite's copy, or at a segment's start the drawn weights) to the weights the suite
-        kept at its end, with each round's input residual."""
-        updated = on_host(kept.after)
-        residuals = [on_host(r) for r in kept.residuals]
-        start = self.weights if kept.before is None else on_host(kept.before)
+        suite's copy, ``prior`` rounds into its segment, or at a segment's start the drawn
+        weights) to the weights the suite kept at its end, with each round's input
+        residual."""
+        start = self.weights if kept.before is None else kept.before
         rounds = [
             DeliveredRound(
                 kept.number,
@@ -147,11 +146,13 @@ class RoundChecks:
                 self.network,
                 start,
                 rounds,
-                updated,
-                residuals,
+                kept.after,
+                kept.residuals,
                 self.threshold,
                 self.library,
                 kept=kept.before is not None,
+                drawn=self.weights,
+                prior=prior,
             ),
         )
 

@@ -86,7 +86,9 @@ class Rounds:
         self.weights = backend.load_weights(network, self.host_weights)
         self.probe = probe(backend, network, self.host_weights, run_plan.batch, self.scales)
         self.segment_rounds = segment_rounds
-        given = test.unit_rounds if resume is None else resume.unit_rounds
+        given = test.unit_rounds
+        if resume is not None:  # a checkpoint from before units of rounds checked segments
+            given = segment_rounds if resume.unit_rounds is None else resume.unit_rounds
         self.unit_rounds = fixed_unit(mode, segment_rounds, given, run_plan.warmup_rounds)
         self.measuring = self.unit_rounds is None  # the same on every cell
         self.copies: tuple[float, float, float] | None = None  # the warm-up's seconds
@@ -165,7 +167,7 @@ class Rounds:
         )
 
     @property
-    def audit_failed(self) -> bool:
+    def audit_failed(self) -> bool:  # the test calls the backend no more
         return any(not audit.passed for audit in self.audits)
 
     @property
@@ -181,8 +183,7 @@ class Rounds:
         }
 
     def ends_segment(self, number: int) -> bool:
-        """Timed round ``number`` (0 or less: a warm-up round) is the last of its segment:
-        the segment's length is reached, or the test's rounds, or the warm-up's."""
+        """Timed round ``number`` (0 or less: a warm-up round) ends its segment."""
         if number <= 0:
             return number == 0
         return number % self.segment_rounds == 0 or number == self.plan.rounds
@@ -234,9 +235,8 @@ class Rounds:
     @property
     def deadline(self) -> Deadline:
         """``stall_deadline``, given this cell's check since the last barrier, if any."""
-        return stall_deadline(
-            self.links.stall_timeout, self.warmup_seconds, self.audit_before_barrier
-        )
+        links, check = self.links, self.audit_before_barrier
+        return stall_deadline(links.stall_timeout, self.warmup_seconds, check)
 
     def _meet(self, ended: str) -> None:
         self.links.barrier(self.deadline, ended)
@@ -314,8 +314,7 @@ class Rounds:
             self.error = _failure(exc, f"{self.mode} round")
 
     def _measure_copy(self, round_seconds: float) -> None:
-        """The last warm-up round, untimed: the suite's copy of the weights measured against
-        the round, and k set from it unless fixed (cell 0's, agreed in the teardown)."""
+        """The last warm-up round: the copies timed against it, k from them unless fixed."""
         self.copies = (*self.kept.measure(self.weights, self.result.input_residual), round_seconds)
         if self.measuring:
             self.unit_rounds = unit_rounds(*self.copies, self.segment_rounds)
@@ -341,12 +340,13 @@ class Rounds:
             self.fingerprints.append(fingerprint(copies[0]) if delivered_now else None)
             if self.draw is not None:
                 self._check(copies if delivered_now else None)
+            elif self.kept is not None and self.unit_end:  # nothing drawn: the copies go
+                self.kept.next_unit(self.segment_end)
         if self.links.boundary is not None and self.at_boundary:
             self.links.boundary(self)
 
     def _agree_unit(self) -> None:
-        """After the warm-up: training's k is cell 0's on every cell (one draw for all), the
-        draw's chance follows from it, and so does the copies' share of a round."""
+        """After the warm-up: k is cell 0's on every cell; the chance and the share follow."""
         if self.measuring and self.links.barrier is not None:
             self.unit_rounds = self.links.barrier(
                 self.deadline, "the warm-up round", lambda: self.unit_rounds
@@ -355,6 +355,7 @@ class Rounds:
             self.unit_rounds = self.segment_rounds
         if self.copies is not None:
             self.copy_share = copy_share(*self.copies, self.unit_rounds)
+            self.kept.reserve(self.unit_rounds)  # every round's residual buffer, before any
         if self.measuring and isinstance(self.draw, CheckDraw):
             self.draw.chance = self.units.chance
 
@@ -378,7 +379,8 @@ class Rounds:
         if checked and whole:
             started = time.monotonic()
             if training:
-                audit = self.checks.unit(self.kept)
+                first = self.units.first(self.number)
+                audit = self.checks.unit(self.kept, (first - 1) % self.segment_rounds)
             else:
                 audit = self.checks.image(self.number, self.key, image, copies[0])
             self.audit_seconds += audit.seconds

@@ -67,9 +67,10 @@ def check_tests(
             found, f"{where}, spread", stated.get("spread", {}), timing.spread.as_dict()
         )
         if stated.get("checks") is not None or timing.checks_dict() is not None:
-            compare_figures(
-                found, f"{where}, checks", stated.get("checks") or {}, timing.checks_dict() or {}
-            )
+            written, recomputed = stated.get("checks") or {}, timing.checks_dict() or {}
+            if "unit_rounds" not in written:  # a report from before units of rounds
+                recomputed.pop("unit_rounds", None)
+            compare_figures(found, f"{where}, checks", written, recomputed)
         if [c["cell"] for c in stated["cells"]] != list(range(options["cells"])):
             found.append(f"{where}: cells {[c['cell'] for c in stated['cells']]}, not one per cell")
         for cell, written in zip(timing.cells, stated["cells"], strict=True):
@@ -265,8 +266,14 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
         )
     if [c.cell for c in test.cells] != list(range(options["cells"])):
         found.append(f"{where}: cells {[c.cell for c in test.cells]}, not one per cell")
+    if len({cell.unit_rounds for cell in test.cells}) > 1:
+        found.append(f"{where}: the cells' units {[c.unit_rounds for c in test.cells]} differ")
     for cell, written in zip(test.cells, stored["cells"], strict=True):
         here = f"{where}, cell {cell.cell}"
+        k, most = cell.unit_rounds, boundary if test.mode == "training" else 1
+        if k is not None and not 1 <= k <= most:
+            found.append(f"{here}: unit_rounds {k}: a unit holds 1 to {most} rounds here")
+            continue
         if len(cell.round_seconds) != test.done:
             found.append(f"{here}: {len(cell.round_seconds)} round times for {test.done} rounds")
         compare_figures(found, here, written, {"seconds": sum(cell.round_seconds)})
