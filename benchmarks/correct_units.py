@@ -41,10 +41,11 @@ def _noted(check):
     return check
 
 
-CHECK_ARRAY, UPDATE_CHECK, START_CHECK = harness.check_array, audit.update_check, audit.start_check
-harness.check_array = lambda *args, **kwargs: _noted(CHECK_ARRAY(*args, **kwargs))
-audit.update_check = lambda *args, **kwargs: _noted(UPDATE_CHECK(*args, **kwargs))
-audit.start_check = lambda *args, **kwargs: _noted(START_CHECK(*args, **kwargs))
+def _record() -> None:
+    """Every comparison of a check noted in ``WORST``, by kind."""
+    for module, name in ((harness, "check_array"), (audit, "update_check"), (audit, "start_check")):
+        compare = getattr(module, name)
+        setattr(module, name, lambda *a, compare=compare, **k: _noted(compare(*a, **k)))
 
 
 class Every:
@@ -72,6 +73,7 @@ def main() -> None:
     parser.add_argument("--unit", type=int, default=1, help="rounds a unit, k (1)")
     parser.add_argument("--backend", choices=("numpy", "torch"), default="numpy")
     args = parser.parse_args()
+    _record()
     for name, least in (("rounds", 1), ("batch", 1), ("unit", 1)):
         if getattr(args, name) < least:
             parser.error(f"--{name} {getattr(args, name)}: at least {least}")

@@ -244,6 +244,18 @@ def check_iterations(mode: str, rounds: int, segment_rounds: int | None, batch: 
     return chance * rounds / batch
 
 
+def progress_line(subject: str, done: int, total: int, kept: int, seconds: float) -> str:
+    """A test's progress: ``done`` of its ``total`` images set up (the warm-up's included, and
+    ``kept``, a resumed test's earlier ones), the rate of this run's over ``seconds`` of its
+    rounds, and the time its rounds have left at that rate."""
+    rate = (done - kept) / seconds if seconds > 0 else 0.0
+    left = (total - done) / rate if rate > 0 else math.inf
+    return (
+        f"{subject}: {done}/{total} images ({100 * done / total:.1f}%, the warm-up's "
+        f"included), {rate:.3g} images/s in its rounds, about {duration(left)} of rounds left"
+    )
+
+
 def _tests(count: int) -> str:
     return "test" if count == 1 else "tests"
 

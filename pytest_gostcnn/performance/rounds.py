@@ -14,7 +14,6 @@ chance (``checks.py``), and a checked one is judged by ``round_checks.py``.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -27,7 +26,7 @@ from .cells import Deadline
 from .checks import CheckDraw, Units
 from .contention import ContentionMeter
 from .delivery import deliver, delivery_problem, fingerprint
-from .estimate import duration
+from .estimate import progress_line
 from .images import ImageSet, image_checksum, round_key, seed_key
 from .kept import KeptWeights, copy_share, fixed_unit, unit_rounds
 from .partial import PartialCell, boundary_rounds
@@ -92,7 +91,6 @@ class Rounds:
         self.unit_rounds = fixed_unit(mode, segment_rounds, given, run_plan.warmup_rounds)
         self.measuring = self.unit_rounds is None  # the same on every cell
         self.copies: tuple[float, float, float] | None = None  # the warm-up's seconds
-        self.copy_share: float | None = None  # of a timed round, the copies' at this k
         self.kept = KeptWeights(backend) if mode == "training" else None
         self.warmup_seconds: float | None = None  # the last warm-up round, barrier to barrier
         self.left_barrier: float | None = None
@@ -167,6 +165,11 @@ class Rounds:
         )
 
     @property
+    def copy_share(self) -> float | None:
+        """What the copies cost a timed round at this k, as the warm-up timed them."""
+        return None if self.copies is None else copy_share(*self.copies, self.unit_rounds)
+
+    @property
     def audit_failed(self) -> bool:  # the test calls the backend no more
         return any(not audit.passed for audit in self.audits)
 
@@ -235,8 +238,9 @@ class Rounds:
     @property
     def deadline(self) -> Deadline:
         """``stall_deadline``, given this cell's check since the last barrier, if any."""
-        links, check = self.links, self.audit_before_barrier
-        return stall_deadline(links.stall_timeout, self.warmup_seconds, check)
+        return stall_deadline(
+            self.links.stall_timeout, self.warmup_seconds, self.audit_before_barrier
+        )
 
     def _meet(self, ended: str) -> None:
         self.links.barrier(self.deadline, ended)
@@ -354,7 +358,6 @@ class Rounds:
         if self.unit_rounds is None:  # the warm-up failed: the error ends the test
             self.unit_rounds = self.segment_rounds
         if self.copies is not None:
-            self.copy_share = copy_share(*self.copies, self.unit_rounds)
             self.kept.reserve(self.unit_rounds)  # every round's residual buffer, before any
         if self.measuring and isinstance(self.draw, CheckDraw):
             self.draw.chance = self.units.chance
@@ -459,18 +462,12 @@ class Rounds:
         self.last_report = now
         total = (self.plan.rounds + self.plan.warmup_rounds) * self.plan.batch
         done = self.next_image  # a resumed test's include the stopped run's
-        # The rounds' rate, setup included and this run's checks not: the checks' time is
+        kept = self.start * self.plan.batch  # those, which neither rate nor estimate counts
+        # The rounds' time, setup included and this run's checks not: the checks' time is
         # the run estimate's, after the "; ".
         rounds = now - self.started - (self.audit_seconds - self.audit_seconds_before)
-        rate = (done - self.start * self.plan.batch) / rounds if rounds > 0 else 0.0
-        left = (total - done) / rate if rate > 0 else math.inf
-        line = (
-            f"{subject(self.network, self.mode)}: {done}/{total} images "
-            f"({100 * done / total:.1f}%, the warm-up's included), {rate:.3g} images/s in its "
-            f"rounds, about {duration(left)} of rounds left"
-        )
+        line = progress_line(subject(self.network, self.mode), done, total, kept, rounds)
         if self.links.estimate is not None:
-            kept = self.start * self.plan.batch  # the estimate counts this run's rounds
             key = (self.network.latin, self.mode)
             line += "; " + self.links.estimate.status(key, (done - kept) / (total - kept))
         self.links.progress(line)

@@ -36,8 +36,3 @@ def benchmark_weights(network: Network, rng: np.random.Generator) -> dict:
             for name, shape in layer.weight_shapes.items()
         }
     return weights
-
-
-def segment_start(number: int, segment_rounds: int) -> int:
-    """The first timed round (from 1) of the segment timed round ``number`` lies in."""
-    return number - (number - 1) % segment_rounds
