@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 
 from pytest_gostcnn.model.network import LATIN
+from pytest_gostcnn.performance.loop import record_of, run
 from pytest_gostcnn.performance.plan import Plan
 
 HERE = Path(__file__).parent
@@ -187,14 +188,11 @@ class Scripted:
         return min(self.picture, batch - 1)
 
 
-def run_rounds(loop):
-    """Every round of ``loop`` (a ``Rounds``), the warm-up first, as ``benchmark.pedantic``
-    runs them: setup, the timed target, teardown."""
-    for _ in range(loop.plan.warmup_rounds + loop.plan.rounds - loop.start):
-        arguments, _ = loop.setup()
-        loop.target(*arguments)
-        loop.teardown(*arguments)
-    return loop
+def run_rounds(rounds):
+    """Every round of ``rounds`` (a ``Rounds``), the warm-up first, through the suite's loop
+    (``loop.run``); ``rounds`` then, for a unit test to read (the suite reads the record)."""
+    record_of(run(rounds))
+    return rounds
 
 
 def usage_error(result: pytest.RunResult, *says: str) -> None:

@@ -33,7 +33,7 @@ def tiny(tmp_path_factory):
 
 
 def timed(backend, network, mode, rounds, batch=1, seed=0, segment_rounds=None):
-    """Every round of one test, the warm-up first, as ``benchmark.pedantic`` runs them, and
+    """Every round of one test, the warm-up first, through the suite's loop, and
     the seconds of each timed target."""
     run_plan = Plan(None, rounds, 1, batch, rounds * batch)
     test = TimedTest(backend, network, mode, run_plan, seed=3, segment_rounds=segment_rounds)
@@ -123,7 +123,7 @@ def test_work_done_while_the_data_is_handed_over_is_timed_with_the_round(shipped
     loop = Rounds(TimedTest(backend, network, "inference", run_plan, seed=3))
     timed_seconds, worked = [], []
     for call in range(run_plan.warmup_rounds + run_plan.rounds):
-        arguments, _ = loop.setup()
+        arguments = loop.setup()
         before = len(backend.worked)
         started = time.perf_counter()
         loop.target(*arguments)
@@ -131,7 +131,7 @@ def test_work_done_while_the_data_is_handed_over_is_timed_with_the_round(shipped
         if call and len(backend.worked) > before:
             timed_seconds.append(seconds)
             worked.append(backend.worked[-1])
-        loop.teardown(*arguments)
+        loop.teardown()
     assert worked and len(worked) == (4 if mutant.every == 1 else 2)
     assert all(t >= w for t, w in zip(timed_seconds, worked, strict=True))
     assert all(a.passed for a in loop.audits)  # its answers are right: only its time was wrong

@@ -52,7 +52,7 @@ class NumpyXp(XpBackend):
 
 
 def timed(backend, network, mode, run_plan=SMALL_PLAN, draw_seed=0, threshold=None, draw=None, k=1):
-    """Every round of one test, warm-up first, as ``benchmark.pedantic`` runs them
+    """Every round of one test, warm-up first, through the suite's loop
     (``draw``: a scripted one in place of the seeded draw; ``k``: training's unit, fixed
     here where a run measures it; None, measured)."""
     test = TimedTest(backend, network, mode, run_plan, seed=3, threshold=threshold, unit_rounds=k)
@@ -182,9 +182,9 @@ def test_the_warm_up_measures_the_weights_copy_and_sets_the_unit_from_it(shipped
     rounds = Rounds(TimedTest(NumpyBackend("float32"), network, "training", run_plan, seed=3))
     assert rounds.unit_rounds is None  # not known before the warm-up
 
-    arguments, _ = rounds.setup()
+    arguments = rounds.setup()
     rounds.target(*arguments)
-    rounds.teardown(*arguments)
+    rounds.teardown()
 
     k, (weights, residual, round_seconds) = rounds.unit_rounds, rounds.copies
     assert 0 < weights and 0 < residual and 1 <= k <= rounds.segment_rounds
@@ -221,10 +221,10 @@ def test_the_check_runs_after_the_timed_target_not_inside_it(shipped_networks):
     rounds = Rounds(TimedTest(NumpyBackend("float32"), network, "inference", SMALL_PLAN, seed=3))
     rounds.draw = Scripted((2,))
     for _ in range(SMALL_PLAN.warmup_rounds + 2):
-        arguments, _ = rounds.setup()
+        arguments = rounds.setup()
         rounds.target(*arguments)
         assert rounds.audits == []  # nothing checked within what pytest-benchmark times
-        rounds.teardown(*arguments)
+        rounds.teardown()
     assert [a.round for a in rounds.audits] == [2]
 
 
@@ -249,10 +249,10 @@ def test_a_training_unit_is_drawn_once_its_last_round_delivered(shipped_networks
     rounds.draw = Scripted((2, 3))  # units 2 (round 3, its segment's last) and 3 (rounds 4-5)
     drawn_after = []
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):
-        arguments, _ = rounds.setup()
+        arguments = rounds.setup()
         rounds.target(*arguments)
         before = rounds.draw.unit
-        rounds.teardown(*arguments)
+        rounds.teardown()
         if rounds.draw.unit != before:
             drawn_after.append(rounds.number)
 

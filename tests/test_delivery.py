@@ -143,11 +143,11 @@ def test_a_unit_is_drawn_only_after_it_delivered_and_before_the_next_round_begin
     rounds.draw = LoggedDraw(Scripted(range(1, 7)), backend.log, rounds)
     delivered = []
     for _ in range(PLAN.warmup_rounds + PLAN.rounds):
-        arguments, _ = rounds.setup()
+        arguments = rounds.setup()
         assert ("decide", rounds.number) not in backend.log
         rounds.target(*arguments)
         delivered.append(len(backend.log))  # every read of the timed region is done
-        rounds.teardown(*arguments)
+        rounds.teardown()
     decisions = [i for i, call in enumerate(backend.log) if isinstance(call, tuple)]
     # Inference: after every round; training: after each unit's last (units of 3 rounds
     # in segments of 4: rounds 1-3, 4, 5-6).

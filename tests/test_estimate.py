@@ -5,7 +5,9 @@ import time
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.performance.estimate import RunEstimate, check_iterations, duration
+from pytest_gostcnn.performance.loop import record_of, run
 from pytest_gostcnn.performance.plan import Plan
+from pytest_gostcnn.performance.record import Progress
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.performance.timing import macs_per_image
 
@@ -174,16 +176,18 @@ def test_the_runs_first_total_is_printed_before_the_first_timed_round(shipped_ne
     macs = macs_per_image(network, "inference") * 3
     estimate = RunEstimate([(("Sh", "inference"), "Ш (Sh) inference", macs)])
     events: list[str] = []
-    rounds = Rounds(
-        TimedTest(NumpyBackend("float32"), network, "inference", run_plan, seed=0),
-        Links(progress=events.append, estimate=estimate),
-    )
 
-    for _ in range(run_plan.warmup_rounds + run_plan.rounds):  # as benchmark.pedantic does
-        arguments, _ = rounds.setup()
-        events.append("round")
-        rounds.target(*arguments)
-        rounds.teardown(*arguments)
+    class Logged(NumpyBackend):
+        def infer(self, *arguments):
+            events.append("round")
+            return super().infer(*arguments)
+
+    test = TimedTest(Logged("float32"), network, "inference", run_plan, seed=0)
+    rounds = Rounds(test, Links(estimate=estimate))
+    events.clear()  # the probe's calls, before the rounds
+    for event in run(rounds):
+        if isinstance(event, Progress):
+            events.append(event.line)
 
     assert events[0] == "round"  # the warm-up
     assert events[1].startswith("run estimate: about ")
@@ -230,16 +234,10 @@ def test_a_tests_progress_gives_its_rounds_rate_without_its_audits(shipped_netwo
     # 1.25 images/s, and the audits' time is the run estimate's, not the rounds' rate.
     network = shipped_networks["Sh"]
     run_plan = Plan("quick", rounds=4, warmup_rounds=1, batch=1)
-    events: list[str] = []
-    rounds = Rounds(
-        TimedTest(NumpyBackend("float32"), network, "inference", run_plan, seed=0),
-        Links(progress=events.append),
-    )
-    for _ in range(run_plan.warmup_rounds + run_plan.rounds):
-        arguments, _ = rounds.setup()
-        rounds.target(*arguments)
-        rounds.teardown(*arguments)
+    rounds = Rounds(TimedTest(NumpyBackend("float32"), network, "inference", run_plan, seed=0))
+    record_of(run(rounds))
     rounds.started = time.monotonic() - 100.0
     rounds.audit_seconds = rounds.audit_seconds_before + 96.0
     rounds._report(every=0.0)
-    assert "5/5 images (100.0%, the warm-up's included), 1.25 images/s in its rounds" in events[-1]
+    line = rounds.said()[-1]
+    assert "5/5 images (100.0%, the warm-up's included), 1.25 images/s in its rounds" in line

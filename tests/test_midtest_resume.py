@@ -25,9 +25,11 @@ from pytest_gostcnn.model.network import load_networks
 from pytest_gostcnn.performance import partial
 from pytest_gostcnn.performance import rounds as rounds_module
 from pytest_gostcnn.performance.contention import Contention
+from pytest_gostcnn.performance.loop import run
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
 from pytest_gostcnn.performance.plan import Plan
-from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
+from pytest_gostcnn.performance.record import Passed
+from pytest_gostcnn.performance.rounds import Rounds, TimedTest
 from pytest_gostcnn.reports.check import check_report
 from pytest_gostcnn.reports.merge import merge_reports
 
@@ -54,18 +56,21 @@ def tiny(tmp_path_factory):
     return load_networks(directory(tmp_path_factory.mktemp("tables")) / "tiny")["Sh"]
 
 
-def _drive(rounds, plan, seen, monkeypatch=None):
-    """The rounds left, as ``benchmark.pedantic`` runs them; each timed round's output.
-    With ``monkeypatch``, each round's data key is its number's, so that two runs of the
-    same rounds compute alike."""
+def _drive(rounds, seen, monkeypatch=None):
+    """The rounds left, through the suite's loop; each timed round's output in ``seen``; the
+    boundaries the loop passed. With ``monkeypatch``, each round's data key is its number's,
+    so that two runs of the same rounds compute alike."""
     if monkeypatch is not None:
         monkeypatch.setattr(rounds_module, "round_key", lambda randomness=None: rounds.number + 1)
-    for _ in range(plan.warmup_rounds + plan.rounds - rounds.start):
-        arguments, _ = rounds.setup()
-        rounds.target(*arguments)
+    target = rounds.target
+
+    def delivered(*arguments):
+        target(*arguments)
         if rounds.number:
             seen[rounds.number] = rounds.delivered[0]  # the output map, as delivered
-        rounds.teardown(*arguments)
+
+    rounds.target = delivered
+    return [event for event in run(rounds) if isinstance(event, Passed) and event.boundary]
 
 
 @pytest.mark.parametrize("mode", ["training", "inference"])
@@ -73,19 +78,18 @@ def test_a_test_resumed_at_a_boundary_computes_the_rounds_an_uninterrupted_one_d
     tiny, mode, monkeypatch
 ):
     backend, plan = NumpyBackend("float32"), Plan(None, 40, 1, 1, 40)
-    boundaries, through = [], {}
-
-    def boundary(rounds):
-        assert rounds.delivered is None  # in the teardown, after the round's check
-        boundaries.append(rounds.number)
-        assert rounds.partial([1.0] * rounds.number, 0, "cpu").round_seconds[-1] == 1.0
-
-    whole = Rounds(TimedTest(backend, tiny, mode, plan, seed=5), Links(boundary=boundary))
-    _drive(whole, plan, through, monkeypatch)
-    assert boundaries == [16, 32]  # a boundary every 16 rounds, never the test's last
+    through = {}
+    whole = Rounds(TimedTest(backend, tiny, mode, plan, seed=5, device="cpu"))
+    boundaries = _drive(whole, through, monkeypatch)
+    # A boundary every 16 rounds, never the test's last, each with the rounds so far.
+    assert [(b.done, b.boundary.done, len(b.share.round_seconds)) for b in boundaries] == [
+        (16, 16, 16),
+        (32, 32, 32),
+    ]
+    assert boundaries[0].share.device == "cpu" and boundaries[0].boundary.boundary == 16
     kept = PartialCell(0, "cpu", (1.0,) * 16, whole.first_image)
     again, resumed = Rounds(TimedTest(backend, tiny, mode, plan, seed=5), resume=kept), {}
-    _drive(again, plan, resumed, monkeypatch)
+    _drive(again, resumed, monkeypatch)
     assert sorted(resumed) == list(range(17, 41)) and again.done == 40
     for number, output in resumed.items():
         np.testing.assert_array_equal(output, through[number], err_msg=f"round {number}")
@@ -104,21 +108,16 @@ def test_a_resumed_test_counts_its_contention_on_from_its_checkpoint(tiny):
     cores = Rounds(test).meter.cores
     earlier = Contention(1000.0, 500.0, cores, None, None)
     kept = PartialCell(0, "cpu", (1.0,) * 16, "", contention=earlier)
-    at_boundary = []
-
-    def boundary(rounds):
-        at_boundary.append(rounds.partial([1.0] * (rounds.number - 16), 0, "cpu").contention)
-
-    again = Rounds(test, Links(boundary=boundary), resume=kept)
-    _drive(again, plan, {})
+    again = Rounds(test, resume=kept)
+    at_boundary = [passed.share.contention for passed in _drive(again, {})]
     counted = again.meter.contention()
     assert 1000.0 < counted.wall_seconds < 1100.0 and 500.0 < counted.cpu_seconds < 600.0
     assert counted.cores == cores and counted.wait_seconds is None  # not measured before
     assert [c.wall_seconds > 1000.0 for c in at_boundary] == [True]  # round 32, carried on
     unknown = PartialCell(0, "cpu", (1.0,) * 16, "")  # a checkpoint before the counts
-    again = Rounds(test, Links(boundary=boundary), resume=unknown)
-    _drive(again, plan, {})
-    assert again.meter.contention() is None and at_boundary[-1] is None
+    again = Rounds(test, resume=unknown)
+    at_boundary = [passed.share.contention for passed in _drive(again, {})]
+    assert again.meter.contention() is None and at_boundary == [None]
 
 
 # Killed, resumed, interrupted, resumed again. -------------------------------------------
@@ -145,18 +144,19 @@ def arguments(self, batch, number, key=None):
 
 rounds.Rounds._arguments = arguments
 AT, MODE = int(os.environ.get("GOST_TEST_STOP_AT", "0")), os.environ.get("GOST_TEST_STOP_MODE")
-_teardown = rounds.Rounds.teardown
+_setup = rounds.Rounds.setup
 
 
-def teardown(self, *arguments):
-    _teardown(self, *arguments)
+def setup(self, key=None):
+    # The round after AT: its boundary's checkpoint, if any, is written by now.
     if self.mode == MODE and self.number == AT and self.calls > self.plan.warmup_rounds:
         if os.environ.get("GOST_TEST_INTERRUPT"):
             raise KeyboardInterrupt
         os._exit(137)
+    return _setup(self, key)
 
 
-rounds.Rounds.teardown = teardown
+rounds.Rounds.setup = setup
 '''
 RUN = (
     "--gost-backend=numpy",

@@ -1,12 +1,10 @@
 """How a run ends, without pytest running one: this cell's exit status and why, and the run
 state the report and the summary give (``run/outcome.py``)."""
 
-from types import SimpleNamespace
 
 import pytest
 
 from pytest_gostcnn.performance.cells import Cells
-from pytest_gostcnn.performance.plan import plan
 from pytest_gostcnn.performance.timing import CellTiming, Timing
 from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.outcome import ExitCode, exit_status, not_run, run_state, stop_reason
@@ -193,8 +191,8 @@ def test_a_test_kept_from_the_resumed_report_counts_as_finished():
 
 
 def test_a_run_stopped_in_a_test_names_the_rounds_it_timed():
-    rounds = SimpleNamespace(done=3, plan=plan(None, 2, 20))  # Rounds' count of timed rounds
-    results = _results({"suite::test_layer[a]": "passed"}, timing_now=("ТП-М-О-float32-B2", rounds))
+    underway = ("ТП-М-О-float32-B2", 3, 10)  # the test, its timed rounds ended, its rounds
+    results = _results({"suite::test_layer[a]": "passed"}, timing_now=underway)
     state = run_state(_options(), results, "interrupted")
     assert state["stopped_in"] == {
         "test": "ТП-М-О-float32-B2",

@@ -1,7 +1,7 @@
 """The paired gate's statistics (``reports/paired.py``): Wilcoxon's signed-rank test counted
 exactly, its interval agreeing with it, Holm's step-down as each test ends, and the rates
 of false alarms and catches the gate states, simulated; and its rounds
-(``performance/paired.py``): both backends on one batch per pair, in a drawn order."""
+(``performance/loop.py``): both backends on one batch per pair, in a drawn order."""
 
 import itertools
 import math
@@ -14,7 +14,7 @@ from gost_helpers import directory
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.model.network import load_networks
-from pytest_gostcnn.performance.paired import PairedRounds
+from pytest_gostcnn.performance.loop import record_of, run
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.reports import paired as gate
@@ -154,13 +154,10 @@ def test_pairs_run_both_backends_on_the_same_images_in_a_drawn_order(tiny, mode)
     loops = [
         Rounds(TimedTest(b, tiny, mode, run_plan, seed=3, checked=False), Links()) for b in backends
     ]
-    pairs = PairedRounds(*loops, randomness=random.Random(5))
     log.clear()  # the probes' own input
-    for _ in range(run_plan.warmup_rounds + run_plan.rounds):
-        pairs.setup()
-        pairs.target()
-        pairs.teardown()
-    assert len(pairs.candidate_seconds) == len(pairs.baseline_seconds) == 12
+    record = record_of(run(loops[0], baseline=loops[1], randomness=random.Random(5)))
+    pairs = record.pairs
+    assert len(record.round_seconds) == len(pairs.baseline_seconds) == pairs.pairs == 12
     assert 0 < sum(pairs.candidate_first) < 12  # both orders drawn
     timed = log[2:]  # after the warm-up pair
     for (first, a), (second, b), candidate_first in zip(

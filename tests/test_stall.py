@@ -5,7 +5,7 @@ that ends a stalled job is in tests/test_cells.py."""
 import time
 
 import pytest
-from gost_helpers import SMALL_PLAN, Scripted
+from gost_helpers import SMALL_PLAN, Scripted, run_rounds
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.performance import rounds as rounds_module
@@ -74,7 +74,7 @@ def test_a_rerun_on_one_cell_leaves_the_stall_timeout_out():
 
 
 def met(shipped_networks, stall_timeout=None, audited=()) -> list[tuple[str, str]]:
-    """The barriers one test's rounds meet, as ``benchmark.pedantic`` runs them, then ``end``:
+    """The barriers one test's rounds meet, run by the suite's loop (``loop.run``):
     each one's deadline and what the cells were doing before it. The ``audited`` rounds'
     checks take 4 s on a clock that only they move."""
     barriers: list[tuple[str, str]] = []
@@ -84,26 +84,21 @@ def met(shipped_networks, stall_timeout=None, audited=()) -> list[tuple[str, str
         clock[0] += 4.0
         return Audit(number, True, "correct", None, None, None)
 
+    class Meeting:
+        def meet(self, deadline, where, word=None):
+            barriers.append((str(deadline), where))
+            return word and word()
+
     rounds = Rounds(
         TimedTest(NumpyBackend("float32"), shipped_networks["Sh"], "inference", SMALL_PLAN, seed=3),
-        Links(
-            barrier=lambda deadline, where, word=None: (
-                barriers.append((str(deadline), where)),
-                word and word(),
-            )[1],
-            stall_timeout=stall_timeout,
-        ),
+        Links(Meeting(), stall_timeout=stall_timeout),
     )
     rounds.draw = Scripted(audited) if audited else None
     rounds.checks.image = judged
     real = rounds_module.time.monotonic
     rounds_module.time.monotonic = lambda: real() + clock[0]
     try:
-        for _ in range(SMALL_PLAN.warmup_rounds + SMALL_PLAN.rounds):
-            arguments, _ = rounds.setup()
-            rounds.target(*arguments)
-            rounds.teardown(*arguments)
-        rounds.end()
+        run_rounds(rounds)
     finally:
         rounds_module.time.monotonic = real
     return barriers

@@ -38,12 +38,12 @@ def drive(backend, network, mode, run_plan, audit=True, draw_seed=0, segment_rou
     rounds = Rounds(test, Links(randomness=random.Random(draw_seed)))
     seconds = []
     for call in range(run_plan.warmup_rounds + run_plan.rounds):
-        arguments, _ = rounds.setup()
+        arguments = rounds.setup()
         started = time.perf_counter()
         rounds.target(*arguments)
         if call >= run_plan.warmup_rounds:
             seconds.append(time.perf_counter() - started)
-        rounds.teardown(*arguments)
+        rounds.teardown()
     assert rounds.error is None, rounds.error
     return rounds, seconds
 
@@ -138,10 +138,10 @@ def _round_calls(network, audited, segment_rounds=2):
     calls = []
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):
         backend.log = []
-        arguments, _ = rounds.setup()
+        arguments = rounds.setup()
         rounds.target(*arguments)
         calls.append(list(backend.log))
-        rounds.teardown(*arguments)
+        rounds.teardown()
     assert [a.round for a in rounds.audits] == list(audited)
     assert all(a.passed for a in rounds.audits), rounds.audits
     return calls
@@ -185,7 +185,7 @@ def test_a_rounds_data_is_handed_over_inside_its_timed_region_from_its_own_key(
     keys = set()
     for _ in range(4):
         backend.log = []
-        arguments, _ = rounds.setup()
+        arguments = rounds.setup()
         assert backend.log == []  # nothing handed over untimed
         rounds.target(*arguments)
         sent = {c[1]: c[2] for c in backend.log if c[0] == "to_device"}
@@ -194,7 +194,7 @@ def test_a_rounds_data_is_handed_over_inside_its_timed_region_from_its_own_key(
         images = rounds.checks.images(rounds.key)
         assert sent[images.shape] == images.tobytes()
         keys.add(rounds.key)
-        rounds.teardown(*arguments)
+        rounds.teardown()
     assert len(keys) == 4  # a fresh key every round
     assert np.abs(rounds.checks.out_residual(7)).max() <= RESIDUAL_SCALE
 
@@ -226,14 +226,16 @@ def test_a_correct_backend_passes_audits_across_segments_on_every_network(shippe
     network = shipped_networks[latin]
     run_plan = Plan("quick", rounds=5, warmup_rounds=1, batch=1)
     backend = NumpyBackend("float32")
-    rounds = Rounds(TimedTest(backend, network, "training", run_plan, seed=3, segment_rounds=2))
+    rounds = Rounds(
+        TimedTest(backend, network, "training", run_plan, seed=3, segment_rounds=2, unit_rounds=2)
+    )
     rounds.draw = Scripted((1, 2, 3))  # every segment: rounds 1-2, 3-4 and 5
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # no overflow, no invalid value
         for _ in range(run_plan.warmup_rounds + run_plan.rounds):
-            arguments, _ = rounds.setup()
+            arguments = rounds.setup()
             rounds.target(*arguments)
-            rounds.teardown(*arguments)
+            rounds.teardown()
     assert rounds.error is None, rounds.error
     assert [(a.round, a.rounds) for a in rounds.audits] == [(1, 2), (3, 2), (5, 1)]
     assert all(a.passed and a.worst_ratio < 1 for a in rounds.audits), rounds.audits

@@ -15,7 +15,6 @@ chance (``checks.py``), and a checked one is judged by ``round_checks.py``.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -34,13 +33,13 @@ from .probe import probe
 from .round_checks import RoundChecks
 from .stall import stall_deadline
 from .timed_test import Links, TimedTest, subject
-from .timing import Audit, CellTiming, macs_per_image
+from .timing import Audit, macs_per_image
 from .training_data import benchmark_weights, training_data
 
 
 class Rounds:
     """The setup, the timed target and the teardown of every round of one ``test``, with
-    progress reports and checks.
+    progress lines and checks; ``loop.run`` runs them and times each target.
 
     Training: the warm-up rounds start from the weights loaded with the test and form a
     segment of their own; timed round n starts a segment when (n - 1) is a multiple of
@@ -48,9 +47,9 @@ class Rounds:
     round measures the suite's copy of the weights against the round, which sets
     ``unit_rounds`` (k) unless the test or its checkpoint fixes it.
 
-    ``meter`` counts what the cell's cores did from the end of each timed round's setup to
-    the start of its teardown (``performance/contention.py``): whether the cell was shared;
-    a resumed test's counts go on from its checkpoint's.
+    ``meter`` counts what the cell's cores did in each timed round's target
+    (``performance/contention.py``, started and stopped by the loop): whether the cell was
+    shared; a resumed test's counts go on from its checkpoint's.
 
     ``resume``: this cell's share of the test stopped at a boundary (``PartialCell``); the
     timed rounds go on from the next, after this run's own warm-up, the checks done kept
@@ -66,7 +65,7 @@ class Rounds:
         if segment_rounds < 1:
             raise ValueError(f"segment_rounds {segment_rounds}: a segment has at least 1 round")
         self.backend, self.network, self.mode, self.plan = backend, network, mode, run_plan
-        self.links, self.cell = links, test.cell
+        self.links, self.cell, self.device = links, test.cell, test.device
         rng = np.random.default_rng([test.seed, test.cell])
         self.host_weights = benchmark_weights(network, rng)
         # An integer type: weights and scales calibrated once on a batch of the seed's
@@ -98,6 +97,8 @@ class Rounds:
         # Timed rounds a stopped run did (resumed), their seconds, checks and checks' time.
         self.start = 0 if resume is None else len(resume.round_seconds)
         self.earlier_seconds = () if resume is None else resume.round_seconds
+        self.seconds: list[float] = []  # this run's timed rounds', as the loop timed them
+        self.lines: list[str] = []  # progress lines not yet told (``said``)
         self.audits: list[Audit] = [] if resume is None else list(resume.audits)
         self.audit_seconds = 0.0 if resume is None else resume.audit_seconds
         self.audit_before_barrier: float | None = None  # the check since the last barrier
@@ -203,9 +204,9 @@ class Rounds:
     # The setup draws the round's key and makes its host data (the suite's generator, which
     # a system would stream from storage, stays untimed); the hand-over to the backend is
     # the timed region's (standard.md §7.7).
-    def setup(self, key: int | None = None) -> tuple[tuple, dict]:
-        """``key``: the round's data key, given (the paired gate's baseline takes its
-        candidate's); None: drawn now."""
+    def setup(self, key: int | None = None) -> tuple:
+        """The next round's arguments for ``target``. ``key``: the round's data key, given
+        (the paired gate's baseline takes its candidate's); None: drawn now."""
         batch = self.plan.batch
         self.calls += 1
         self._estimate()
@@ -216,7 +217,7 @@ class Rounds:
         self.segment_end = self.ends_segment(number)
         self.unit_end = self.ends_unit(number)
         self._report()
-        if self.links.barrier is not None:  # every cell's round starts together
+        if self.links.meeting is not None:  # every cell's round starts together
             ended = self.calls - 1
             self._meet(self._round_name(ended) if ended else f"preparing {self._round_name(1)}")
         arguments: tuple = (None,)
@@ -226,13 +227,16 @@ class Rounds:
         except Exception as exc:  # noted; this cell still meets the others at the barrier
             self.error = _failure(exc, "preparing a batch")
         self.next_image += batch
-        if number >= 1:
-            self.meter.start()  # the last thing before the timed region
-        return arguments, {}
+        return arguments
+
+    def said(self) -> list[str]:
+        """The progress lines made since last asked."""
+        lines, self.lines = self.lines, []
+        return lines
 
     def end(self) -> None:
-        """After the last round: every cell meets the others once more (with a barrier)."""
-        if self.links.barrier is not None:
+        """After the last round: every cell meets the others once more (with a meeting)."""
+        if self.links.meeting is not None:
             self._meet(self._round_name(self.calls))
 
     @property
@@ -243,7 +247,7 @@ class Rounds:
         )
 
     def _meet(self, ended: str) -> None:
-        self.links.barrier(self.deadline, ended)
+        self.links.meeting.meet(self.deadline, ended)
         self.audit_before_barrier = None
         now = time.monotonic()
         if self.calls == self.plan.warmup_rounds + 1 and self.left_barrier is not None:
@@ -269,8 +273,8 @@ class Rounds:
             line = self.links.estimate.warmed_up(
                 key, macs_per_image(self.network, self.mode) * images
             )
-            if line is not None and self.links.progress is not None:
-                self.links.progress(line)
+            if line is not None:
+                self.lines.append(line)
 
     def _arguments(self, batch: int, number: int, key: int | None) -> tuple:
         """The round's host images (an integer type's, at the input's scale) and, training,
@@ -323,11 +327,10 @@ class Rounds:
         if self.measuring:
             self.unit_rounds = unit_rounds(*self.copies, self.segment_rounds)
 
-    def teardown(self, *arguments) -> None:
+    def teardown(self) -> None:
         """After a round, untimed: what it delivered checked and fingerprinted, whether its
         unit is checked drawn once the unit delivered (one draw for all cells), its check
         if so, then its results let go."""
-        self.meter.stop()  # the first thing after the timed region
         copies = self.delivered
         self.delivered = self.result = None
         if copies is not None and self.error is None:
@@ -340,19 +343,17 @@ class Rounds:
         if self.number == 0 and self.calls == self.plan.warmup_rounds:
             self._agree_unit()
         if self.number >= 1:
-            delivered_now = ran and copies is not None  # None: pytest-benchmark timed nothing
+            delivered_now = ran and copies is not None
             self.fingerprints.append(fingerprint(copies[0]) if delivered_now else None)
             if self.draw is not None:
                 self._check(copies if delivered_now else None)
             elif self.kept is not None and self.unit_end:  # nothing drawn: the copies go
                 self.kept.next_unit(self.segment_end)
-        if self.links.boundary is not None and self.at_boundary:
-            self.links.boundary(self)
 
     def _agree_unit(self) -> None:
         """After the warm-up: k is cell 0's on every cell; the chance and the share follow."""
-        if self.measuring and self.links.barrier is not None:
-            self.unit_rounds = self.links.barrier(
+        if self.measuring and self.links.meeting is not None:
+            self.unit_rounds = self.links.meeting.meet(
                 self.deadline, "the warm-up round", lambda: self.unit_rounds
             )
         if self.unit_rounds is None:  # the warm-up failed: the error ends the test
@@ -406,10 +407,10 @@ class Rounds:
             )
             return checked, image
 
-        if self.links.barrier is None:
+        if self.links.meeting is None:
             return word()
         where = self._round_name(self.calls)
-        checked, image = self.links.barrier(self.deadline, where, word)
+        checked, image = self.links.meeting.meet(self.deadline, where, word)
         return bool(checked), image
 
     @property
@@ -419,45 +420,24 @@ class Rounds:
         checkpoint is a collective call; it keeps nothing when a cell's backend failed)."""
         return 0 < self.number < self.plan.rounds and self.number % self.boundary_rounds == 0
 
-    def partial(self, round_seconds: Iterable[float], cell: int, device: str) -> PartialCell:
-        """This cell's share of the test at the boundary just passed: ``round_seconds``,
-        this run's timed rounds' seconds (the stopped run's, when resumed, come first)."""
-        seconds = (*self.earlier_seconds, *round_seconds)
-        if len(seconds) != self.number:
-            raise ValueError(f"{len(seconds)} round times after timed round {self.number}")
-        return PartialCell(
-            cell,
-            device,
-            seconds,
-            self.first_image,
-            tuple(self.audits),
-            self.audit_seconds,
-            self.meter.contention(),
-            tuple(self.fingerprints),
-            self.unit_rounds if self.mode == "training" else None,
-        )
-
-    def record(self, round_seconds: Iterable[float], cell: int, device: str, peak) -> CellTiming:
-        """This cell's measurement of the whole test: ``round_seconds``, this run's timed
-        rounds' (the stopped run's, when resumed, come first), its checks and its probe."""
-        seconds = (*self.earlier_seconds, *round_seconds)
-        return CellTiming(
-            cell=cell,
-            device=device,
-            images=self.plan.images,
-            round_seconds=seconds,
-            peak=peak,
-            first_image=self.first_image,
-            audits=tuple(self.audits),
-            audit_seconds=self.audit_seconds,
-            contention=self.meter.contention(),
-            fingerprints=tuple(self.fingerprints),
-            probe=self.probe,
-        )
+    def profiled(self, profile) -> None:
+        """One more round after the test, under ``profile`` (``cProfile.Profile``): neither
+        timed nor checked, and nothing of it kept."""
+        if self.error is not None or self.audit_failed:
+            return
+        try:
+            arguments = self._arguments(self.plan.batch, 0, None)
+        except Exception:  # noqa: BLE001 - a profile of no round: nothing to say
+            return
+        number, self.number = self.number, 0  # a round of no segment, unit or check
+        try:
+            profile.runcall(self.target, *arguments)
+        finally:
+            self.number, self.delivered, self.result = number, None, None
 
     def _report(self, every: float = 10.0) -> None:
         now = time.monotonic()
-        if self.links.progress is None or now - self.last_report < every:
+        if now - self.last_report < every:
             return
         self.last_report = now
         total = (self.plan.rounds + self.plan.warmup_rounds) * self.plan.batch
@@ -470,7 +450,7 @@ class Rounds:
         if self.links.estimate is not None:
             key = (self.network.latin, self.mode)
             line += "; " + self.links.estimate.status(key, (done - kept) / (total - kept))
-        self.links.progress(line)
+        self.lines.append(line)
 
 
 def _failure(exc: Exception, during: str) -> str:

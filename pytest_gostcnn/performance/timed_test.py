@@ -1,11 +1,11 @@
-"""What one test times on one cell, and how its rounds reach the rest of the session."""
+"""What one test times on one cell, and what its rounds share with the rest of the session."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from pytest_gostcnn.model.fixed_point import ScaleTable
 from pytest_gostcnn.model.network import Network
 from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
+from .cells import Deadline
 from .estimate import RunEstimate
 from .plan import Plan
 
@@ -31,7 +32,8 @@ Calibrate = Callable[[Network, dict, np.ndarray], tuple[dict, ScaleTable]]
 @dataclass(frozen=True)
 class TimedTest:
     """What one test times on one cell: ``network`` in ``mode`` on ``backend``, the rounds of
-    ``plan``, on the data of (``seed``, ``cell``).
+    ``plan``, on the data of (``seed``, ``cell``); ``device``, the cell's, as the report
+    names it.
 
     Args:
         segment_rounds: training's rounds per segment; None: ``training_data``'s for the
@@ -51,6 +53,7 @@ class TimedTest:
     plan: Plan
     seed: int
     cell: int = 0
+    device: str = ""
     segment_rounds: int | None = None
     unit_rounds: int | None = None
     calibrate: Calibrate | None = None
@@ -59,31 +62,31 @@ class TimedTest:
     checked: bool = True
 
 
+class Meeting(Protocol):
+    """Where the cells meet between a test's rounds, with several cells (the plugin's
+    ``meeting.barrier`` over ``cells.Cells``)."""
+
+    def meet(self, deadline: Deadline, where: str, word: Callable[[], Any] | None = None) -> Any:
+        """Wait for every cell, giving up on one not there by ``deadline`` and naming the
+        round it was in (``where``); return cell 0's ``word()``, called once every cell
+        arrived (None without one): one draw for every cell."""
+
+
 @dataclass(frozen=True)
 class Links:
-    """How one test's rounds reach the rest of the session; each may be left out (a unit
-    test's rounds run alone).
+    """What one test's rounds share with the rest of the session; each may be left out (a
+    unit test's rounds run alone).
 
     Args:
-        progress: takes the progress lines (every 10 s, and the estimate's after the
-            warm-up).
-        barrier: ``barrier(deadline, where, word=None)``, with several cells: meets the
-            others before each round, after each unit's delivery (the checks' draw) and
-            after the last, giving up on a cell not there by ``deadline``
-            (``stall_deadline``) and naming the round it was in (``where``); returns cell
-            0's ``word()``, called once every cell arrived (the draw, one for all cells).
+        meeting: with several cells, where they meet before each round, after each unit's
+            delivery (the checks' draw, cell 0's word) and after the last.
         randomness: the rounds' data keys' and the checks' draw's; None, the operating
             system's (unit tests give a seeded one).
-        stall_timeout: ``--gost-stall-timeout``, every barrier's deadline.
+        stall_timeout: ``--gost-stall-timeout``, every meeting's deadline.
         estimate: the whole run's, told when this test begins and when its warm-up ends.
-        boundary: ``boundary(rounds)``, told in the teardown of each boundary's round
-            (``partial.boundary_rounds``) but the test's last, untimed, that a checkpoint
-            may be written (the plugin decides whether).
     """
 
-    progress: Callable[[str], None] | None = None
-    barrier: Callable[..., Any] | None = None
+    meeting: Meeting | None = None
     randomness: random.Random | None = None
     stall_timeout: float | None = None
     estimate: RunEstimate | None = None
-    boundary: Callable[[Any], None] | None = None

@@ -10,11 +10,13 @@ report, the end of the run) is ``reporting.py``'s.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.performance.cells import Cells, Deadline
 from pytest_gostcnn.performance.partial import PartialCell
+from pytest_gostcnn.performance.timed_test import Meeting
 from pytest_gostcnn.performance.timing import CellTiming
 from pytest_gostcnn.run.resolution import Resolved
 from pytest_gostcnn.run.results import Results
@@ -35,20 +37,26 @@ def timings_on_cells(cells: Cells, own: CellTiming) -> tuple[CellTiming, ...]:
     return tuple(cells.allgather(own))
 
 
-def barrier(cells: Cells, test: str, stalled: Callable[[str], None]) -> Callable[..., Any] | None:
+@dataclass(frozen=True)
+class _Barrier:
+    """The barrier of one test's rounds among the cells (``Meeting``)."""
+
+    cells: Cells
+    test: str
+    stalled: Callable[[str], None]
+
+    def meet(self, deadline: Deadline, where: str, word: Callable[[], Any] | None = None) -> Any:
+        return self.cells.watched_barrier(deadline, f"{self.test}, {where}", self.stalled, word)
+
+
+def barrier(cells: Cells, test: str, stalled: Callable[[str], None]) -> Meeting | None:
     """With several cells, the barrier of ``test``'s rounds: a cell that does not reach it
     in time ends the job through ``stalled``, named (docs/cells.md); ``word``, when given,
     is called on cell 0 once every cell arrived, and what it returns is every cell's (the
-    audit draw's decision after a round: one draw for all cells, after all delivered, so
-    every cell audits the same rounds and none is taken for a stalled one). With one cell,
+    check draw's decision after a round: one draw for all cells, after all delivered, so
+    every cell checks the same rounds and none is taken for a stalled one). With one cell,
     none."""
-    if cells.size == 1:
-        return None
-
-    def meet(deadline: Deadline, where: str, word: Callable[[], Any] | None = None) -> Any:
-        return cells.watched_barrier(deadline, f"{test}, {where}", stalled, word)
-
-    return meet
+    return None if cells.size == 1 else _Barrier(cells, test, stalled)
 
 
 def cell_reports(

@@ -167,7 +167,7 @@ def _check_one_process(config: pytest.Config) -> None:
 
 
 def _check_benchmark_options(config: pytest.Config) -> None:
-    """pytest-benchmark's options that the suite's ``benchmark.pedantic`` cannot honour, and
+    """pytest-benchmark's options that the suite's own loop of rounds cannot honour, and
     a histogram without the packages it is drawn with, are refused before anything runs."""
     # Every argument pytest parsed: PYTEST_ADDOPTS, the ini file's addopts, the command line.
     arguments = [

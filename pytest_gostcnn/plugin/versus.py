@@ -11,8 +11,10 @@ import time
 from pytest_gostcnn.backend import backend_label
 from pytest_gostcnn.conformance.verification import verify_network
 from pytest_gostcnn.machine.pool import reference_work
-from pytest_gostcnn.performance.paired import PairedRounds
-from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
+from pytest_gostcnn.performance import loop
+from pytest_gostcnn.performance.record import Record
+from pytest_gostcnn.performance.rounds import Rounds
+from pytest_gostcnn.performance.timed_test import TimedTest
 from pytest_gostcnn.performance.timing import Timing
 from pytest_gostcnn.reports.paired import LEVEL, Verdict, decide, pair_seconds, paired
 
@@ -48,8 +50,8 @@ def baseline_rounds(
                 f"the baseline {named(session)} failed section 8 on {verification.subject}: "
                 f"{verification.first_failure}"
             )
-        # Its own draws and checks, its rounds' data keys its candidate's (``PairedRounds``).
-        return Rounds(dataclasses.replace(test, backend=resolved.versus), Links()), None
+        # Its own draws and checks, its rounds' data keys its candidate's (``loop.run``).
+        return loop.prepare(dataclasses.replace(test, backend=resolved.versus)), None
     except Exception as exc:  # the baseline's failure: the candidate is timed alone
         return None, (
             f"the baseline {named(session)} raised {type(exc).__name__}: {exc} while "
@@ -62,18 +64,18 @@ def baseline_rounds(
 def verdict(
     session: GostSession,
     timing: Timing,
-    pairs: PairedRounds | None,
+    record: Record,
     why_not: str | None,
 ) -> Verdict:
     """The test's verdict against the baseline, given when it ends (Holm over the run's
     benchmark tests, those not yet timed counted as not significant), kept in the run's
     results."""
     results, options = session.results, session.options
-    verdict_now = _verdict(session, timing, pairs, why_not)
+    verdict_now = _verdict(session, timing, record, why_not)
     if verdict_now is None:
         earlier = [v.paired for v in results.versus.values() if v.paired is not None]
         tests = max(len(results.benchmark_items), len(results.versus) + 1)
-        kept = _seconds(pairs)
+        kept = _seconds(record)
         now = paired(
             timing.name,
             kept["candidate_seconds"],
@@ -88,31 +90,32 @@ def verdict(
 
 
 def _verdict(
-    session: GostSession, timing: Timing, pairs: PairedRounds | None, why_not: str | None
+    session: GostSession, timing: Timing, record: Record, why_not: str | None
 ) -> Verdict | None:
     """The verdict of a test whose pairs cannot be judged, and why; None when they can."""
+    pairs = record.pairs
     if pairs is None:
         return Verdict(timing.name, None, not_compared=why_not)
-    baseline = pairs.baseline
-    if baseline.error is not None:
-        why = f"the baseline {named(session)} failed in its rounds: {baseline.error}"
-    elif baseline.audit_failed:
-        audit = next(a for a in baseline.audits if not a.passed)
-        why = f"the baseline's check of timed {audit.subject} failed ({audit.verdict})"
-    elif pairs.candidate.error is not None or timing.failed_audits:
+    if pairs.baseline_error is not None:
+        why = f"the baseline {named(session)} failed in its rounds: {pairs.baseline_error}"
+    elif pairs.baseline_failed is not None:
+        check = pairs.baseline_failed
+        why = f"the baseline's check of timed {check.subject} failed ({check.verdict})"
+    elif record.error is not None or timing.failed_audits:
         why = "the candidate's rounds are not a result (see the test's failure)"
     elif pairs.pairs == 0:
         why = "no pair of rounds was timed"
     else:
         return None
-    return Verdict(timing.name, None, not_compared=why, **_seconds(pairs))
+    return Verdict(timing.name, None, not_compared=why, **_seconds(record))
 
 
-def _seconds(pairs: PairedRounds) -> dict:
+def _seconds(record: Record) -> dict:
     """The pairs' seconds while both backends ran."""
+    pairs = record.pairs
     n = pairs.pairs
     return pair_seconds(
-        pairs.candidate_seconds[:n], pairs.baseline_seconds[:n], pairs.candidate_first[:n]
+        record.seconds_now[:n], pairs.baseline_seconds[:n], pairs.candidate_first[:n]
     )
 
 

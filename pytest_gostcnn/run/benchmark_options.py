@@ -1,8 +1,9 @@
 """pytest-benchmark's options as the suite meets them (docs/benchmarking.md).
 
-The suite times each test with ``benchmark.pedantic(rounds=..., warmup_rounds=...)``, which
-runs exactly the rounds it is given: the options that calibrate or extend pytest-benchmark's
-own loop never reach it, so they are refused rather than silently ignored. An option counts
+The suite runs and times each test's rounds in its own loop (``performance/loop.py``), exactly
+the rounds the test has, and hands their seconds to pytest-benchmark
+(``plugin/benchmark_fixture.py``): the options that calibrate or extend pytest-benchmark's own
+loop have nothing to act on, so they are refused rather than silently ignored. An option counts
 as given when it is among the arguments pytest parsed, whatever its value (even the
 default's: the user asked for it). Nothing here imports pytest.
 """
@@ -21,8 +22,8 @@ _WARMUP = (
     "the GOST suite runs one untimed warm-up round of its own before each test's timed "
     "rounds, not pytest-benchmark's calibration warm-up"
 )
-# Each option benchmark.pedantic ignores, and why the suite cannot honour it.
-IGNORED_BY_PEDANTIC = {
+# Each option of pytest-benchmark's own loop, and why the suite cannot honour it.
+NOT_HONOURED = {
     "--benchmark-min-rounds": f"{_ROUNDS}; use --gost-images=N",
     "--benchmark-max-time": f"{_ROUNDS}, however long they take; use --gost-images=N",
     "--benchmark-min-time": _ONE_ROUND,
@@ -42,13 +43,13 @@ def refused_option(arguments: Sequence[str]) -> str | None:
     why; None when there is none."""
     for index, argument in enumerate(arguments):
         flag = argument.partition("=")[0]
-        if flag not in IGNORED_BY_PEDANTIC:
+        if flag not in NOT_HONOURED:
             continue
         written = argument
         following = arguments[index + 1] if index + 1 < len(arguments) else None
         if "=" not in argument and following is not None and not following.startswith("-"):
             written = f"{flag}={following}"  # given as "--benchmark-min-rounds 50"
-        return f"{written}: {IGNORED_BY_PEDANTIC[flag]}"
+        return f"{written}: {NOT_HONOURED[flag]}"
     return None
 
 

@@ -121,12 +121,8 @@ def run_state(
     )
     stopped_in = None
     if results.timing_now is not None and (stopped or others or tests):
-        name, rounds = results.timing_now
-        stopped_in = {
-            "test": name,
-            "timed_rounds_done": rounds.done,
-            "rounds": rounds.plan.rounds,
-        }
+        name, done, rounds = results.timing_now
+        stopped_in = {"test": name, "timed_rounds_done": done, "rounds": rounds}
     partial = results.partial
     return {
         "complete": ended and stopped is None and not others and not tests,

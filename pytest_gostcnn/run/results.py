@@ -9,7 +9,6 @@ from pytest_gostcnn import judgement
 from pytest_gostcnn.conformance.verification import Verification
 from pytest_gostcnn.performance.estimate import RunEstimate
 from pytest_gostcnn.performance.partial import PartialTest
-from pytest_gostcnn.performance.rounds import Rounds
 from pytest_gostcnn.performance.timing import Timing
 from pytest_gostcnn.reports.compare import Comparison
 from pytest_gostcnn.reports.paired import Verdict
@@ -76,10 +75,11 @@ class Results:
     # verdict against it, in the order the tests ended.
     versus_networks: dict[tuple[str, str], Verification] = field(default_factory=dict)
     versus: dict[tuple[str, str], Verdict] = field(default_factory=dict)
-    # The time of the selected benchmark tests, estimated as they run (items.py).
+    # The time of the selected benchmark tests, estimated as they run (timed_items.py).
     estimate: RunEstimate | None = None
-    # The performance test timing now, for the summary of a run stopped in it.
-    timing_now: tuple[str, Rounds] | None = None
+    # The performance test timing now, for the summary of a run stopped in it: its name,
+    # its timed rounds ended and its rounds (``Passed``).
+    timing_now: tuple[str, int, int] | None = None
     # The performance test stopped at a boundary, as the last checkpoint inside it kept it
     # (from --gost-resume until its test runs), and the one --gost-resume continues.
     partial: PartialTest | None = None

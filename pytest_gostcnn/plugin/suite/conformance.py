@@ -7,7 +7,8 @@ verified correct in this session.
 
 import pytest
 
-from pytest_gostcnn.plugin.items import run_benchmark_case, run_layer_case, run_network_case
+from pytest_gostcnn.plugin.items import run_layer_case, run_network_case
+from pytest_gostcnn.plugin.timed_items import run_benchmark_case
 
 pytestmark = pytest.mark.gost_suite
 

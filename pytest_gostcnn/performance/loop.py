@@ -1,0 +1,185 @@
+"""Section 9: one test's loop, from its first warm-up round to its record.
+
+``run`` is the suite's one loop of timed rounds. It sets each round up untimed, times the
+round's target with the test's clock (the timed region, ``rounds.py``: the hand-over, the
+call, ``synchronize()``, the delivery and, in training, the suite's copies), counts what the
+cell's cores did while it ran (``contention.py``), and tears it down untimed (the delivery's
+check, the draw, a drawn unit's check). The paired gate's two backends run through it side
+by side, in pairs. The caller hears of the test between rounds, never inside one: progress
+lines, each boundary where a checkpoint may be written, and last the test's record.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .partial import PartialCell, PartialTest
+from .record import Pairs, Passed, Progress, Record
+from .rounds import Rounds
+from .timed_test import Links, TimedTest
+
+Event = Progress | Passed | Record
+
+
+@dataclass(frozen=True)
+class Clock:
+    """How a round is timed: by ``read``, with Python's garbage collector kept from running
+    while it is timed when ``collector_off`` (pytest-benchmark's ``--benchmark-timer`` and
+    ``--benchmark-disable-gc``); ``profile``, a ``cProfile.Profile`` that one more round
+    after the test runs under, neither timed nor checked (``--benchmark-cprofile``)."""
+
+    read: Callable[[], float] = time.perf_counter
+    collector_off: bool = False
+    profile: Any = None
+
+    def time(self, call: Callable, arguments: tuple) -> float:
+        """The seconds ``call(*arguments)`` took, by ``read``."""
+        collecting = gc.isenabled()
+        if self.collector_off:
+            gc.disable()
+        try:
+            started = self.read()
+            call(*arguments)
+            return self.read() - started
+        finally:
+            if collecting:
+                gc.enable()
+
+
+def prepare(
+    test: TimedTest, links: Links | None = None, resume: PartialCell | None = None
+) -> Rounds:
+    """``test``'s rounds, ready to run: its weights drawn and loaded (an integer type's
+    calibrated first) and the backend's rate probed; ``resume``, this cell's share of the
+    test a stopped run kept. Raises what the backend raised."""
+    return Rounds(test, links, resume)
+
+
+def run(
+    test: Rounds,
+    clock: Clock = Clock(),
+    baseline: Rounds | None = None,
+    randomness: random.Random | None = None,
+) -> Iterator[Event]:
+    """Every round of ``test``, its warm-up first, then its record. With a ``baseline`` (the
+    paired gate), each of the baseline's rounds runs beside the test's on the same data key,
+    the two in an order drawn per pair (``randomness``; the operating system's when None),
+    each timed on its own; a paired test passes no boundary (it is not checkpointed)."""
+    order = random.SystemRandom() if randomness is None else randomness
+    candidate_first: list[bool] = []
+    pairs = 0
+    for _ in range(test.plan.warmup_rounds + test.plan.rounds - test.start):
+        turns = [(test, test.setup())]
+        first = True
+        if baseline is not None:
+            turns.append((baseline, baseline.setup(key=test.key or None)))
+            first = order.random() < 0.5
+            if not first:
+                turns.reverse()
+        yield from map(Progress, test.said())  # the estimate, before the first timed round
+        timed = test.number >= 1
+        for rounds, arguments in turns:
+            if timed:
+                rounds.meter.start()  # the last thing before the timed region
+            seconds = clock.time(rounds.target, arguments)
+            if timed:
+                rounds.meter.stop()  # the first thing after it
+                rounds.seconds.append(seconds)
+        for rounds, _ in turns:
+            rounds.teardown()
+        yield from map(Progress, test.said())
+        if not timed:
+            continue
+        if baseline is not None:
+            baseline.said()  # the baseline's lines are the test's
+            candidate_first.append(first)
+            if test.error is None and baseline.error is None:
+                pairs += 1  # a backend that failed runs no more rounds: nothing paired
+        if baseline is None and test.at_boundary:
+            share = _share(test) if test.error is None else None
+            yield Passed(test.done, test.plan.rounds, _stopped_here(test), share)
+        else:
+            yield Passed(test.done, test.plan.rounds)
+    test.end()
+    yield from map(Progress, test.said())
+    if clock.profile is not None:
+        test.profiled(clock.profile)
+    paired = None
+    if baseline is not None:
+        paired = Pairs(
+            tuple(baseline.seconds),
+            tuple(candidate_first),
+            pairs,
+            baseline.error,
+            next((audit for audit in baseline.audits if not audit.passed), None),
+            sum(baseline.seconds) + baseline.audit_seconds,
+        )
+    yield _record(test, paired)
+
+
+def _stopped_here(test: Rounds) -> PartialTest:
+    """The test stopped at the boundary just passed, its cells' shares left out."""
+    plan = test.plan
+    return PartialTest(
+        test.network.latin,
+        test.mode,
+        test.backend.dtype,
+        plan.batch,
+        plan.rounds,
+        test.boundary_rounds,
+        test.number,
+        cells=(),
+    )
+
+
+def _share(test: Rounds) -> PartialCell:
+    """This cell's share of the test at the boundary just passed (the stopped run's rounds,
+    when resumed, first)."""
+    seconds = (*test.earlier_seconds, *test.seconds)
+    if len(seconds) != test.number:
+        raise ValueError(f"{len(seconds)} round times after timed round {test.number}")
+    return PartialCell(
+        test.cell,
+        test.device,
+        seconds,
+        test.first_image,
+        tuple(test.audits),
+        test.audit_seconds,
+        test.meter.contention(),
+        tuple(test.fingerprints),
+        test.unit_rounds if test.mode == "training" else None,
+    )
+
+
+def _record(test: Rounds, pairs: Pairs | None) -> Record:
+    """The test as it ended on this cell (the stopped run's rounds, when resumed, first)."""
+    return Record(
+        cell=test.cell,
+        device=test.device,
+        images=test.plan.images,
+        round_seconds=(*test.earlier_seconds, *test.seconds),
+        resumed_rounds=len(test.earlier_seconds),
+        first_image=test.first_image,
+        audits=tuple(test.audits),
+        check_seconds=test.audit_seconds,
+        checked_now=test.audit_seconds - test.audit_seconds_before,
+        contention=test.meter.contention(),
+        fingerprints=tuple(test.fingerprints),
+        probe=test.probe,
+        error=test.error,
+        data_rules=test.data_rules,
+        pairs=pairs,
+    )
+
+
+def record_of(events: Iterator[Event]) -> Record:
+    """The record a loop ends with, its other events let go (a test's rounds run alone)."""
+    for event in events:
+        if isinstance(event, Record):
+            return event
+    raise ValueError("the loop ended without its record")

@@ -1,0 +1,181 @@
+"""What a section 9 item does: time one network in one mode, once it verified correct.
+
+The suite's loop (``performance/loop.py``) runs the test's rounds and ends with its record;
+this module prepares the test, tells the session what the loop tells it between rounds
+(progress, the round reached, checkpoints at boundaries), and turns the record into the
+test's timing, its pytest-benchmark statistics (``benchmark_fixture.py``) and its verdict.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pytest_gostcnn.conformance.fixed_point import calibration
+from pytest_gostcnn.model.fixed_point import integer_type
+from pytest_gostcnn.performance import loop
+from pytest_gostcnn.performance.designations import benchmark_name
+from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
+from pytest_gostcnn.performance.record import Passed, Progress, Record
+from pytest_gostcnn.performance.rounds import Rounds
+from pytest_gostcnn.performance.stall import stall_deadline
+from pytest_gostcnn.performance.timed_test import Links, TimedTest, subject
+from pytest_gostcnn.performance.timing import Timing, macs_per_image
+
+from . import benchmark_fixture, meeting, reporting, versus
+from .items import case_seed, network_id, record_verdict, verified
+from .session import GostSession
+from .timing_verdict import record_timing
+
+
+def run_benchmark_case(
+    session: GostSession, case: tuple[str, str], benchmark, node: pytest.Item
+) -> None:
+    """Section 9: time one network in one mode, after it verified correct (section 8),
+    checking a few of the timed rounds after they end."""
+    latin, mode = case
+    options, resolved, results = session.options, session.resolved, session.results
+    results.benchmarked.append(case)
+    cells = resolved.cells
+    verification = verified(session, latin, mode)
+    record_verdict(node, verification)
+    own = verification.first_failure if verification.failed else None
+    failed = meeting.failures_on_cells(cells, own)
+    if failed:
+        reasons = "; ".join(f"cell {cell}: {why}" for cell, why in failed)
+        pytest.skip(
+            f"{verification.subject} is not verified correct in this session ({reasons}); "
+            "section 9 times verified implementations only"
+        )
+    if case in results.resumed:
+        # Not timed again: the summary's RESUMED line says why.
+        benchmark_fixture.not_timed(benchmark, "kept from --gost-resume")
+        record_timing(session, results.resumed[case], node, resumed=True)
+        return
+    if benchmark_fixture.timing_off(benchmark):
+        pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
+    network = resolved.networks[latin]
+    partial = results.resumed_partial
+    resume = partial.cells[cells.rank] if partial is not None and partial.key == case else None
+    started, before = time.monotonic(), dict(results.suite_seconds)
+    test = TimedTest(
+        resolved.backend,
+        network,
+        mode,
+        session.plan,
+        options.seed,
+        cells.rank,
+        device=f"{cells.host}: {resolved.device}",
+        calibrate=calibration(options.dtype) if integer_type(options.dtype) else None,
+        threshold=options.rmse_threshold,
+        library=resolved.reference,
+    )
+    barrier = meeting.barrier(cells, subject(network, mode), session.stalled)
+    links = Links(barrier, stall_timeout=options.stall_timeout, estimate=results.estimate)
+    rounds, baseline, why_not, error = _prepared(session, test, links, resume)
+    if barrier is not None:  # a cell hung loading its weights must not hold the others
+        barrier.meet(stall_deadline(options.stall_timeout, None), "loading the weights")
+    _fail_if_any_cell(session, error, "preparing")
+    clock = benchmark_fixture.clock(benchmark)
+    name = benchmark_name(latin, mode, options.dtype, options.batch)
+    done = 0 if resume is None else len(resume.round_seconds)
+    results.timing_now = (name, done, session.plan.rounds)  # the summary's, should it stop
+    record = _timed(session, name, loop.run(rounds, clock, baseline))
+    if record.pairs is not None:
+        results.suite_seconds["versus"] += record.pairs.baseline_work
+    _count_suite_work(session, record, started, before)
+    results.timing_now = None
+    results.partial = None  # the test went to its end: its checkpoints are spent
+    if results.estimate is not None:
+        results.estimate.finished(case, record.check_seconds)
+    _fail_if_any_cell(session, record.error, "timing")
+    timing = Timing(
+        latin=latin,
+        mode=mode,
+        dtype=options.dtype,
+        batch=options.batch,
+        rounds=session.plan.rounds,
+        macs_per_image=macs_per_image(network, mode),
+        cells=meeting.timings_on_cells(cells, record.cell_timing(resolved.peak)),
+        **record.data_rules,
+    )
+    extra_info = {
+        "images": timing.images,
+        "MAC/s": timing.macs_per_second,
+        "ОРП %": timing.orp,
+        "test": timing.name,
+        "profile": session.plan.label,
+        "audited rounds": [a.round for c in timing.cells for a in c.audits],
+    }
+    benchmark_fixture.record(benchmark, record.round_seconds, clock, extra_info)
+    if resolved.versus is not None:
+        verdict = versus.verdict(session, timing, record, why_not)
+        node.user_properties.append(("gost_versus", verdict.describe()))
+    record_timing(session, timing, node)
+
+
+def _prepared(
+    session: GostSession, test: TimedTest, links: Links, resume: PartialCell | None
+) -> tuple[Rounds | None, Rounds | None, str | None, str | None]:
+    """The test's rounds and, with ``--gost-versus``, the baseline's beside them (else why
+    not); or why the backend could not be prepared."""
+    try:
+        rounds = loop.prepare(test, links, resume)
+    except Exception as exc:  # the backend's failure fails the item on every cell
+        why = (
+            f"the backend raised {type(exc).__name__}: {exc} while loading the weights or "
+            "probing its rate"
+        )
+        return None, None, None, why
+    if session.resolved.versus is None:
+        return rounds, None, None, None
+    options = session.options
+    seed = case_seed(options.seed, network_id(options.batch, test.network.latin, test.mode))
+    baseline, why_not = versus.baseline_rounds(session, test, seed)
+    return rounds, baseline, why_not, None
+
+
+def _timed(session: GostSession, name: str, events) -> Record:
+    """The loop's events as the session hears them: each progress line, the round reached
+    (kept should the run stop inside the test: the summary says so) and, at a boundary, a
+    checkpoint of the test so far when one is due (``reporting.write_boundary``)."""
+    options, resolved, results = session.options, session.resolved, session.results
+    clock = CheckpointClock()
+    for event in events:
+        if isinstance(event, Progress):
+            session.progress(event.line)
+        elif isinstance(event, Passed):
+            results.timing_now = (name, event.done, event.rounds)
+            if event.boundary is not None and options.report is not None:
+                reporting.write_boundary(
+                    session.config, options, resolved, results, clock, event.boundary, event.share
+                )
+        else:
+            return event
+    raise RuntimeError(f"{name}: the rounds ended without their record")
+
+
+def _count_suite_work(
+    session: GostSession, record: Record, started: float, before: dict[str, float]
+) -> None:
+    """A test's own work beside its timed rounds (``Results.suite_seconds``): this run's
+    checks, and the rest of its time less the timed rounds and the checkpoints and the
+    baseline backend's work counted since ``before``: loading the weights, the warm-up,
+    each round's setup and teardown."""
+    work = session.results.suite_seconds
+    timed = sum(record.seconds_now)
+    apart = sum(work[kind] - before[kind] for kind in ("checkpoints", "versus"))
+    around = time.monotonic() - started - timed - record.checked_now - apart
+    work["audits"] += record.checked_now
+    work["round_setup"] += max(0.0, around)
+
+
+def _fail_if_any_cell(session: GostSession, error: str | None, stage: str) -> None:
+    """Fail the item on every cell when one cell's backend failed (all stay in step)."""
+    failed = meeting.errors_on_cells(session.resolved.cells, error)
+    if failed:
+        pytest.fail(
+            "; ".join(f"cell {cell} failed while {stage}: {why}" for cell, why in failed),
+            pytrace=False,
+        )

@@ -1,0 +1,156 @@
+"""One test's loop (``performance/loop.py``): its clock, what it tells its caller between
+rounds, the record it ends with, and the fixture that hands its rounds to pytest-benchmark
+(``plugin/benchmark_fixture.py``)."""
+
+import cProfile
+import gc
+import json
+import pstats
+import subprocess
+import sys
+
+import pytest
+from gost_helpers import SMALL, SMALL_PLAN, Scripted
+
+from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.performance.loop import Clock, record_of, run
+from pytest_gostcnn.performance.plan import Plan
+from pytest_gostcnn.performance.record import Passed, Record
+from pytest_gostcnn.performance.rounds import Rounds, TimedTest
+
+
+class Watched(NumpyBackend):
+    """A correct backend that notes, at each call, whether the collector was on and whether
+    it is inside a call (which the loop's caller must never see)."""
+
+    def __init__(self, dtype):
+        super().__init__(dtype)
+        self.calls, self.collector, self.inside = 0, [], False
+
+    def _call(self, run, *arguments):
+        self.inside = True
+        self.calls += 1
+        self.collector.append(gc.isenabled())
+        try:
+            return run(*arguments)
+        finally:
+            self.inside = False
+
+    def infer(self, *arguments):
+        return self._call(super().infer, *arguments)
+
+    def train(self, *arguments):
+        return self._call(super().train, *arguments)
+
+
+class Ticks:
+    """A clock that advances ``step`` s at every reading."""
+
+    def __init__(self, step):
+        self.now, self.step = 0.0, step
+
+    def __call__(self):
+        self.now += self.step
+        return self.now
+
+
+def test_each_timed_round_is_timed_with_the_clock_given_and_the_warm_up_is_not(
+    shipped_networks,
+):
+    backend = Watched("float32")
+    test = TimedTest(backend, shipped_networks["Sh"], "inference", SMALL_PLAN, seed=3)
+    record = record_of(run(Rounds(test), Clock(Ticks(0.25))))
+
+    assert isinstance(record, Record)
+    assert record.round_seconds == (0.25,) * SMALL_PLAN.rounds
+    assert record.seconds_now == record.round_seconds and record.resumed_rounds == 0
+    assert record.error is None and len(record.fingerprints) == SMALL_PLAN.rounds
+
+
+@pytest.mark.parametrize("off", [False, True])
+def test_the_collector_is_off_only_while_a_round_is_timed_when_asked(shipped_networks, off):
+    backend = Watched("float32")
+    test = TimedTest(backend, shipped_networks["Sh"], "inference", SMALL_PLAN, seed=3)
+    rounds = Rounds(test)
+    backend.collector.clear()  # the probe's calls
+    record_of(run(rounds, Clock(collector_off=off)))
+
+    assert backend.collector == [not off] * (SMALL_PLAN.warmup_rounds + SMALL_PLAN.rounds)
+    assert gc.isenabled()
+
+
+@pytest.mark.parametrize("mode", ["inference", "training"])
+def test_the_caller_hears_of_each_round_between_rounds_and_of_boundaries_with_their_share(
+    shipped_networks, mode
+):
+    backend = Watched("float32")
+    plan = Plan(None, 20, 1, 1, 20)
+    test = TimedTest(backend, shipped_networks["Sh"], mode, plan, seed=3, unit_rounds=1)
+    rounds = Rounds(test)
+    rounds.draw = Scripted((16, 17))  # a check just before a boundary and just after it
+    seen = []
+    for event in run(rounds, Clock(Ticks(1.0))):
+        assert not backend.inside  # no round is running while the caller has the event
+        seen.append(event)
+
+    passed = [event for event in seen if isinstance(event, Passed)]
+    assert [p.done for p in passed] == list(range(1, 21)) and {p.rounds for p in passed} == {20}
+    (boundary,) = [p for p in passed if p.boundary is not None]  # 16, never the test's last
+    assert boundary.done == boundary.boundary.done == 16 and boundary.boundary.rounds == 20
+    # The share holds the rounds so far, and the check of round 16 already made.
+    assert boundary.share.round_seconds == (1.0,) * 16
+    assert [a.round for a in boundary.share.audits] == [16]
+    record = seen[-1]
+    assert isinstance(record, Record) and [a.round for a in record.audits] == [16, 17]
+
+
+def test_a_failed_backend_passes_its_boundaries_with_no_share(shipped_networks):
+    class FailsAtRound3(NumpyBackend):
+        calls = 0
+
+        def infer(self, *arguments):
+            self.calls += 1
+            if self.calls == 5:  # the probe's, the warm-up's, rounds 1 and 2, then 3
+                raise RuntimeError("device lost")
+            return super().infer(*arguments)
+
+    backend = FailsAtRound3("float32")
+    plan = Plan(None, 20, 1, 1, 20)
+    test = TimedTest(backend, shipped_networks["Sh"], "inference", plan, seed=3)
+    events = list(run(Rounds(test)))
+
+    (boundary,) = [e for e in events if isinstance(e, Passed) and e.boundary is not None]
+    assert boundary.share is None  # nothing to go on from; every cell still meets there
+    assert "device lost" in events[-1].error
+
+
+def test_a_profiled_round_runs_after_the_rounds_neither_timed_nor_checked(shipped_networks):
+    backend = Watched("float32")
+    test = TimedTest(backend, shipped_networks["Sh"], "inference", SMALL_PLAN, seed=3)
+    rounds = Rounds(test)
+    rounds.draw = Scripted(range(1, 10))  # every round checked
+    backend.calls = 0
+    profile = cProfile.Profile()
+    record = record_of(run(rounds, Clock(profile=profile)))
+
+    assert backend.calls == SMALL_PLAN.warmup_rounds + SMALL_PLAN.rounds + 1
+    assert len(record.round_seconds) == len(record.audits) == SMALL_PLAN.rounds
+    profiled = {name for _, _, name in pstats.Stats(profile).stats}
+    assert "infer" in profiled
+
+
+def test_pytest_benchmark_shows_the_loops_rounds_and_its_profile(tmp_path):
+    # Its JSON holds every timed round, the options the rounds were timed with and, with
+    # --benchmark-cprofile, the profile of the round after them.
+    path = tmp_path / "benchmark.json"
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gost-backend=numpy"]
+    command += [*SMALL, "-k", "test_benchmark", f"--benchmark-json={path}"]
+    command += ["--benchmark-disable-gc", "--benchmark-cprofile=cumtime"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    (timed,) = json.loads(path.read_text(encoding="utf-8"))["benchmarks"]
+    assert timed["stats"]["rounds"] == 16 and len(timed["stats"]["data"]) == 16
+    assert timed["options"]["disable_gc"] is True
+    assert timed["extra_info"]["images"] == 16
+    assert any("infer" in row["function_name"] for row in timed["cprofile"])
