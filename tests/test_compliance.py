@@ -6,10 +6,10 @@ import dataclasses
 import pytest
 
 from pytest_gostcnn.judgement.compliance import Findings, Provenance, ReasonKind, assess
+from pytest_gostcnn.judgement.evaluation import Particulars
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance.contention import Contention
-from pytest_gostcnn.performance.evaluation import Particulars
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing
 
 SIX = tuple(LATIN.values())

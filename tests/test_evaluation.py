@@ -2,9 +2,9 @@
 
 import pytest
 
+from pytest_gostcnn.judgement.evaluation import designate_evaluation, evaluate
 from pytest_gostcnn.judgement.from_report import particulars
-from pytest_gostcnn.performance.designations import designate_evaluation, designate_test
-from pytest_gostcnn.performance.evaluation import evaluate
+from pytest_gostcnn.performance.designations import designate_test
 from pytest_gostcnn.performance.timing import relative_real_performance
 
 SIX = {"M": 10.0, "G": 20.0, "V": 30.0, "S": 40.0, "R": 50.0, "Sh": 60.0}

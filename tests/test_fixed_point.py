@@ -221,7 +221,8 @@ def test_a_round_is_audited_under_its_calibration_and_no_verdict_beyond_it(shipp
     rng = np.random.default_rng(3)
     drawn = draw_weights(network, rng)
     images = rng.uniform(-127, 128, size=(1, *network.input_shape))
-    weights, scales = fixed_point.calibration("int8")(network, drawn, images)
+    calibrated = fixed_point.calibrate(network, drawn, images, INT8)
+    weights, scales = calibrated.weights, calibrated.scales
     backend = NumpyBackend("int8")
     backend.use_scales(scales)
     loaded = backend.load_weights(network, weights)

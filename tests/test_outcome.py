@@ -1,7 +1,6 @@
 """How a run ends, without pytest running one: this cell's exit status and why, and the run
 state the report and the summary give (``run/outcome.py``)."""
 
-
 import pytest
 
 from pytest_gostcnn.performance.cells import Cells

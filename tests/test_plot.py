@@ -19,8 +19,8 @@ import pytest
 from gost_helpers import directory, suite
 
 from pytest_gostcnn.__main__ import main
+from pytest_gostcnn.judgement.evaluation import evaluate
 from pytest_gostcnn.model.network import CYRILLIC
-from pytest_gostcnn.performance.evaluation import evaluate
 from pytest_gostcnn.reports.plot import draw
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -9,13 +9,13 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_gostcnn.judgement.compliance import Findings, Provenance
+from pytest_gostcnn.judgement.evaluation import Particulars
 from pytest_gostcnn.judgement.judge import judge
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import LATIN, load_networks
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.designations import transliterate
-from pytest_gostcnn.performance.evaluation import Particulars
 from pytest_gostcnn.performance.plan import plan
 from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing
 from pytest_gostcnn.plugin import rendering

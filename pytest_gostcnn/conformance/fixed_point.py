@@ -24,7 +24,6 @@ from pytest_gostcnn.model.fixed_point import (
     IntegerType,
     LayerScales,
     ScaleTable,
-    integer_type,
     output_scales,
     quantise,
     quantise_bias,
@@ -252,19 +251,6 @@ def calibrate(
     return quantise_network(
         network, drawn, images, itype, input_scale(itype), margin=CALIBRATION_MARGIN
     )
-
-
-def calibration(
-    dtype: str,
-) -> Callable[[Network, executor.Weights, np.ndarray], tuple[executor.Weights, ScaleTable]]:
-    """``calibrate`` for a benchmark in ``dtype`` (``performance.rounds.TimedTest``)."""
-    itype = integer_type(dtype)
-
-    def calibrated(network, drawn, images):
-        data = calibrate(network, drawn, images, itype)
-        return data.weights, data.scales
-
-    return calibrated
 
 
 def quantise_network(

@@ -18,9 +18,9 @@ from pytest_gostcnn.conformance.verification import FAILED_VERDICTS
 from pytest_gostcnn.machine.peak import si
 from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, LATIN
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
-from pytest_gostcnn.performance.evaluation import Particulars
 from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, CellTiming, Timing
 
+from .evaluation import Particulars
 from .provenance import Provenance
 from .reasons import Reason, ReasonKind
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 from pytest_gostcnn.backend import backend_label
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.performance.designations import benchmark_name
-from pytest_gostcnn.performance.evaluation import Particulars, software
 from pytest_gostcnn.performance.timing import Timing
 
 from .compliance import Findings, Provenance
+from .evaluation import Particulars, software
 
 
 def findings(report: dict) -> Findings:

@@ -14,17 +14,17 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pytest_gostcnn.performance.designations import designate_evaluation
-from pytest_gostcnn.performance.evaluation import (
-    Evaluation,
-    Particulars,
-    comment,
-    evaluate,
-    result_comment,
-)
 from pytest_gostcnn.performance.timing import Timing
 
 from .compliance import Compliance, Findings, assess, counted, meets_image_count
+from .evaluation import (
+    Evaluation,
+    Particulars,
+    comment,
+    designate_evaluation,
+    evaluate,
+    result_comment,
+)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ def transliterate(designation: str) -> str:
     return "".join(TRANSLITERATION.get(letter, letter) for letter in designation)
 
 
-def _label(meets_image_count: bool, compliant: bool, table_set: str, images: int | None) -> str:
+def compliance_label(
+    meets_image_count: bool, compliant: bool, table_set: str, images: int | None
+) -> str:
     """`` (quick, non-compliant)``, `` (images=5000, non-compliant)`` (``--gost-images``
     below section 9.3's count), `` (non-compliant)`` or nothing; a result on the canonical
     set names it: `` (canonical set, quick, non-compliant)``."""
@@ -47,20 +49,5 @@ def designate_test(
 ) -> str:
     """The designation of one test's result, e.g. ``ТП-Р-О-float32-B16``; ``images``: the
     ``--gost-images`` count, when it chose the rounds instead of a profile."""
-    label = _label(meets_image_count, compliant, table_set, images)
+    label = compliance_label(meets_image_count, compliant, table_set, images)
     return benchmark_name(latin, mode, dtype, batch) + label
-
-
-def designate_evaluation(
-    mode: str,
-    dtype: str,
-    batch: int,
-    cells: int,
-    meets_image_count: bool,
-    compliant: bool,
-    table_set: str = DEFAULT_TABLE_SET,
-    images: int | None = None,
-) -> str:
-    """The designation of an evaluation, e.g. ``ОП-О-float32-B16-N1``."""
-    name = f"ОП-{MODE_LETTERS[mode]}-{dtype}-B{batch}-N{cells}"
-    return name + _label(meets_image_count, compliant, table_set, images)

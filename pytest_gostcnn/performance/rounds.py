@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_gostcnn.conformance.fixed_point import calibrate
 from pytest_gostcnn.model.fixed_point import ScaleTable, integer_type, quantise
 
 from .cells import Deadline
@@ -75,11 +76,10 @@ class Rounds:
         if self.itype is not None:
             if mode != "inference":
                 raise ValueError(f"{backend.dtype} is timed in inference only")
-            if test.calibrate is None:
-                raise ValueError(f"a {backend.dtype} benchmark needs its calibration (calibrate)")
-            calibration = ImageSet(network.input_shape, seed_key(test.seed, test.cell))
-            first_batch = calibration.batch(0, run_plan.batch)
-            self.host_weights, self.scales = test.calibrate(network, self.host_weights, first_batch)
+            images = ImageSet(network.input_shape, seed_key(test.seed, test.cell))
+            first_batch = images.batch(0, run_plan.batch)
+            data = calibrate(network, self.host_weights, first_batch, self.itype)
+            self.host_weights, self.scales = data.weights, data.scales
             backend.use_scales(self.scales)
         self.weights = backend.load_weights(network, self.host_weights)
         self.probe = probe(backend, network, self.host_weights, run_plan.batch, self.scales)

@@ -7,10 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import numpy as np
-
 from pytest_gostcnn.backend import Backend
-from pytest_gostcnn.model.fixed_point import ScaleTable
 from pytest_gostcnn.model.network import Network
 from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
@@ -24,11 +21,6 @@ def subject(network: Network, mode: str) -> str:
     return f"{network.letter} ({network.latin}) {mode}"
 
 
-# An integer type's calibration: (network, drawn weights, first images) -> (integer weights,
-# scales); the plugin passes conformance.fixed_point's.
-Calibrate = Callable[[Network, dict, np.ndarray], tuple[dict, ScaleTable]]
-
-
 @dataclass(frozen=True)
 class TimedTest:
     """What one test times on one cell: ``network`` in ``mode`` on ``backend``, the rounds of
@@ -40,8 +32,6 @@ class TimedTest:
             backend's type.
         unit_rounds: training's rounds per checked unit (k); None: measured in the warm-up
             (``kept.unit_rounds``).
-        calibrate: an integer type's (inference only): the integer weights and the scales,
-            fixed from the drawn weights and a batch of the seed's.
         threshold: ``--gost-rmse-threshold`` for the checks (None: СКОП as derived).
         library: the array library the checks' float64 reference runs on.
         checked: whether rounds are checked (a unit test's rounds may run without).
@@ -56,7 +46,6 @@ class TimedTest:
     device: str = ""
     segment_rounds: int | None = None
     unit_rounds: int | None = None
-    calibrate: Calibrate | None = None
     threshold: float | None = None
     library: ReferenceLibrary = NUMPY
     checked: bool = True

@@ -12,8 +12,6 @@ import time
 
 import pytest
 
-from pytest_gostcnn.conformance.fixed_point import calibration
-from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.performance import loop
 from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
@@ -67,7 +65,6 @@ def run_benchmark_case(
         options.seed,
         cells.rank,
         device=f"{cells.host}: {resolved.device}",
-        calibrate=calibration(options.dtype) if integer_type(options.dtype) else None,
         threshold=options.rmse_threshold,
         library=resolved.reference,
     )

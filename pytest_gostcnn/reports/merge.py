@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 
 from pytest_gostcnn.judgement import findings, judge, judged
 from pytest_gostcnn.judgement.compliance import Compliance
+from pytest_gostcnn.judgement.evaluation import Evaluation
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance.designations import benchmark_name
-from pytest_gostcnn.performance.evaluation import Evaluation
 from pytest_gostcnn.performance.timing import Timing
 
 from .load import configuration, differences

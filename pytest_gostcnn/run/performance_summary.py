@@ -12,10 +12,10 @@ from pytest_gostcnn.judgement.compliance import (
     above_peak,
     below_probe,
 )
+from pytest_gostcnn.judgement.evaluation import Evaluation, describe
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CYRILLIC
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
-from pytest_gostcnn.performance.evaluation import Evaluation, describe
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.timing import NOISY_MEAN_ABOVE_MEDIAN, Timing
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pytest_gostcnn.judgement.evaluation import Evaluation
 from pytest_gostcnn.machine.peak import si
 from pytest_gostcnn.model.network import CYRILLIC
 from pytest_gostcnn.performance.designations import MODE_LETTERS, transliterate
-from pytest_gostcnn.performance.evaluation import Evaluation
 
 from .options import Options
 from .performance_summary import seconds_text

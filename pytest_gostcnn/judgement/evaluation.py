@@ -1,9 +1,9 @@
-"""Section 9.8: the evaluation of a system over its six tests, and the comment of 9.7.
+"""Section 9.8: the evaluation of a system over its six tests, its designation, and the
+comment of 9.7.
 
 The evaluation drops the single smallest of the six ОРП results and averages the other
 five: the first result, in percent; the second result is the first times the system's peak
-over 100, in MAC/s (standard.md §7). Whether it is compliant, and its designation: the
-judge's (``pytest_gostcnn/judgement/``).
+over 100, in MAC/s (standard.md §7). Whether it is compliant is the judge's (``judge.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CYRILLIC, DEFAULT_TABLE_SET, LATIN
+from pytest_gostcnn.performance.designations import MODE_LETTERS, compliance_label
 
 
 @dataclass(frozen=True)
@@ -151,3 +152,18 @@ def describe(evaluation: Evaluation) -> list[str]:
         f"second result: {si(evaluation.second)}MAC/s",
     ]
     return lines
+
+
+def designate_evaluation(
+    mode: str,
+    dtype: str,
+    batch: int,
+    cells: int,
+    meets_image_count: bool,
+    compliant: bool,
+    table_set: str = DEFAULT_TABLE_SET,
+    images: int | None = None,
+) -> str:
+    """The designation of an evaluation, e.g. ``ОП-О-float32-B16-N1``."""
+    name = f"ОП-{MODE_LETTERS[mode]}-{dtype}-B{batch}-N{cells}"
+    return name + compliance_label(meets_image_count, compliant, table_set, images)
