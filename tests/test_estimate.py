@@ -236,8 +236,7 @@ def test_a_tests_progress_gives_its_rounds_rate_without_its_audits(shipped_netwo
     run_plan = Plan("quick", rounds=4, warmup_rounds=1, batch=1)
     rounds = Rounds(TimedTest(NumpyBackend("float32"), network, "inference", run_plan, seed=0))
     record_of(run(rounds))
-    rounds.started = time.monotonic() - 100.0
-    rounds.audit_seconds = rounds.audit_seconds_before + 96.0
-    rounds._report(every=0.0)
+    rounds.progress.started = time.monotonic() - 100.0
+    rounds.progress.set_up(rounds.next_image, checked_seconds=96.0, every=0.0)
     line = rounds.said()[-1]
     assert "5/5 images (100.0%, the warm-up's included), 1.25 images/s in its rounds" in line

@@ -4,12 +4,8 @@ slowest against it, and the mean (the ОРП's) above it, from synthetic round t
 import pytest
 
 from pytest_gostcnn.machine.peak import Peak
-from pytest_gostcnn.performance.timing import (
-    NOISY_MEAN_ABOVE_MEDIAN,
-    CellTiming,
-    Spread,
-    Timing,
-)
+from pytest_gostcnn.performance.spread import NOISY_MEAN_ABOVE_MEDIAN, Spread
+from pytest_gostcnn.performance.timing import CellTiming, Timing
 from pytest_gostcnn.run.performance_summary import noisy_line, spread_line
 
 

@@ -108,7 +108,7 @@ def run(
     test.end()
     yield from map(Progress, test.said())
     if clock.profile is not None:
-        test.profiled(clock.profile)
+        _profiled(test, clock.profile)
     paired = None
     if baseline is not None:
         paired = Pairs(
@@ -120,6 +120,22 @@ def run(
             sum(baseline.seconds) + baseline.audit_seconds,
         )
     yield _record(test, paired)
+
+
+def _profiled(test: Rounds, profile) -> None:
+    """One more round after the test, under ``profile`` (``cProfile.Profile``): neither
+    timed nor checked, and nothing of it kept."""
+    if test.error is not None or test.audit_failed:
+        return
+    try:
+        arguments = test._arguments(test.plan.batch, 0, None)
+    except Exception:  # noqa: BLE001 - a profile of no round: nothing to say
+        return
+    number, test.number = test.number, 0  # a round of no segment, unit or check
+    try:
+        profile.runcall(test.target, *arguments)
+    finally:
+        test.number, test.delivered, test.result = number, None, None
 
 
 def _stopped_here(test: Rounds) -> PartialTest:

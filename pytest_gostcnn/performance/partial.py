@@ -59,6 +59,21 @@ class PartialCell:
     # that predates units of rounds.
     unit_rounds: int | None = None
 
+    def check_place(self, rounds: int, boundary: int) -> None:
+        """Raise ValueError unless this share stopped at a boundary (every ``boundary``
+        rounds) before the test's ``rounds`` ended, its checks all among its rounds."""
+        start = len(self.round_seconds)
+        if start % boundary or start >= rounds:
+            raise ValueError(
+                f"resumed after timed round {start} of {rounds}: not a boundary "
+                f"(every {boundary} rounds) before the test's end"
+            )
+        if any(audit.last_round > start for audit in self.audits):
+            raise ValueError(
+                f"resumed after timed round {start}: checks of rounds "
+                f"{[audit.subject for audit in self.audits]} are not all among them"
+            )
+
     def as_dict(self) -> dict:
         return {
             "cell": self.cell,

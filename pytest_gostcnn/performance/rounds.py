@@ -26,15 +26,15 @@ from .cells import Deadline
 from .checks import CheckDraw, Units
 from .contention import ContentionMeter
 from .delivery import deliver, delivery_problem, fingerprint
-from .estimate import progress_line
 from .images import ImageSet, image_checksum, round_key, seed_key
 from .kept import KeptWeights, copy_share, fixed_unit, unit_rounds
 from .partial import PartialCell, boundary_rounds
 from .probe import probe
+from .progress import TestProgress
 from .round_checks import RoundChecks
 from .stall import stall_deadline
-from .timed_test import Links, TimedTest, subject
-from .timing import Audit, macs_per_image
+from .timed_test import Links, TimedTest
+from .timing import Audit
 from .training_data import benchmark_weights, training_data
 
 
@@ -98,20 +98,11 @@ class Rounds:
         self.start = 0 if resume is None else len(resume.round_seconds)
         self.earlier_seconds = () if resume is None else resume.round_seconds
         self.seconds: list[float] = []  # this run's timed rounds', as the loop timed them
-        self.lines: list[str] = []  # progress lines not yet told (``said``)
         self.audits: list[Audit] = [] if resume is None else list(resume.audits)
         self.audit_seconds = 0.0 if resume is None else resume.audit_seconds
         self.audit_before_barrier: float | None = None  # the check since the last barrier
-        if self.start and (self.start % self.boundary_rounds or self.start >= run_plan.rounds):
-            raise ValueError(
-                f"resumed after timed round {self.start} of {run_plan.rounds}: not a boundary "
-                f"(every {self.boundary_rounds} rounds) before the test's end"
-            )
-        if any(a.last_round > self.start for a in self.audits):
-            raise ValueError(
-                f"resumed after timed round {self.start}: checks of rounds "
-                f"{[a.subject for a in self.audits]} are not all among them"
-            )
+        if resume is not None:
+            resume.check_place(run_plan.rounds, self.boundary_rounds)
         self.randomness = links.randomness
         # Each unit's draw is made after it delivered (commit, then reveal), with the same
         # chance for every unit: nothing here holds a decision about one to come. A unit
@@ -150,9 +141,8 @@ class Rounds:
             earlier=None if resume is None else resume.contention,
             counted=resume is None or resume.contention is not None,
         )
-        self.started = time.monotonic()
-        self.last_report = self.started
         self.audit_seconds_before = self.audit_seconds  # a resumed test's earlier checks
+        self.progress = TestProgress(network, mode, run_plan, self.start, links.estimate)
 
     @property
     def units(self) -> Units:
@@ -209,14 +199,14 @@ class Rounds:
         (the paired gate's baseline takes its candidate's); None: drawn now."""
         batch = self.plan.batch
         self.calls += 1
-        self._estimate()
+        self.progress.setting_up(self.calls)
         number = self.calls - self.plan.warmup_rounds
         if number > 0:
             number += self.start  # a resumed test's rounds go on from the stopped run's
         self.number = max(0, number)
         self.segment_end = self.ends_segment(number)
         self.unit_end = self.ends_unit(number)
-        self._report()
+        self.progress.set_up(self.next_image, self.audit_seconds - self.audit_seconds_before)
         if self.links.meeting is not None:  # every cell's round starts together
             ended = self.calls - 1
             self._meet(self._round_name(ended) if ended else f"preparing {self._round_name(1)}")
@@ -231,8 +221,7 @@ class Rounds:
 
     def said(self) -> list[str]:
         """The progress lines made since last asked."""
-        lines, self.lines = self.lines, []
-        return lines
+        return self.progress.said()
 
     def end(self) -> None:
         """After the last round: every cell meets the others once more (with a meeting)."""
@@ -259,22 +248,6 @@ class Rounds:
         if call <= self.plan.warmup_rounds:
             return "the warm-up round"
         return f"timed round {call - self.plan.warmup_rounds + self.start} of {self.plan.rounds}"
-
-    def _estimate(self) -> None:
-        """Tell the run's estimate that this test began, or that its warm-up rounds ended
-        (the first timed round is being set up), and print the total it then gives."""
-        if self.links.estimate is None:
-            return
-        key = (self.network.latin, self.mode)
-        if self.calls == 1:
-            self.links.estimate.began(key)
-        if self.calls == self.plan.warmup_rounds + 1:
-            images = self.plan.warmup_rounds * self.plan.batch
-            line = self.links.estimate.warmed_up(
-                key, macs_per_image(self.network, self.mode) * images
-            )
-            if line is not None:
-                self.lines.append(line)
 
     def _arguments(self, batch: int, number: int, key: int | None) -> tuple:
         """The round's host images (an integer type's, at the input's scale) and, training,
@@ -419,38 +392,6 @@ class Rounds:
         the test's last: the same on every cell, whatever this one's backend did (the
         checkpoint is a collective call; it keeps nothing when a cell's backend failed)."""
         return 0 < self.number < self.plan.rounds and self.number % self.boundary_rounds == 0
-
-    def profiled(self, profile) -> None:
-        """One more round after the test, under ``profile`` (``cProfile.Profile``): neither
-        timed nor checked, and nothing of it kept."""
-        if self.error is not None or self.audit_failed:
-            return
-        try:
-            arguments = self._arguments(self.plan.batch, 0, None)
-        except Exception:  # noqa: BLE001 - a profile of no round: nothing to say
-            return
-        number, self.number = self.number, 0  # a round of no segment, unit or check
-        try:
-            profile.runcall(self.target, *arguments)
-        finally:
-            self.number, self.delivered, self.result = number, None, None
-
-    def _report(self, every: float = 10.0) -> None:
-        now = time.monotonic()
-        if now - self.last_report < every:
-            return
-        self.last_report = now
-        total = (self.plan.rounds + self.plan.warmup_rounds) * self.plan.batch
-        done = self.next_image  # a resumed test's include the stopped run's
-        kept = self.start * self.plan.batch  # those, which neither rate nor estimate counts
-        # The rounds' time, setup included and this run's checks not: the checks' time is
-        # the run estimate's, after the "; ".
-        rounds = now - self.started - (self.audit_seconds - self.audit_seconds_before)
-        line = progress_line(subject(self.network, self.mode), done, total, kept, rounds)
-        if self.links.estimate is not None:
-            key = (self.network.latin, self.mode)
-            line += "; " + self.links.estimate.status(key, (done - kept) / (total - kept))
-        self.lines.append(line)
 
 
 def _failure(exc: Exception, during: str) -> str:

@@ -17,7 +17,8 @@ from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CYRILLIC
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.plan import Plan
-from pytest_gostcnn.performance.timing import NOISY_MEAN_ABOVE_MEDIAN, Timing
+from pytest_gostcnn.performance.spread import NOISY_MEAN_ABOVE_MEDIAN
+from pytest_gostcnn.performance.timing import Timing
 
 CANONICAL_NON_COMPLIANT = (
     "CANONICAL SET: NOT COMPLIANT (the widely used networks at full size, not the standard's "
