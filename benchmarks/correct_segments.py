@@ -5,8 +5,8 @@ segment is checked (the replay of ``conformance/replay.py``). Prints each segmen
 СКО/СКОП and the array it was found in, then the failures and the largest ratios; with
 ``--independent``, each segment's check again with every average pooling's errors bounded
 as independent (the bound before the shared one), its worst ratio and each round output's
-СКОП as a share of the shipped bound's. Asserts nothing (docs/verification.md, "Average
-pooling")::
+СКОП as a share of the shipped bound's. Asserts nothing (docs/verification.md, "The model",
+its average pooling)::
 
     python benchmarks/correct_segments.py --segments 100 --network Sh --batch 1
     python benchmarks/correct_segments.py --segments 1 --rounds 3 --network G --independent

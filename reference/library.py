@@ -27,7 +27,7 @@ NAMESPACES = {
 }
 INSTALL = {
     "numpy": "pip install numpy",
-    "torch": "pip install torch (docs/backends.md, PyTorch's install routes)",
+    "torch": "pip install torch (docs/backends.md, The PyTorch backend)",
     "cupy": "pip install 'pytest-gostcnn[cupy]'",
 }
 DEFAULT_DEVICES = {"numpy": "cpu", "torch": "cpu", "cupy": "cuda:0"}

@@ -68,7 +68,7 @@ def quantised(values: np.ndarray, itype: IntegerType) -> tuple[np.ndarray, Scale
 
 # A saturating layer item (``prepare_layer(saturating=True)``): its output's scale reaches
 # only this far into the reference's magnitudes, so about this share of them lie past the
-# range and the model's clamp decides them (docs/verification.md, "Integer types").
+# range and the model's clamp decides them (docs/verification.md, "int8 and int16").
 SATURATED_SHARE = 0.1
 
 
