@@ -26,7 +26,7 @@ import numpy as np
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.replay import Replay
 from pytest_gostcnn.machine.pool import reference_work
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance.checks import Units
 from pytest_gostcnn.performance.images import ImageSet, residual
 from pytest_gostcnn.performance.kept import KeptWeights, copy_share, unit_rounds

@@ -36,7 +36,8 @@ from pytest_gostcnn.backends.torch import TorchBackend
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.machine.threads import cell_cores
 from pytest_gostcnn.model.complexity import inference_macs
-from pytest_gostcnn.model.network import CYRILLIC, Network, load_networks, network_key
+from pytest_gostcnn.model.network import CYRILLIC, Network, network_key
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance.delivery import deliver
 from pytest_gostcnn.performance.training_data import benchmark_weights
 

@@ -48,7 +48,8 @@ from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.machine.facts import cpu_model
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.layers import NETWORK_INPUT, Layer
-from pytest_gostcnn.model.network import CYRILLIC, Network, load_networks, network_key
+from pytest_gostcnn.model.network import CYRILLIC, Network, network_key
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.reference import ReferenceKernels
 
 

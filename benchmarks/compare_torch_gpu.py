@@ -51,7 +51,8 @@ from compare_torch import (  # noqa: E402
 
 from pytest_gostcnn import executor  # noqa: E402
 from pytest_gostcnn.backends.cupy import CupyBackend  # noqa: E402
-from pytest_gostcnn.model.network import CYRILLIC, Network, load_networks, network_key  # noqa: E402
+from pytest_gostcnn.model.network import CYRILLIC, Network, network_key  # noqa: E402
+from pytest_gostcnn.model.table_files import load_networks  # noqa: E402
 
 TARGET = 0.7
 TORCH_DTYPES = {"float32": torch.float32, "tf32": torch.float32, "float16": torch.float16}

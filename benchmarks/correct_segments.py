@@ -23,7 +23,7 @@ import random
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance import harness, replay
 from pytest_gostcnn.conformance.error_model import ErrorModelKernels
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.run.options import select_networks

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.networks import __file__ as networks_file
 from pytest_gostcnn.performance import rounds as rounds_now
 from pytest_gostcnn.performance.plan import Plan

@@ -17,7 +17,8 @@ import json
 from pathlib import Path
 
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
-from pytest_gostcnn.model.network import CYRILLIC, load_networks
+from pytest_gostcnn.model.network import CYRILLIC
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance.timing import relative_real_performance
 
 

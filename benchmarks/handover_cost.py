@@ -13,7 +13,7 @@ import statistics
 import time
 
 from pytest_gostcnn.backend import load_backend_class
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.networks import __path__ as shipped
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Rounds, TimedTest

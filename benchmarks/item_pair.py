@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.run.options import select_networks
 
 # What each interpreter runs: the item as the plugin runs it, under the suite's own setting.
@@ -27,7 +27,7 @@ import json, resource, sys, time
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import verify_network
 from pytest_gostcnn.machine.pool import reference_work
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 latin, batch = sys.argv[1], int(sys.argv[2])
 network, backend = load_networks()[latin], NumpyBackend("float32")
 started, cpu = time.perf_counter(), time.process_time()

@@ -22,7 +22,8 @@ from compare_torch import draw  # noqa: E402
 
 from pytest_gostcnn import executor  # noqa: E402
 from pytest_gostcnn.backends.cupy import CupyBackend  # noqa: E402
-from pytest_gostcnn.model.network import CYRILLIC, load_networks, network_key  # noqa: E402
+from pytest_gostcnn.model.network import CYRILLIC, network_key  # noqa: E402
+from pytest_gostcnn.model.table_files import load_networks  # noqa: E402
 
 STEPS = ("forward", "backward", "gradient", "update")
 

@@ -23,7 +23,7 @@ from pytest_gostcnn.conformance.harness import model_of
 from pytest_gostcnn.machine.threads import one_blas_thread
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.reference import ReferenceKernels
 from pytest_gostcnn.reference.library import parse, to_numpy
 

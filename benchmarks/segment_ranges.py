@@ -30,7 +30,8 @@ import numpy as np
 
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.layers import Layer
-from pytest_gostcnn.model.network import Network, load_networks
+from pytest_gostcnn.model.network import Network
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance.images import ImageSet
 from pytest_gostcnn.performance.training_data import TRAINING_DATA, benchmark_weights
 from pytest_gostcnn.run.options import select_networks

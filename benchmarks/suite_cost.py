@@ -39,7 +39,8 @@ from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.complexity import training_macs
 from pytest_gostcnn.model.memory import parse_size, size_text
-from pytest_gostcnn.model.network import LATIN, load_networks
+from pytest_gostcnn.model.network import LATIN
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance.training_data import RESIDUAL_SCALE, benchmark_weights
 from pytest_gostcnn.reference import ReferenceKernels
 
@@ -95,7 +96,7 @@ from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_slices, draw_weights
 from pytest_gostcnn.model.dtypes import PRECISIONS
 from pytest_gostcnn.model.memory import MemoryBoundError, batch_slices
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.reference.library import ReferenceLibrary
 tables, latin, batch, memory = sys.argv[1] or None, sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 memory = memory or None  # 0: the suite's default
@@ -129,7 +130,7 @@ from pytest_gostcnn.conformance.verification import verify_network
 from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
 from pytest_gostcnn.model.memory import batch_slices, results_held
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.reference.library import ReferenceLibrary
 tables, latin, batch, memory, what = sys.argv[1] or None, sys.argv[2], int(sys.argv[3]), \
     int(sys.argv[4]) or None, sys.argv[5]

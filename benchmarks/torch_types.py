@@ -43,7 +43,8 @@ from pytest_gostcnn.machine.facts import cpu_model  # noqa: E402
 from pytest_gostcnn.model import executor  # noqa: E402
 from pytest_gostcnn.model.data import draw_input, draw_weights  # noqa: E402
 from pytest_gostcnn.model.fixed_point import INTEGER_TYPES  # noqa: E402
-from pytest_gostcnn.model.network import CYRILLIC, load_networks, network_key  # noqa: E402
+from pytest_gostcnn.model.network import CYRILLIC, network_key  # noqa: E402
+from pytest_gostcnn.model.table_files import load_networks  # noqa: E402
 
 TYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 MODES = {"float32": ("inference", "training"), "float16": ("inference", "training")}

@@ -11,7 +11,8 @@ from .model import executor
 from .model.complexity import inference_macs, training_macs
 from .model.data import draw_input, draw_out_residual, draw_weights
 from .model.layers import LAYER_TYPES, Layer, LayerShapeError, make_layer
-from .model.network import Network, TableError, load_network, load_networks, load_table
+from .model.network import Network, TableError
+from .model.table_files import load_network, load_networks, load_table
 
 
 def _check_layout() -> None:

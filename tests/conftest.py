@@ -5,7 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from pytest_gostcnn.model.network import Network, load_networks
+from pytest_gostcnn.model.network import Network
+from pytest_gostcnn.model.table_files import load_networks
 
 
 @pytest.fixture

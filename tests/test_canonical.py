@@ -20,9 +20,8 @@ from pytest_gostcnn import executor
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import CORRECT, REFERENCE_GRADE, verify_network
 from pytest_gostcnn.model.data import draw_input, draw_weights
-from pytest_gostcnn.model.network import (
-    LATIN,
-    TableError,
+from pytest_gostcnn.model.network import LATIN, TableError
+from pytest_gostcnn.model.table_files import (
     default_tables_dir,
     load_networks,
     table_set,

@@ -21,7 +21,7 @@ from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
 from pytest_gostcnn.judgement.compliance import ReasonKind, no_result
 from pytest_gostcnn.machine.peak import Peak
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.performance.timing import CellTiming, Timing, macs_per_image

@@ -16,7 +16,8 @@ import pytest
 from gost_helpers import SMALL, TINY, Run, directory, suite
 
 from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases
-from pytest_gostcnn.model.network import LATIN, load_networks
+from pytest_gostcnn.model.network import LATIN
+from pytest_gostcnn.model.table_files import load_networks
 
 
 def forward_items(networks: dict) -> int:

@@ -21,7 +21,7 @@ import pytest
 from gost_helpers import FIXED_CLOCK, directory, suite
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance import partial
 from pytest_gostcnn.performance import rounds as rounds_module
 from pytest_gostcnn.performance.contention import Contention

@@ -130,7 +130,7 @@ def test_an_exported_file_holds_its_seeds_weights_and_no_other(tmp_path):
 
 
 def load_backend_networks():
-    from pytest_gostcnn.model.network import load_networks
+    from pytest_gostcnn.model.table_files import load_networks
 
     return load_networks()
 

@@ -13,7 +13,7 @@ import pytest
 from gost_helpers import directory
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance.loop import record_of, run
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest

@@ -28,7 +28,7 @@ from gost_helpers import BACKENDS, SMALL, read_report, usage_error
 from gost_test_recorder import Recorded, as_user
 
 from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases, saturating_cases
-from pytest_gostcnn.model.network import default_tables_dir, load_networks
+from pytest_gostcnn.model.table_files import default_tables_dir, load_networks
 
 # Here rather than in the root conftest.py: with an editable install the shipped suite lies
 # below the repository root, so a user's run loads that conftest too, and there

@@ -13,7 +13,7 @@ from pytest_gostcnn.backends.onnxruntime import backend as onnxruntime_backend
 from pytest_gostcnn.backends.torch import backend as torch_backend
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.layers import LAYER_TYPES
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.run.option_definitions import OPTIONS
 
 README_PATH = REPOSITORY / "README.md"

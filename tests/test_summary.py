@@ -12,7 +12,8 @@ from pytest_gostcnn.judgement.compliance import Findings, Provenance
 from pytest_gostcnn.judgement.evaluation import Particulars
 from pytest_gostcnn.judgement.judge import judge
 from pytest_gostcnn.machine.peak import Peak
-from pytest_gostcnn.model.network import LATIN, load_networks
+from pytest_gostcnn.model.network import LATIN
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.designations import transliterate

@@ -13,15 +13,13 @@ import yaml
 
 from pytest_gostcnn.__main__ import main
 from pytest_gostcnn.model.layers import MapRef
-from pytest_gostcnn.model.network import (
+from pytest_gostcnn.model.network import TableError, UnknownNetworkError, network_key
+from pytest_gostcnn.model.table_files import (
     TABLE_SETS,
     TABLE_SUFFIXES,
-    TableError,
-    UnknownNetworkError,
     load_network,
     load_networks,
     load_table,
-    network_key,
     table_set_dir,
 )
 

@@ -28,7 +28,7 @@ from pytest_gostcnn.conformance.verification import (
 )
 from pytest_gostcnn.model.dtypes import PRECISIONS
 from pytest_gostcnn.model.layers import make_layer
-from pytest_gostcnn.model.network import load_network
+from pytest_gostcnn.model.table_files import load_network
 from pytest_gostcnn.reference import MODULES
 
 F32 = PRECISIONS["float32"]

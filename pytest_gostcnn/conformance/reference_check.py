@@ -13,7 +13,7 @@ import numpy as np
 
 from pytest_gostcnn.model import executor
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_weights
-from pytest_gostcnn.model.network import load_networks
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.reference.library import NUMPY, LibraryError, ReferenceLibrary, to_numpy
 
 from .error_model import ValueAndVariance

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from pytest_gostcnn.conformance.verification import FAILED_VERDICTS
 from pytest_gostcnn.machine.peak import si
-from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, LATIN
+from pytest_gostcnn.model.network import CYRILLIC, LATIN
+from pytest_gostcnn.model.table_files import CANONICAL_SET
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
 from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, CellTiming, Timing
 

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pytest_gostcnn.machine.peak import Peak, si
-from pytest_gostcnn.model.network import CYRILLIC, DEFAULT_TABLE_SET, LATIN
+from pytest_gostcnn.model.network import CYRILLIC, LATIN
+from pytest_gostcnn.model.table_files import DEFAULT_TABLE_SET
 from pytest_gostcnn.performance.designations import MODE_LETTERS, compliance_label
 
 

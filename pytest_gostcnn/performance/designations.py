@@ -6,7 +6,8 @@ is not compliant (standard.md §7.7) says so in its designation.
 
 from __future__ import annotations
 
-from pytest_gostcnn.model.network import CANONICAL_SET, CYRILLIC, DEFAULT_TABLE_SET, LATIN
+from pytest_gostcnn.model.network import CYRILLIC, LATIN
+from pytest_gostcnn.model.table_files import CANONICAL_SET, DEFAULT_TABLE_SET
 
 MODE_LETTERS = {"training": "О", "inference": "П"}  # обучение, применение
 # The Cyrillic letters of the designations in Latin ones (Р, В, С, М look like P, B, C, M).

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
-from pytest_gostcnn.model.network import CYRILLIC, DEFAULT_TABLE_SET, Network
+from pytest_gostcnn.model.network import CYRILLIC, Network
+from pytest_gostcnn.model.table_files import DEFAULT_TABLE_SET
 
 from .checks import CHEAT_SHARES, Units
 from .contention import Contention

@@ -19,13 +19,8 @@ from pathlib import Path
 
 from pytest_gostcnn.conformance.verification import PASSED_VERDICTS, REFERENCE_GRADE
 from pytest_gostcnn.judgement import findings, judge, judged_fields
-from pytest_gostcnn.model.network import (
-    USER_TABLES,
-    Network,
-    TableError,
-    load_networks,
-    table_checksum,
-)
+from pytest_gostcnn.model.network import Network, TableError, table_checksum
+from pytest_gostcnn.model.table_files import USER_TABLES, load_networks
 from pytest_gostcnn.performance.designations import benchmark_name
 
 from .agreement import agrees, compare_figures

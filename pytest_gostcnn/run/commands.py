@@ -13,7 +13,8 @@ from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.complexity import inference_macs, training_macs
 from pytest_gostcnn.model.memory import MemoryBoundError
-from pytest_gostcnn.model.network import Network, TableError, load_networks
+from pytest_gostcnn.model.network import Network, TableError
+from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance.plan import plan
 from pytest_gostcnn.reference.iteration import training_iteration
 from pytest_gostcnn.reports import merge

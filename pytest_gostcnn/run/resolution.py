@@ -32,13 +32,8 @@ from pytest_gostcnn.machine.peak import MIN_PEAK, Peak
 from pytest_gostcnn.model.dtypes import INFERENCE_DTYPES, TRAINING_DTYPES
 from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.model.memory import MemoryBoundError, batch_slices, results_held
-from pytest_gostcnn.model.network import (
-    USER_TABLES,
-    Network,
-    TableError,
-    load_networks,
-    table_set,
-)
+from pytest_gostcnn.model.network import Network, TableError
+from pytest_gostcnn.model.table_files import USER_TABLES, load_networks, table_set
 from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.reference.library import NUMPY, LibraryError, ReferenceLibrary
 

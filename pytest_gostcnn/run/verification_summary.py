@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.fixed_point import integer_type
-from pytest_gostcnn.model.network import CYRILLIC, DEFAULT_TABLE_SET
+from pytest_gostcnn.model.network import CYRILLIC
+from pytest_gostcnn.model.table_files import DEFAULT_TABLE_SET
 
 from .options import Options
 from .resolution import Resolved
