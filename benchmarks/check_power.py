@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE.parent / "tests"))
 import gost_test_backends as mutants  # noqa: E402
 
 from pytest_gostcnn.backends.numpy import NumpyBackend  # noqa: E402
-from pytest_gostcnn.judgement.compliance import repeated_outputs  # noqa: E402
+from pytest_gostcnn.judgement.result import repeated_outputs  # noqa: E402
 from pytest_gostcnn.model.table_files import load_networks  # noqa: E402
 from pytest_gostcnn.performance.checks import CHEAT_SHARES, Units  # noqa: E402
 from pytest_gostcnn.performance.plan import Plan  # noqa: E402

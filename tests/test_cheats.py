@@ -19,7 +19,8 @@ from gost_helpers import directory, run_rounds, suite
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
-from pytest_gostcnn.judgement.compliance import ReasonKind, no_result
+from pytest_gostcnn.judgement.compliance import ReasonKind
+from pytest_gostcnn.judgement.result import no_result
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance.plan import Plan

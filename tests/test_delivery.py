@@ -16,7 +16,8 @@ from gost_helpers import Scripted, directory, run_rounds, suite
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network
-from pytest_gostcnn.judgement.compliance import ReasonKind, no_result, repeated_outputs
+from pytest_gostcnn.judgement.compliance import ReasonKind
+from pytest_gostcnn.judgement.result import no_result, repeated_outputs
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 from pytest_gostcnn.performance.timing import CellTiming, Timing, macs_per_image

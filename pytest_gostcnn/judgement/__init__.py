@@ -3,9 +3,10 @@ designations, comments and evaluations (standard.md §7.7, sections 9.7 and 9.8)
 above ``conformance`` and ``performance``, since it needs both. One road in:
 report -> ``findings`` -> ``judge`` -> ``judged_fields`` -> report."""
 
-from .compliance import Findings, Provenance, no_result
+from .compliance import Findings, Provenance
 from .from_report import findings
 from .judge import Judgement, judge, judged, judged_fields
+from .result import no_result
 
 __all__ = [
     "Findings",

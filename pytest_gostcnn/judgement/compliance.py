@@ -6,7 +6,8 @@ item of the suite run and passed there; СКОП as derived, not overridden; tab
 provenance that counts; every audited round passed; no cell failed; and, the project's
 guard, no cell shared with other processes while timed, and no round timed beside another
 backend's (``--gost-versus``, a gate's run). Each is one function of
-``CONDITIONS``; ``assess`` asks them all, in order: no reason means compliant.
+``CONDITIONS``; ``assess`` asks them all, in order: no reason means compliant. Whether one
+test's timing is a result at all is ``result``'s.
 """
 
 from __future__ import annotations
@@ -15,15 +16,23 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pytest_gostcnn.conformance.verification import FAILED_VERDICTS
-from pytest_gostcnn.machine.peak import si
-from pytest_gostcnn.model.network import CYRILLIC, LATIN
+from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.model.table_files import CANONICAL_SET
 from pytest_gostcnn.performance.contention import SHARED_LIMIT
-from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, CellTiming, Timing
+from pytest_gostcnn.performance.timing import FULL_PROFILE_IMAGES, Timing
 
 from .evaluation import Particulars
 from .provenance import Provenance
 from .reasons import Reason, ReasonKind
+from .result import (
+    counted,
+    failed_audits,
+    impossible_results,
+    named_test,
+    network_name,
+    on_cell,
+    repeated_outputs,
+)
 
 # standard.md §5: the canonical set holds the widely used networks, which results can be held
 # against, but they are not the standard's typical networks.
@@ -85,19 +94,6 @@ class Compliance:
     def for_evaluation(self, mode: str) -> tuple[Reason, ...]:
         """The reasons that concern the evaluation of one mode."""
         return tuple(r for r in self.reasons if r.mode in (None, mode))
-
-
-def _name(latin: str) -> str:
-    return f"{CYRILLIC[latin]} ({latin})"
-
-
-def _test(timing: Timing) -> str:
-    return f"{_name(timing.latin)} {timing.mode}"
-
-
-def _where(timing: Timing, cell: int) -> str:
-    """`` on cell N`` where the test ran on several cells."""
-    return f" on cell {cell}" if len(timing.cells) > 1 else ""
 
 
 def meets_image_count(profile: str | None, images: int | None) -> bool:
@@ -187,9 +183,9 @@ def networks_verified(findings: Findings) -> list[Reason]:
         for mode in findings.modes:
             verdict = findings.verdicts.get((latin, mode))
             if verdict is None:
-                text = f"{_name(latin)} {mode}: not verified in this session"
+                text = f"{network_name(latin)} {mode}: not verified in this session"
             elif verdict in FAILED_VERDICTS:
-                text = f"{_name(latin)} {mode}: verified {verdict}"
+                text = f"{network_name(latin)} {mode}: verified {verdict}"
             else:
                 continue
             reasons.append(Reason(ReasonKind.NETWORK_NOT_VERIFIED, text, mode, latin))
@@ -240,7 +236,7 @@ def tables_count(findings: Findings) -> list[Reason]:
             reasons.append(
                 Reason(
                     ReasonKind.TABLES_PROVENANCE,
-                    f"tables: {_name(latin)} is {provenance.describe()}; only the shipped "
+                    f"tables: {network_name(latin)} is {provenance.describe()}; only the shipped "
                     "reconstructions or official tables count",
                     network=latin,
                 )
@@ -256,7 +252,7 @@ def rounds_audited(findings: Findings) -> list[Reason]:
             reasons.append(
                 Reason(
                     ReasonKind.NOT_CHECKED,
-                    f"not audited: {_test(timing)} has a cell with no audited round",
+                    f"not audited: {named_test(timing)} has a cell with no audited round",
                     timing.mode,
                     timing.latin,
                 )
@@ -268,108 +264,8 @@ def outputs_fresh(findings: Findings) -> list[Reason]:
     return [reason for timing in findings.timings for reason in repeated_outputs(timing)]
 
 
-def repeated_outputs(timing: Timing) -> list[Reason]:
-    """The timed rounds of ``timing`` that delivered the very bytes of an earlier round's
-    output (the same fingerprint), on any cell: rounds on different images that answer
-    alike gave a previous answer (standard.md §7.7). One reason for the test, or none."""
-    first: dict[str, tuple[int, int]] = {}
-    repeats = []
-    for cell in timing.cells:
-        for number, name in enumerate(cell.fingerprints, 1):
-            if name is not None and name in first:
-                repeats.append(((cell.cell, number), first[name]))
-            elif name is not None:
-                first[name] = (cell.cell, number)
-    if not repeats:
-        return []
-    (cell, number), (earlier_cell, earlier) = repeats[0]
-    was = f"round {earlier}{_where(timing, earlier_cell)}"
-    return [
-        Reason(
-            ReasonKind.OUTPUT_REPEATED,
-            f"output repeated: {_test(timing)}: {len(repeats)} timed round"
-            f"{'s' if len(repeats) > 1 else ''} delivered an earlier round's output, the "
-            f"first round {number}{_where(timing, cell)} the bytes of {was}: rounds on "
-            "other images cannot answer alike, so a previous answer was given: not a result",
-            timing.mode,
-            timing.latin,
-        )
-    ]
-
-
 def results_possible(findings: Findings) -> list[Reason]:
     return [reason for timing in findings.timings for reason in impossible_results(timing)]
-
-
-def above_peak(timing: Timing) -> list[tuple[CellTiming, float]]:
-    """(cell, ОРП) of every cell whose ОРП is above 100 % (standard.md §7.7): not a result,
-    since the time or the peak is wrong."""
-    return [
-        (cell, orp)
-        for cell in timing.cells
-        if (orp := timing.cell_orp(cell)) is not None and orp > 100
-    ]
-
-
-def below_probe(timing: Timing) -> list[CellTiming]:
-    """Every cell whose peak is below the rate its backend's probe measured before the
-    rounds (standard.md §7.7, fifth release): the peak is false."""
-    return [
-        cell
-        for cell in timing.cells
-        if cell.peak is not None
-        and cell.probe is not None
-        and cell.peak.macs_per_second < cell.probe.macs_per_second
-    ]
-
-
-def impossible_results(timing: Timing) -> list[Reason]:
-    """One reason for each cell of ``timing`` whose ОРП is above 100 %, and one for each
-    whose peak is below its backend's measured rate."""
-    above = [
-        Reason(
-            ReasonKind.ORP_ABOVE_PEAK,
-            f"{_test(timing)}: ОРП {orp:.3g} %{_where(timing, cell.cell)} is above 100 % of the "
-            f"cell peak ({cell.peak.source}), so the time or the peak is wrong: not a result",
-            timing.mode,
-            timing.latin,
-        )
-        for cell, orp in above_peak(timing)
-    ]
-    return above + [
-        Reason(
-            ReasonKind.PEAK_BELOW_PROBE,
-            f"{_test(timing)}: the cell peak {si(cell.peak.macs_per_second)}MAC/s "
-            f"({cell.peak.source}){_where(timing, cell.cell)} is below the "
-            f"{si(cell.probe.macs_per_second)}MAC/s the backend's own kernel of row "
-            f"{cell.probe.row} measured before the rounds: the peak is false, not a result",
-            timing.mode,
-            timing.latin,
-        )
-        for cell in below_probe(timing)
-    ]
-
-
-def failed_audits(timing: Timing) -> list[Reason]:
-    """One reason for each check of ``timing``'s rounds that failed, on any cell."""
-    return [
-        Reason(
-            ReasonKind.CHECK_FAILED,
-            f"check failed: {_test(timing)}, timed {audit.subject}"
-            f"{_where(timing, cell)}: {audit.failure}",
-            timing.mode,
-            timing.latin,
-        )
-        for cell, audit in timing.failed_audits
-    ]
-
-
-def no_result(timing: Timing) -> list[Reason]:
-    """Why ``timing`` is no result at all, so its item fails and its evaluation does not
-    count it: an audit of its rounds failed (its rounds differ from the verified
-    implementation's), a round repeated an earlier one's output, or a cell's ОРП is above
-    100 %."""
-    return failed_audits(timing) + repeated_outputs(timing) + impossible_results(timing)
 
 
 def cells_unshared(findings: Findings) -> list[Reason]:
@@ -385,10 +281,11 @@ def cells_unshared(findings: Findings) -> list[Reason]:
             reasons.append(
                 Reason(
                     ReasonKind.CELL_SHARED,
-                    f"cell shared: {_test(timing)}{_where(timing, cell.cell)}: {who} waited for "
-                    f"one of the cell's {counted.cores} cores {100 * counted.judged_share:.0f} % "
-                    f"{of} (more than {100 * SHARED_LIMIT:.0f} %): other work held the cores, "
-                    "so the time is not the cell's own",
+                    f"cell shared: {named_test(timing)}{on_cell(timing, cell.cell)}: {who} "
+                    f"waited for one of the cell's {counted.cores} cores "
+                    f"{100 * counted.judged_share:.0f} % {of} (more than "
+                    f"{100 * SHARED_LIMIT:.0f} %): other work held the cores, so the time is "
+                    "not the cell's own",
                     timing.mode,
                     timing.latin,
                 )
@@ -419,7 +316,7 @@ def evaluations_complete(findings: Findings) -> list[Reason]:
                 Reason(
                     ReasonKind.EVALUATION_INCOMPLETE,
                     f"{mode} evaluation incomplete: no result for "
-                    + ", ".join(_name(latin) for latin in missing),
+                    + ", ".join(network_name(latin) for latin in missing),
                     mode,
                     evaluation=True,
                 )
@@ -450,12 +347,6 @@ CONDITIONS: tuple[Callable[[Findings], list[Reason]], ...] = (
 def assess(findings: Findings) -> Compliance:
     """Each condition of standard.md §7.7 the run's results miss, in a fixed order."""
     return Compliance(tuple(reason for condition in CONDITIONS for reason in condition(findings)))
-
-
-def counted(timing: Timing) -> bool:
-    """Whether a test's result counts in its evaluation: it has an ОРП and it is a result
-    (``no_result``: every audit passed, no output repeated, no cell's ОРП above 100 %)."""
-    return timing.orp is not None and not no_result(timing)
 
 
 def _counted(timings: Iterable[Timing], latin: str, mode: str) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from pytest_gostcnn.performance.timing import Timing
 
-from .compliance import Compliance, Findings, assess, counted, meets_image_count
+from .compliance import Compliance, Findings, assess, meets_image_count
 from .evaluation import (
     Evaluation,
     Particulars,
@@ -25,6 +25,7 @@ from .evaluation import (
     evaluate,
     result_comment,
 )
+from .result import counted
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_gostcnn.judgement import no_result
-from pytest_gostcnn.judgement.compliance import ReasonKind, above_peak
+from pytest_gostcnn.judgement.compliance import ReasonKind
+from pytest_gostcnn.judgement.result import above_peak
 from pytest_gostcnn.machine.peak import si
 from pytest_gostcnn.performance.timing import Timing
 from pytest_gostcnn.reports.compare import compare

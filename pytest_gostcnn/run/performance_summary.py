@@ -5,14 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_gostcnn.judgement.compliance import (
-    Compliance,
-    Reason,
-    ReasonKind,
-    above_peak,
-    below_probe,
-)
+from pytest_gostcnn.judgement.compliance import Compliance, Reason, ReasonKind
 from pytest_gostcnn.judgement.evaluation import Evaluation, describe
+from pytest_gostcnn.judgement.result import above_peak, below_probe
 from pytest_gostcnn.machine.peak import Peak, si
 from pytest_gostcnn.model.network import CYRILLIC
 from pytest_gostcnn.performance.contention import SHARED_LIMIT

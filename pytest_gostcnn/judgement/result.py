@@ -1,0 +1,139 @@
+"""One test's result: whether its timing is a result at all, and whether it counts in its
+mode's evaluation (standard.md §7.7, section 9.8).
+
+A timing is no result when a check of its rounds failed (they differ from the verified
+implementation's), a timed round delivered an earlier round's output, or a cell's ОРП is
+above 100 % or its peak below the rate its backend's own kernel measured: ``no_result``
+gives its reasons, ``counted`` whether the evaluation takes it. The session's conditions,
+which ask this of every test, are ``compliance.CONDITIONS``.
+"""
+
+from __future__ import annotations
+
+from pytest_gostcnn.machine.peak import si
+from pytest_gostcnn.model.network import CYRILLIC
+from pytest_gostcnn.performance.timing import CellTiming, Timing
+
+from .reasons import Reason, ReasonKind
+
+
+def network_name(latin: str) -> str:
+    """A network as a reason names it: its letter, then its Latin id, ``Р (R)``."""
+    return f"{CYRILLIC[latin]} ({latin})"
+
+
+def named_test(timing: Timing) -> str:
+    """The test ``timing`` is of, as a reason names it: ``Р (R) training``."""
+    return f"{network_name(timing.latin)} {timing.mode}"
+
+
+def on_cell(timing: Timing, cell: int) -> str:
+    """`` on cell N`` where the test ran on several cells."""
+    return f" on cell {cell}" if len(timing.cells) > 1 else ""
+
+
+def repeated_outputs(timing: Timing) -> list[Reason]:
+    """The timed rounds of ``timing`` that delivered the very bytes of an earlier round's
+    output (the same fingerprint), on any cell: rounds on different images that answer
+    alike gave a previous answer (standard.md §7.7). One reason for the test, or none."""
+    first: dict[str, tuple[int, int]] = {}
+    repeats = []
+    for cell in timing.cells:
+        for number, name in enumerate(cell.fingerprints, 1):
+            if name is not None and name in first:
+                repeats.append(((cell.cell, number), first[name]))
+            elif name is not None:
+                first[name] = (cell.cell, number)
+    if not repeats:
+        return []
+    (cell, number), (earlier_cell, earlier) = repeats[0]
+    was = f"round {earlier}{on_cell(timing, earlier_cell)}"
+    return [
+        Reason(
+            ReasonKind.OUTPUT_REPEATED,
+            f"output repeated: {named_test(timing)}: {len(repeats)} timed round"
+            f"{'s' if len(repeats) > 1 else ''} delivered an earlier round's output, the "
+            f"first round {number}{on_cell(timing, cell)} the bytes of {was}: rounds on "
+            "other images cannot answer alike, so a previous answer was given: not a result",
+            timing.mode,
+            timing.latin,
+        )
+    ]
+
+
+def above_peak(timing: Timing) -> list[tuple[CellTiming, float]]:
+    """(cell, ОРП) of every cell whose ОРП is above 100 % (standard.md §7.7): not a result,
+    since the time or the peak is wrong."""
+    return [
+        (cell, orp)
+        for cell in timing.cells
+        if (orp := timing.cell_orp(cell)) is not None and orp > 100
+    ]
+
+
+def below_probe(timing: Timing) -> list[CellTiming]:
+    """Every cell whose peak is below the rate its backend's probe measured before the
+    rounds (standard.md §7.7, fifth release): the peak is false."""
+    return [
+        cell
+        for cell in timing.cells
+        if cell.peak is not None
+        and cell.probe is not None
+        and cell.peak.macs_per_second < cell.probe.macs_per_second
+    ]
+
+
+def impossible_results(timing: Timing) -> list[Reason]:
+    """One reason for each cell of ``timing`` whose ОРП is above 100 %, and one for each
+    whose peak is below its backend's measured rate."""
+    above = [
+        Reason(
+            ReasonKind.ORP_ABOVE_PEAK,
+            f"{named_test(timing)}: ОРП {orp:.3g} %{on_cell(timing, cell.cell)} is above 100 % "
+            f"of the cell peak ({cell.peak.source}), so the time or the peak is wrong: "
+            "not a result",
+            timing.mode,
+            timing.latin,
+        )
+        for cell, orp in above_peak(timing)
+    ]
+    return above + [
+        Reason(
+            ReasonKind.PEAK_BELOW_PROBE,
+            f"{named_test(timing)}: the cell peak {si(cell.peak.macs_per_second)}MAC/s "
+            f"({cell.peak.source}){on_cell(timing, cell.cell)} is below the "
+            f"{si(cell.probe.macs_per_second)}MAC/s the backend's own kernel of row "
+            f"{cell.probe.row} measured before the rounds: the peak is false, not a result",
+            timing.mode,
+            timing.latin,
+        )
+        for cell in below_probe(timing)
+    ]
+
+
+def failed_audits(timing: Timing) -> list[Reason]:
+    """One reason for each check of ``timing``'s rounds that failed, on any cell."""
+    return [
+        Reason(
+            ReasonKind.CHECK_FAILED,
+            f"check failed: {named_test(timing)}, timed {audit.subject}"
+            f"{on_cell(timing, cell)}: {audit.failure}",
+            timing.mode,
+            timing.latin,
+        )
+        for cell, audit in timing.failed_audits
+    ]
+
+
+def no_result(timing: Timing) -> list[Reason]:
+    """Why ``timing`` is no result at all, so its item fails and its evaluation does not
+    count it: an audit of its rounds failed (its rounds differ from the verified
+    implementation's), a round repeated an earlier one's output, or a cell's ОРП is above
+    100 %."""
+    return failed_audits(timing) + repeated_outputs(timing) + impossible_results(timing)
+
+
+def counted(timing: Timing) -> bool:
+    """Whether a test's result counts in its evaluation: it has an ОРП and it is a result
+    (``no_result``: every audit passed, no output repeated, no cell's ОРП above 100 %)."""
+    return timing.orp is not None and not no_result(timing)
