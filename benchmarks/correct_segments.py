@@ -22,7 +22,7 @@ import random
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance import harness, replay
-from pytest_gostcnn.conformance.error_model import ErrorModelKernels
+from pytest_gostcnn.conformance.error_kernels import ErrorModelKernels
 from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest

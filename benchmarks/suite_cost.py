@@ -90,7 +90,7 @@ def iterations(network, batch: int, repeats: int) -> tuple[float, float]:
 SLICED = """
 import json, resource, sys, time
 import numpy as np
-from pytest_gostcnn.conformance.error_model import ErrorModelKernels
+from pytest_gostcnn.conformance.error_kernels import ErrorModelKernels
 from pytest_gostcnn.conformance.sliced import reference_training
 from pytest_gostcnn.machine.pool import reference_work
 from pytest_gostcnn.model.data import draw_input, draw_out_residual, draw_slices, draw_weights

@@ -13,7 +13,8 @@ from gost_helpers import REPOSITORY
 from pytest_gostcnn.backends.common import has_kernel
 from pytest_gostcnn.backends.cupy.xp_kernels import XpKernels
 from pytest_gostcnn.backends.numpy import kernels as numpy_kernels
-from pytest_gostcnn.conformance.error_model import RULES, ErrorModelKernels, NoErrorRule, rule
+from pytest_gostcnn.conformance.error_kernels import ErrorModelKernels
+from pytest_gostcnn.conformance.error_model import RULES, NoErrorRule, rule
 from pytest_gostcnn.conformance.verification import layer_steps
 from pytest_gostcnn.model.dtypes import PRECISIONS
 from pytest_gostcnn.model.layers import LAYER_TYPES, make_layer

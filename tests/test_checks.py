@@ -19,7 +19,7 @@ from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance import audit as audit_checks
 from pytest_gostcnn.conformance import replay
 from pytest_gostcnn.conformance.audit import UPDATE_SHARE, update_check
-from pytest_gostcnn.conformance.error_model import ErrorModelKernels
+from pytest_gostcnn.conformance.error_kernels import ErrorModelKernels
 from pytest_gostcnn.conformance.verification import (
     NOT_CORRECT,
     NOT_VERIFIED,

@@ -10,7 +10,8 @@ from test_executor import ALL_TYPES, FAN_OUT, table
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance import harness
-from pytest_gostcnn.conformance.error_model import ErrorModelKernels, ValueAndVariance
+from pytest_gostcnn.conformance.error_kernels import ErrorModelKernels
+from pytest_gostcnn.conformance.error_model import ValueAndVariance
 from pytest_gostcnn.conformance.harness import check_array
 from pytest_gostcnn.conformance.sliced import reference_training
 from pytest_gostcnn.conformance.verification import NOT_CORRECT, verify_network

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
+from pytest_gostcnn.conformance.error_kernels import ErrorModelKernels
 from pytest_gostcnn.conformance.error_model import (
     SAFETY,
     UNCERTAINTY,
-    ErrorModelKernels,
     ValueAndVariance,
     admissible_rmse,
 )

@@ -34,7 +34,8 @@ from pytest_gostcnn.model.fixed_point import (
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.model.network import Network
 
-from .error_model import ErrorModelKernels, ValueAndVariance
+from .error_kernels import ErrorModelKernels
+from .error_model import ValueAndVariance
 
 # Average pooling: how much more the window's propagated errors keep of their variance than
 # independent errors would (docs/verification.md, "int8 and int16", has the measurements).

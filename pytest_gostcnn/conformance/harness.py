@@ -18,7 +18,8 @@ from pytest_gostcnn.model.executor import KernelError
 from pytest_gostcnn.model.fixed_point import integer_type
 from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary, to_numpy
 
-from .error_model import ErrorModelKernels, ValueAndVariance, admissible_rmse
+from .error_kernels import ErrorModelKernels
+from .error_model import ValueAndVariance, admissible_rmse
 from .verdicts import MEAN_ERROR, ArrayCheck, Verification
 
 # An array with fewer non-zero elements than this share says little about correctness.

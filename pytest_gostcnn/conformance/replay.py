@@ -19,7 +19,8 @@ from pytest_gostcnn.model.dtypes import PRECISIONS, master_dtype
 from pytest_gostcnn.model.network import Network
 from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary, to_numpy
 
-from .error_model import ErrorModelKernels, ValueAndVariance
+from .error_kernels import ErrorModelKernels
+from .error_model import ValueAndVariance
 from .sliced import reference_training
 
 

@@ -25,7 +25,8 @@ from pytest_gostcnn.model.data import DrawnBatch
 from pytest_gostcnn.model.memory import batch_slices
 from pytest_gostcnn.model.network import Network
 
-from .error_model import ErrorModelKernels, ValueAndVariance
+from .error_kernels import ErrorModelKernels
+from .error_model import ValueAndVariance
 
 # A batch's host data: an array, or a draw read a slice at a time.
 HostData = np.ndarray | DrawnBatch
