@@ -21,7 +21,7 @@ from gost_helpers import directory, suite
 from pytest_gostcnn.__main__ import main
 from pytest_gostcnn.judgement.evaluation import evaluate
 from pytest_gostcnn.model.network import CYRILLIC
-from pytest_gostcnn.reports.plot import draw
+from pytest_gostcnn.reports.picture import draw
 
 SVG = "{http://www.w3.org/2000/svg}"
 ORDER = ["M", "G", "V", "S", "R", "Sh"]  # М Г В С Р Ш, the standard's order
