@@ -193,7 +193,7 @@ def test_bfloat16_rounding_matches_the_verification_rounding():
     assert np.isnan(round_bfloat16(np, np.array([np.nan], dtype=np.float32))).all()
 
 
-# float16: the standard's IEEE binary16, no scaling (docs/gpu.md, "float16 and section 8"). ---------------
+# float16: the standard's IEEE binary16, no scaling (docs/gpu.md, "float16 and section 8"). ------
 
 
 def test_float16_passes_every_forward_and_backward_layer_step():

@@ -85,7 +85,7 @@ def _evaluations(
     images: int | None = None,
 ) -> list[Evaluation]:
     """Section 9.8 for each of ``modes`` over the results that count in that mode
-    (``compliance.counted``), with its comment, designation and reasons. ``met``: the
+    (``result.counted``), with its comment, designation and reasons. ``met``: the
     rounds hold section 9.3's image count; ``images``: the ``--gost-images`` count, when
     it chose the rounds instead of a profile."""
     timings = list(timings)
