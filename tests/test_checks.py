@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from gost_helpers import HALF, MARGIN, SMALL_PLAN, Scripted, run_rounds
 
-from pytest_gostcnn.backends.cupy.xp_kernels import XpBackend
+from pytest_gostcnn.backends.cupy.xp_backend import XpBackend
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.conformance import audit as audit_checks
 from pytest_gostcnn.conformance import replay

@@ -34,7 +34,8 @@ from pytest_gostcnn.backends.cupy import backend as cupy_backend
 from pytest_gostcnn.backends.cupy.backend import INSTALL_HINT, NO_DEVICE, nvidia_driver_version
 from pytest_gostcnn.backends.cupy.cublas import OP_N, OP_T, gemm_ex_arguments
 from pytest_gostcnn.backends.cupy.rounding import round_bfloat16, round_tf32
-from pytest_gostcnn.backends.cupy.xp_kernels import XpBackend, XpKernels, device_for_cell
+from pytest_gostcnn.backends.cupy.xp_backend import XpBackend, device_for_cell
+from pytest_gostcnn.backends.cupy.xp_kernels import XpKernels
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.backends.numpy import kernels as numpy_kernels
 from pytest_gostcnn.conformance.layer_cases import LayerCase, layer_cases

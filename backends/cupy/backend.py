@@ -16,7 +16,8 @@ from pytest_gostcnn.machine.peak import Peak, gpu_peak
 
 from .cublas import CublasGemm
 from .cuda_kernels import CudaKernels
-from .xp_kernels import WORKSPACE_BYTES, XpBackend, device_for_cell
+from .xp_backend import XpBackend, device_for_cell
+from .xp_kernels import WORKSPACE_BYTES
 
 INSTALL_HINT = "CuPy is not installed: pip install 'pytest-gostcnn[cupy]'"
 NO_DEVICE = "no CUDA device"

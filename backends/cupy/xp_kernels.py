@@ -10,15 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
-
 from pytest_gostcnn.backend import BackendError
 from pytest_gostcnn.model.dtypes import master_dtype
 from pytest_gostcnn.model.layers import Layer
 from pytest_gostcnn.reference._window import crop, offsets
 
 from ..common import (
-    KernelSetBackend,
     channel_parts,
     eltwise_in_residuals,
     from_lxy,
@@ -30,7 +27,7 @@ from ..common import (
     shuffle,
     update,
 )
-from .rounding import host_to_storage, round_bfloat16, round_tf32
+from .rounding import round_bfloat16, round_tf32
 
 # im2col / col2im buffers of one chunk of images stay below this many bytes.
 WORKSPACE_BYTES = 512 << 20
@@ -48,16 +45,6 @@ def matmul_gemm(xp: Any) -> Gemm:
         return xp.matmul(a.astype(xp.float32, copy=False), b.astype(xp.float32, copy=False))
 
     return gemm
-
-
-def device_for_cell(cell: int, device_count: int) -> int:
-    """The GPU a computing cell uses: its node-local rank wrapped over the visible GPUs.
-
-    docs/cells.md: with ``--gpus-per-task=1`` every task sees one GPU as device 0.
-    """
-    if device_count < 1:
-        raise BackendError("no CUDA device")
-    return cell % device_count
 
 
 class XpKernels:
@@ -407,37 +394,3 @@ class XpKernels:
             "weights": self.store_gradient(weights_grad).reshape(layer.weight_shapes["weights"]),
             "biases": self.store_gradient(residual.sum(axis=0, dtype=self.xp.float32)),
         }
-
-
-class XpBackend(KernelSetBackend):
-    """A backend whose kernels are ``XpKernels`` over the array module ``xp``.
-
-    ``CupyBackend`` is this with CuPy, a GPU and cuBLAS; the tests run it with NumPy.
-    """
-
-    xp: Any = None
-    inference_dtypes = INFERENCE_DTYPES
-    training_dtypes = TRAINING_DTYPES
-
-    def __init__(self, dtype: str = "float32", cell: int = 0) -> None:
-        super().__init__(dtype, cell)
-        self.kernels = self.make_kernels()
-
-    def make_kernels(self) -> XpKernels:
-        return XpKernels(
-            self.xp, self.dtype, gemm=self.make_gemm(), workspace_bytes=self.workspace_bytes()
-        )
-
-    def make_gemm(self) -> Gemm | None:
-        """The GEMM hook; None: ``xp.matmul`` in float32."""
-        return None
-
-    def workspace_bytes(self) -> int:
-        """The bound on one chunk's im2col / col2im buffers."""
-        return WORKSPACE_BYTES
-
-    def to_device(self, host: np.ndarray):
-        return self.xp.asarray(host_to_storage(host, self.dtype))
-
-    def to_host(self, array) -> np.ndarray:
-        return np.asarray(array)
