@@ -137,3 +137,53 @@ def counted(timing: Timing) -> bool:
     """Whether a test's result counts in its evaluation: it has an ОРП and it is a result
     (``no_result``: every audit passed, no output repeated, no cell's ОРП above 100 %)."""
     return timing.orp is not None and not no_result(timing)
+
+
+def item_failure(
+    timing: Timing, reasons: list[Reason], seed: int, rerun: str, resumed: bool = False
+) -> str:
+    """Why a test's item fails, from the first of its ``reasons`` (``no_result``'s), with
+    what to do: the ``seed`` and the ``rerun`` command of a failed check or a repeated
+    output, the way out of a false peak; ``resumed``: the timing is a stopped run's."""
+    first = reasons[0]
+    if first.kind is ReasonKind.OUTPUT_REPEATED:
+        return f"{first.text} (docs/benchmarking.md, Checked rounds)\nrerun: {rerun}"
+    if first.kind is ReasonKind.PEAK_BELOW_PROBE:
+        way_out = "give the cell's true peak with --gost-peak=MAC/s"
+        return f"{first.text} ({way_out}; docs/benchmarking.md, The peak's floor)"
+    if first.kind is ReasonKind.ORP_ABOVE_PEAK:
+        return _above_peak(timing, *above_peak(timing)[0])
+    cell, audit = timing.failed_audits[0]
+    earlier = " (in the resumed run)" if resumed else ""
+    return "\n".join(
+        [
+            f"{timing.name}: check of timed {audit.subject} of {timing.rounds}"
+            f"{on_cell(timing, cell)}{earlier} failed ({audit.verdict}); section 9 counts no "
+            "result whose rounds differ from the verified implementation",
+            f"first failure: {audit.failure}",
+            f"worst array: {audit.worst_array}",
+            f"seed: --gost-seed={seed}",
+            f"rerun: {rerun}",
+        ]
+    )
+
+
+def _above_peak(timing: Timing, cell: CellTiming, orp: float) -> str:
+    """An ОРП above 100 %: which of the peak and the rounds to doubt, and how to mend it."""
+    way_out = (
+        "check the value given to --gost-peak"
+        if not cell.peak.estimated
+        else "give the cell's true peak with --gost-peak=MAC/s, e.g. 2.5T"
+    )
+    measured = ""
+    if cell.probe is not None and cell.probe.macs_per_second > cell.peak.macs_per_second:
+        measured = (
+            f"; the backend's own kernel ran at {si(cell.probe.macs_per_second)}MAC/s "
+            "before the rounds"
+        )
+    return (
+        f"{timing.name}: ОРП {orp:.3g} %{on_cell(timing, cell.cell)} is above 100 % of the cell "
+        f"peak {cell.peak.describe()}{measured}: not a result. Either the peak is wrong "
+        f"({way_out}) or the backend's rounds end before its work does (a round ends when "
+        "its results reach the host: docs/benchmarking.md, One round)"
+    )

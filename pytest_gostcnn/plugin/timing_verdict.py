@@ -7,9 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_gostcnn.judgement import no_result
-from pytest_gostcnn.judgement.compliance import ReasonKind
-from pytest_gostcnn.judgement.result import above_peak
-from pytest_gostcnn.machine.peak import si
+from pytest_gostcnn.judgement.result import item_failure
 from pytest_gostcnn.performance.timing import Timing
 from pytest_gostcnn.reports.compare import compare
 
@@ -42,57 +40,8 @@ def record_timing(
     if not reasons:
         _gate(session, timing, node)
         return
-    if reasons[0].kind is ReasonKind.OUTPUT_REPEATED:
-        command = session.rerun("test_benchmark", networks=timing.latin, mode=timing.mode)
-        pytest.fail(
-            f"{reasons[0].text} (docs/benchmarking.md, Checked rounds)\nrerun: {command}",
-            pytrace=False,
-        )
-    if not timing.failed_audits and not above_peak(timing):  # a peak below the probe's rate
-        way_out = "give the cell's true peak with --gost-peak=MAC/s"
-        pytest.fail(
-            f"{reasons[0].text} ({way_out}; docs/benchmarking.md, The peak's floor)",
-            pytrace=False,
-        )
-    if not timing.failed_audits:
-        cell, orp = above_peak(timing)[0]
-        where = f" on cell {cell.cell}" if len(timing.cells) > 1 else ""
-        way_out = (
-            "check the value given to --gost-peak"
-            if not cell.peak.estimated
-            else "give the cell's true peak with --gost-peak=MAC/s, e.g. 2.5T"
-        )
-        measured = ""
-        if cell.probe is not None and cell.probe.macs_per_second > cell.peak.macs_per_second:
-            measured = (
-                f"; the backend's own kernel ran at {si(cell.probe.macs_per_second)}MAC/s "
-                "before the rounds"
-            )
-        pytest.fail(
-            f"{timing.name}: ОРП {orp:.3g} %{where} is above 100 % of the cell peak "
-            f"{cell.peak.describe()}{measured}: not a result. Either the peak is wrong "
-            f"({way_out}) or the backend's rounds end before its work does (a round ends when "
-            "its results reach the host: docs/benchmarking.md, One round)",
-            pytrace=False,
-        )
-    cell, audit = timing.failed_audits[0]
-    where = f" on cell {cell}" if len(timing.cells) > 1 else ""
-    earlier = " (in the resumed run)" if resumed else ""
     command = session.rerun("test_benchmark", networks=timing.latin, mode=timing.mode)
-    pytest.fail(
-        "\n".join(
-            [
-                f"{timing.name}: check of timed {audit.subject} of {timing.rounds}{where}"
-                f"{earlier} failed ({audit.verdict}); section 9 counts no result whose rounds "
-                "differ from the verified implementation",
-                f"first failure: {audit.failure}",
-                f"worst array: {audit.worst_array}",
-                f"seed: --gost-seed={options.seed}",
-                f"rerun: {command}",
-            ]
-        ),
-        pytrace=False,
-    )
+    pytest.fail(item_failure(timing, reasons, options.seed, command, resumed), pytrace=False)
 
 
 def _gate(session: GostSession, timing: Timing, node: pytest.Item) -> None:
