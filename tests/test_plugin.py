@@ -89,6 +89,15 @@ def verified(pytester: pytest.Pytester, *args: str) -> tuple[Recorded, dict]:
     return run, read_report(path)
 
 
+def verified_here(pytester: pytest.Pytester, *args: str) -> tuple[Recorded, dict]:
+    """``verified`` in this process (``in_process``), for runs that verify nothing: the
+    backend is unavailable."""
+    path = pytester.path / "gost-report.json"
+    path.unlink(missing_ok=True)
+    run = in_process(pytester, *args, f"--gost-report={path}")
+    return run, read_report(path)
+
+
 def header(pytester: pytest.Pytester, *args: str) -> str:
     """The backend line of the run's report header, as the ``pytest_report_header`` hook
     gives the terminal its lines."""
@@ -550,7 +559,7 @@ def test_a_backend_in_pyproject_runs_the_suite_and_a_switch_there_holds(pytester
         'gost_mode = "inference"\n'
     )
 
-    run = as_user(pytester)
+    run = in_process(pytester)  # nothing is verified: the backend is unavailable
 
     assert run.ret == pytest.ExitCode.OK
     assert run.ids("test_network") == ["Sh-inference-B2"]  # the default batch
@@ -691,7 +700,7 @@ def test_every_discovery_error_lists_the_available_backends(pytester, backends, 
 
 
 def test_unavailable_backend_has_every_item_skipped_with_its_reason(pytester, backends):
-    run, report = verified(pytester, "--gost-backend=mymod:NoDevice", *SMALL)
+    run, report = verified_here(pytester, "--gost-backend=mymod:NoDevice", *SMALL)
 
     # Collected, then skipped; nothing was verified, so the run fails a CI gate.
     assert run.ret == pytest.ExitCode.TESTS_FAILED
@@ -765,7 +774,7 @@ def test_report_header_says_why_a_backend_is_unavailable(pytester, backends):
 
 
 def test_backend_whose_availability_check_raises_is_reported_not_a_crash(pytester, backends):
-    run, report = verified(pytester, "--gost-backend=mymod:ProbeRaises", *SMALL)
+    run, report = verified_here(pytester, "--gost-backend=mymod:ProbeRaises", *SMALL)
 
     # Unavailable, so every item is skipped (and nothing verified): not an internal error.
     assert run.ret == pytest.ExitCode.TESTS_FAILED and run.internal_errors == []
