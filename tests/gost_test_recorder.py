@@ -6,6 +6,9 @@ with ``-p gost_test_recorder``, its hooks write the collected items and every te
 (outcome, longrepr) to the JSON file ``$GOST_TEST_RECORD`` names; ``as_user`` runs pytest so
 and reads the file back as a ``Recorded``. Not a test file (the name does not start with
 ``test_``); the tests copy it into the run's directory, as a user's own plugin would lie.
+
+``in_process`` gives the same ``Recorded`` of a run in this process, for runs that only
+collect or check options (quicker: no interpreter to start).
 """
 
 from __future__ import annotations
@@ -49,18 +52,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     _items[:] = [item.nodeid for item in session.items]
 
 
-def _record(report: pytest.TestReport | pytest.CollectReport) -> None:
+def _as_record(report: pytest.TestReport | pytest.CollectReport) -> dict:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple):  # a skip: (path, line number, reason)
         longrepr = longrepr[2]
-    _reports.append(
-        {
-            "nodeid": report.nodeid,
-            "when": report.when,
-            "outcome": report.outcome,
-            "longrepr": None if longrepr is None else str(longrepr),
-        }
-    )
+    return {
+        "nodeid": report.nodeid,
+        "when": report.when,
+        "outcome": report.outcome,
+        "longrepr": None if longrepr is None else str(longrepr),
+    }
+
+
+def _record(report: pytest.TestReport | pytest.CollectReport) -> None:
+    _reports.append(_as_record(report))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -86,6 +91,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # The tests' side.
 
 
+def outcomes(reports: list[dict]) -> dict[str, int]:
+    """How many tests of these recorded reports passed, failed and were skipped, counted as
+    ``HookRecorder.listoutcomes`` counts them; outcomes that no test had are left out."""
+    counts = Counter(
+        report["outcome"]
+        for report in reports
+        if report["outcome"] != "passed" or report["when"] == "call"
+    )
+    return dict(counts)
+
+
 @dataclass
 class Recorded:
     """One run: its exit code and output, what it collected and what its tests reported."""
@@ -106,14 +122,8 @@ class Recorded:
         return [name[len(prefix) : -1] for name in names if name.startswith(prefix)]
 
     def outcomes(self) -> dict[str, int]:
-        """How many tests passed, failed and were skipped, counted as
-        ``HookRecorder.listoutcomes`` counts them; outcomes that no test had are left out."""
-        counts = Counter(
-            report["outcome"]
-            for report in self.reports
-            if report["outcome"] != "passed" or report["when"] == "call"
-        )
-        return dict(counts)
+        """How many tests passed, failed and were skipped (``outcomes``)."""
+        return outcomes(self.reports)
 
     def longreprs(self, outcome: str) -> dict[str, str]:
         """The longrepr of each test with ``outcome`` (a failure's message, a skip's reason),
@@ -157,3 +167,35 @@ def as_user(pytester: pytest.Pytester, *args: str) -> Recorded:
     with recording(pytester) as record:
         result = pytester.runpytest_subprocess("-p", PLUGIN, *args)
     return read(record, result)
+
+
+class _InProcess:
+    """This module's hooks as a plugin object, for one run in this process."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self.reports: list[dict] = []
+        self.internal_errors: list[str] = []
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.items = [item.nodeid for item in session.items]
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.reports.append(_as_record(report))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if not report.passed:
+            self.reports.append(_as_record(report))
+
+    def pytest_internalerror(self, excrepr) -> None:
+        self.internal_errors.append(str(excrepr))
+
+
+def in_process(pytester: pytest.Pytester, *args: str) -> Recorded:
+    """``pytest ARGS`` in this process, its plugins found through the same entry points, and
+    what it collected and reported, as ``as_user`` gives a fresh interpreter's. For runs that
+    only collect or check options: nothing the run loads may patch the package's modules,
+    which this process keeps."""
+    recorder = _InProcess()
+    result = pytester.runpytest_inprocess(*args, plugins=[recorder])
+    return Recorded(result, recorder.items, recorder.reports, recorder.internal_errors)

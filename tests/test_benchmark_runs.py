@@ -5,9 +5,12 @@ import os
 import stat
 
 import pytest
-from gost_helpers import BACKENDS, SCHEMA_VALIDATOR, SMALL, directory, read_report
-from gost_test_recorder import Recorded, as_user
+from gost_helpers import BACKENDS, SCHEMA_VALIDATOR, SMALL, Run, directory, read_report, suite
+from gost_test_recorder import Recorded, as_user, in_process
 
+# Imported here, so that this process keeps it: an in-process run would otherwise import it
+# afresh (pytester forgets the modules a run imported), a second each (its compiled kernels).
+from pytest_gostcnn.backends.numpy import NumpyBackend  # noqa: F401
 from pytest_gostcnn.reports.check import check_report
 from pytest_gostcnn.run.report import write_report
 
@@ -26,16 +29,28 @@ def run(pytester, *args):
     return pytester.runpytest_subprocess(*args, "-p", "no:cacheprovider")
 
 
+def output(run: Run) -> pytest.LineMatcher:
+    """A ``suite`` run's output, its lines matched as a pytester run's are."""
+    return pytest.LineMatcher(run.stdout.splitlines())
+
+
 def recorded(pytester, *args) -> Recorded:
     """``run``, and what the run collected and its tests reported."""
     return as_user(pytester, *args, "-p", "no:cacheprovider")
 
 
-def test_report_of_a_run_validates_against_the_schema(pytester):
-    report = pytester.path / "report.json"
-    result = run(pytester, *NUMPY_SMALL, f"--gost-report={report}")
-    assert result.ret == 0
-    data = json.loads(report.read_text(encoding="utf-8"))
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory) -> Run:
+    """One run of Ш at B = 1 in inference, verified and timed in the quick profile, with
+    pytest-benchmark's options that benchmark.pedantic honours (a fresh interpreter)."""
+    path = directory(tmp_path_factory.mktemp("quick"))
+    options = ("--benchmark-disable-gc", f"--benchmark-json={path / 'benchmark.json'}")
+    return suite(path, *NUMPY_SMALL, *options)
+
+
+def test_report_of_a_run_validates_against_the_schema(quick):
+    assert quick.returncode == 0
+    data = quick.report  # validated against the schema as it was read
     SCHEMA_VALIDATOR.validate(data)
     (benchmark,) = data["benchmarks"]
     assert benchmark["network"] == "Sh" and benchmark["images"] == 16
@@ -50,11 +65,9 @@ def test_report_of_a_run_validates_against_the_schema(pytester):
     )
 
 
-def test_quick_results_are_labelled_non_compliant_wherever_shown(pytester):
-    report = pytester.path / "report.json"
-    result = run(pytester, *NUMPY_SMALL, f"--gost-report={report}")
-    assert result.ret == 0
-    data = read_report(report)
+def test_quick_results_are_labelled_non_compliant_wherever_shown(quick):
+    assert quick.returncode == 0
+    data = quick.report
     designations = [b["designation"] for b in data["benchmarks"]]
     assert designations and all(d.endswith(" (quick, non-compliant)") for d in designations)
     assert [e["designation"] for e in data["evaluations"]] == [
@@ -62,14 +75,14 @@ def test_quick_results_are_labelled_non_compliant_wherever_shown(pytester):
     ]
     # The section 9 summary's layout: the warning, the table with its labelled row, and
     # the labelled evaluation.
-    result.stdout.fnmatch_lines(
+    output(quick).fnmatch_lines(
         [
             "*GOST R 57700.36-2021, section 9: performance*",
             "QUICK PROFILE: NOT COMPLIANT (*",
             "test *images *time s *images/s *MAC/s *ОРП %",
             "ТП-Ш-П-float32-B1 (quick, non-compliant) *",
             "evaluation ОП-П-float32-B1-N1 (quick, non-compliant):",
-        ]
+        ],
     )
 
 
@@ -188,7 +201,9 @@ def test_benchmark_marker_selects_only_the_timed_tests(pytester):
         ("Sh", "inference", "correct")
     ]
     assert len(data["benchmarks"]) == 1
-    excluded = recorded(pytester, *NUMPY_SMALL, "-m", "not gost_benchmark", "--collect-only", "-q")
+    excluded = in_process(
+        pytester, *NUMPY_SMALL, "-m", "not gost_benchmark", "--collect-only", "-q"
+    )
     assert excluded.items
     assert not [item for item in excluded.items if "test_benchmark" in item]
 
@@ -285,7 +300,9 @@ def test_report_through_a_symbolic_link_replaces_the_file_the_link_names(pyteste
     link = pytester.path / "link.json"
     link.symlink_to(real)
 
-    result = run(pytester, *NUMPY_SMALL, "-k", "concat-forward-L3", f"--gost-report={link}")
+    result = pytester.runpytest_inprocess(
+        *NUMPY_SMALL, "-k", "concat-forward-L3", f"--gost-report={link}", "-p", "no:cacheprovider"
+    )
 
     assert result.ret == 0
     assert link.is_symlink()
@@ -318,7 +335,9 @@ def test_report_path_with_a_tilde_is_written_in_the_home_directory(pytester, mon
     home.mkdir()
     monkeypatch.setenv("HOME", str(home))
 
-    result = run(pytester, *NUMPY_SMALL, "-k", "concat-forward-L3", "--gost-report=~/r.json")
+    result = pytester.runpytest_inprocess(
+        *NUMPY_SMALL, "-k", "concat-forward-L3", "--gost-report=~/r.json", "-p", "no:cacheprovider"
+    )
 
     assert result.ret == 0
     SCHEMA_VALIDATOR.validate(json.loads((home / "r.json").read_text(encoding="utf-8")))
@@ -443,11 +462,9 @@ def test_an_unavailable_backend_still_gets_its_report(pytester, backends):
     assert data["exit_status"] == result.ret and "no CUDA device" in data["exit_reason"]
 
 
-def test_benchmark_options_that_pedantic_honours_are_not_refused(pytester):
-    path = pytester.path / "benchmark.json"
-    options = ("--benchmark-disable-gc", f"--benchmark-json={path}")
-    result = run(pytester, *NUMPY_SMALL, "-k", "test_benchmark", *options)
-    assert result.ret == 0
+def test_benchmark_options_that_pedantic_honours_are_not_refused(quick):
+    assert quick.returncode == 0
+    path = quick.path / "benchmark.json"
     (timed,) = json.loads(path.read_text(encoding="utf-8"))["benchmarks"]
     assert timed["options"]["disable_gc"] is True
     # The rounds are the suite's: the quick profile's 16 images at batch 1.
@@ -456,7 +473,7 @@ def test_benchmark_options_that_pedantic_honours_are_not_refused(pytester):
 
 def test_disabled_benchmarks_say_nothing_was_timed(pytester):
     report = pytester.path / "r.json"
-    timed = recorded(pytester, *NUMPY_SMALL, "--benchmark-disable", f"--gost-report={report}")
+    timed = in_process(pytester, *NUMPY_SMALL, "--benchmark-disable", f"--gost-report={report}")
     # A skipped item is not one that ran and passed: the run does not exit 0.
     assert timed.ret == pytest.ExitCode.TESTS_FAILED
     (reason,) = timed.longreprs("skipped").values()
@@ -465,12 +482,11 @@ def test_disabled_benchmarks_say_nothing_was_timed(pytester):
     timed.result.stdout.fnmatch_lines(["nothing was timed: no performance test finished*"])
 
 
-def test_a_run_prints_its_estimate_before_timing_and_each_tests_spread_after(pytester):
-    result = run(pytester, *NUMPY_SMALL, "-k", "test_benchmark")
-    assert result.ret == 0
+def test_a_run_prints_its_estimate_before_timing_and_each_tests_spread_after(quick):
+    assert quick.returncode == 0
     # In order: the run's total, printed before the first timed round; the test's result
     # in the section 9 table; the spread of its rounds beside its audit line.
-    result.stdout.fnmatch_lines(
+    output(quick).fnmatch_lines(
         [
             "gostcnn: run estimate: about * for the rounds of 1 benchmark test (1 from its own "
             "warm-up)*",

@@ -13,11 +13,16 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
-from gost_helpers import SMALL, TINY, Run, directory, suite
+from gost_helpers import BACKENDS, SMALL, TINY, Run, directory, read_report, suite
 
+# Imported here, so that this process keeps it: an in-process run would otherwise import it
+# afresh (pytester forgets the modules a run imported), a second each (its compiled kernels).
+from pytest_gostcnn.backends.numpy import NumpyBackend  # noqa: F401
 from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.model.table_files import load_networks
+
+pytest_plugins = ["pytester"]
 
 
 def forward_items(networks: dict) -> int:
@@ -36,6 +41,19 @@ def compliant(tmp_path_factory) -> Run:
 @pytest.fixture
 def run_dir(tmp_path) -> Path:
     return directory(tmp_path)
+
+
+def in_process(pytester: pytest.Pytester, *args: str) -> Run:
+    """``suite`` in this process, for runs that verify nothing (an unavailable backend, no
+    item selected): no interpreter to start. ``mymod`` is the test backends."""
+    (pytester.path / "mymod.py").write_text(BACKENDS.read_text(encoding="utf-8"), "utf-8")
+    pytester.syspathinsert()
+    report = pytester.path / "report.json"
+    result = pytester.runpytest_inprocess(
+        "-p", "no:cacheprovider", *args, f"--gost-report={report}"
+    )
+    data = read_report(report) if report.is_file() else None
+    return Run(result.ret, result.stdout.str(), result.stderr.str(), [], data, pytester.path)
 
 
 # The baseline: a correct backend, every condition met.
@@ -240,8 +258,8 @@ def test_a_backend_that_caches_its_answer_while_timed_fails_a_check(run_dir):
     assert any(not a["passed"] for a in audits)
 
 
-def test_an_unavailable_backend_exits_non_zero_saying_why_on_one_line(run_dir):
-    run = suite(run_dir, "--gost-backend=mymod:NoDevice", *SMALL)
+def test_an_unavailable_backend_exits_non_zero_saying_why_on_one_line(pytester):
+    run = in_process(pytester, "--gost-backend=mymod:NoDevice", *SMALL)
 
     assert run.returncode == pytest.ExitCode.TESTS_FAILED
     said = [line for line in run.lines if line.startswith("gostcnn: exit status 1: ")]
@@ -255,8 +273,8 @@ def test_an_unavailable_backend_exits_non_zero_saying_why_on_one_line(run_dir):
     assert "; 1 selected network not run" in verdicts
 
 
-def test_allow_unavailable_keeps_exit_status_0_for_an_unavailable_backend(run_dir):
-    run = suite(run_dir, "--gost-backend=mymod:NoDevice", *SMALL, "--gost-allow-unavailable")
+def test_allow_unavailable_keeps_exit_status_0_for_an_unavailable_backend(pytester):
+    run = in_process(pytester, "--gost-backend=mymod:NoDevice", *SMALL, "--gost-allow-unavailable")
 
     assert run.returncode == 0
     assert run.report["compliant"] is False and "no CUDA device" in run.report["exit_reason"]
@@ -275,8 +293,8 @@ def test_allow_unavailable_does_not_excuse_an_available_backends_failure(run_dir
     assert run.returncode == pytest.ExitCode.TESTS_FAILED
 
 
-def test_a_run_with_no_item_of_the_suite_selected_exits_non_zero(run_dir):
-    run = suite(run_dir, "--gost-backend=numpy", *SMALL, "-k", "no_such_item")
+def test_a_run_with_no_item_of_the_suite_selected_exits_non_zero(pytester):
+    run = in_process(pytester, "--gost-backend=numpy", *SMALL, "-k", "no_such_item")
 
     assert run.returncode == pytest.ExitCode.NO_TESTS_COLLECTED
     assert run.report["exit_reason"].startswith("nothing was verified: none of the suite's")

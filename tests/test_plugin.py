@@ -24,9 +24,12 @@ from xml.etree import ElementTree
 
 import numpy as np
 import pytest
-from gost_helpers import BACKENDS, SMALL, read_report, usage_error
-from gost_test_recorder import Recorded, as_user
+from gost_helpers import BACKENDS, SMALL, Run, directory, read_report, suite, usage_error
+from gost_test_recorder import Recorded, as_user, in_process, outcomes
 
+# Imported here, so that this process keeps it: an in-process run would otherwise import it
+# afresh (pytester forgets the modules a run imported), a second each (its compiled kernels).
+from pytest_gostcnn.backends.numpy import NumpyBackend  # noqa: F401
 from pytest_gostcnn.conformance.layer_cases import layer_cases, network_cases, saturating_cases
 from pytest_gostcnn.model.table_files import default_tables_dir, load_networks
 
@@ -83,6 +86,15 @@ def verified(pytester: pytest.Pytester, *args: str) -> tuple[Recorded, dict]:
     path = pytester.path / "gost-report.json"
     path.unlink(missing_ok=True)
     run = as_user(pytester, *args, f"--gost-report={path}")
+    return run, read_report(path)
+
+
+def verified_here(pytester: pytest.Pytester, *args: str) -> tuple[Recorded, dict]:
+    """``verified`` in this process (``in_process``), for runs that verify nothing: the
+    backend is unavailable."""
+    path = pytester.path / "gost-report.json"
+    path.unlink(missing_ok=True)
+    run = in_process(pytester, *args, f"--gost-report={path}")
     return run, read_report(path)
 
 
@@ -148,7 +160,7 @@ def test_empty_directory_runs_the_installed_suite_and_prints_the_verdict_table(p
 def test_without_gost_backend_the_directorys_own_tests_run(pytester):
     pytester.makepyfile(test_trivial="def test_trivial():\n    pass\n")
 
-    run = as_user(pytester, "--collect-only", "-q")
+    run = in_process(pytester, "--collect-only", "-q")
 
     assert run.items == ["test_trivial.py::test_trivial"]
 
@@ -156,7 +168,7 @@ def test_without_gost_backend_the_directorys_own_tests_run(pytester):
 def test_gost_backend_with_test_paths_runs_those_paths(pytester):
     pytester.makepyfile(test_trivial="def test_trivial():\n    pass\n")
 
-    run = as_user(pytester, "--gost-backend=numpy", "test_trivial.py", "--collect-only", "-q")
+    run = in_process(pytester, "--gost-backend=numpy", "test_trivial.py", "--collect-only", "-q")
 
     assert run.items == ["test_trivial.py::test_trivial"]
 
@@ -165,13 +177,13 @@ def test_gost_backend_with_test_paths_runs_those_paths(pytester):
 
 
 def test_layer_ids_name_type_step_shape_and_dtype(pytester):
-    run = as_user(pytester, "--gost-backend=numpy", "--collect-only", "-q")
+    run = in_process(pytester, "--gost-backend=numpy", "--collect-only", "-q")
 
     assert "conv-forward-k3s2p1-float32" in run.ids("test_layer")
 
 
 def test_network_ids_name_latin_letter_mode_and_batch(pytester):
-    run = as_user(
+    run = in_process(
         pytester,
         "--gost-backend=numpy",
         "--gost-mode=both",
@@ -186,7 +198,7 @@ def test_network_ids_name_latin_letter_mode_and_batch(pytester):
 
 def test_every_item_id_is_ascii(pytester):
     # All six networks, whose letters are Cyrillic in the standard, in both modes.
-    run = as_user(pytester, "--gost-backend=numpy", "--gost-mode=both", "--collect-only", "-q")
+    run = in_process(pytester, "--gost-backend=numpy", "--gost-mode=both", "--collect-only", "-q")
 
     network_ids = run.ids("test_network")
     assert {i.split("-")[0] for i in network_ids} == {"M", "G", "V", "S", "R", "Sh"}
@@ -197,7 +209,7 @@ def test_every_item_id_is_ascii(pytester):
 def test_collect_only_ends_with_pytests_count_and_leaves_no_folder_behind(pytester):
     # Nothing ran: no "RUN INCOMPLETE" verdict after pytest's count, and no empty
     # .benchmarks (pytest-benchmark's storage, made as it starts) in the user's directory.
-    run = as_user(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
+    run = in_process(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
 
     assert run.ret == pytest.ExitCode.OK
     run.result.stdout.fnmatch_lines(["* tests collected in *"])
@@ -217,7 +229,7 @@ def test_the_suite_run_where_the_project_sets_testpaths_names_no_testpaths(pytes
 
 
 def test_inference_mode_verifies_forward_steps_only(pytester):
-    run = as_user(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
+    run = in_process(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
 
     layer_ids = run.ids("test_layer")
     assert len(layer_ids) == len(layer_cases()) + len(SH_CASES)
@@ -227,13 +239,13 @@ def test_inference_mode_verifies_forward_steps_only(pytester):
 def test_an_integer_type_adds_the_saturating_layer_items(pytester):
     # docs/standard.md §6: the clamp is verified on items whose scales leave values past the
     # range; a floating-point run has no such items.
-    integer = as_user(
+    integer = in_process(
         pytester, "--gost-backend=numpy", *SMALL, "--gost-dtype=int8", "--collect-only", "-q"
     )
     saturating = [i for i in integer.ids("test_layer") if "saturating" in i]
     assert len(saturating) == len(saturating_cases()) == 5
     assert len(integer.ids("test_layer")) == len(layer_cases()) + len(SH_CASES) + 5
-    floating = as_user(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
+    floating = in_process(pytester, "--gost-backend=numpy", *SMALL, "--collect-only", "-q")
     assert not [i for i in floating.ids("test_layer") if "saturating" in i]
 
 
@@ -547,7 +559,7 @@ def test_a_backend_in_pyproject_runs_the_suite_and_a_switch_there_holds(pytester
         'gost_mode = "inference"\n'
     )
 
-    run = as_user(pytester)
+    run = in_process(pytester)  # nothing is verified: the backend is unavailable
 
     assert run.ret == pytest.ExitCode.OK
     assert run.ids("test_network") == ["Sh-inference-B2"]  # the default batch
@@ -688,7 +700,7 @@ def test_every_discovery_error_lists_the_available_backends(pytester, backends, 
 
 
 def test_unavailable_backend_has_every_item_skipped_with_its_reason(pytester, backends):
-    run, report = verified(pytester, "--gost-backend=mymod:NoDevice", *SMALL)
+    run, report = verified_here(pytester, "--gost-backend=mymod:NoDevice", *SMALL)
 
     # Collected, then skipped; nothing was verified, so the run fails a CI gate.
     assert run.ret == pytest.ExitCode.TESTS_FAILED
@@ -762,7 +774,7 @@ def test_report_header_says_why_a_backend_is_unavailable(pytester, backends):
 
 
 def test_backend_whose_availability_check_raises_is_reported_not_a_crash(pytester, backends):
-    run, report = verified(pytester, "--gost-backend=mymod:ProbeRaises", *SMALL)
+    run, report = verified_here(pytester, "--gost-backend=mymod:ProbeRaises", *SMALL)
 
     # Unavailable, so every item is skipped (and nothing verified): not an internal error.
     assert run.ret == pytest.ExitCode.TESTS_FAILED and run.internal_errors == []
@@ -820,37 +832,47 @@ def test_backend_returning_the_wrong_dtype_fails_the_verification_saying_dtype(p
     assert layer["verdict"] == "not correct"
 
 
-@pytest.mark.parametrize("selected", ["conv-forward-k3s2p1", "test_network"])
-def test_failure_prints_seed_and_a_rerun_command_that_reproduces_it(pytester, backends, selected):
-    # concat-forward passes and is selected too: the rerun must narrow to the failing item.
-    run, report = verified(
-        pytester,
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory) -> Run:
+    """One run of a backend whose convolutions are wrong, seed 7: a layer item and the
+    network fail, and concat-forward passes beside them (in a fresh interpreter)."""
+    return suite(
+        directory(tmp_path_factory.mktemp("seeded")),
         "--gost-backend=mymod:ScaledConv",
         *SMALL,
         "--gost-seed=7",
         "-k",
-        f"{selected} or concat-forward-L3",
+        "conv-forward-k3s2p1 or test_network or concat-forward-L3",
     )
-    assert run.outcomes() == {"failed": 1, "passed": 1}
-    ((failed, longrepr),) = run.longreprs("failed").items()
+
+
+@pytest.mark.parametrize("selected", ["conv-forward-k3s2p1", "test_network"])
+def test_failure_prints_seed_and_a_rerun_command_that_reproduces_it(seeded, selected):
+    # concat-forward passes and the other failure is selected too: the rerun must narrow to
+    # the failing item it was printed for.
+    run, report = seeded, seeded.report
+    assert outcomes(run.reports) == {"failed": 2, "passed": 1}
+    ((failed, longrepr),) = [
+        (n, text) for n, text in run.longreprs("failed").items() if selected in n
+    ]
     message = failure_message(longrepr)
     assert message["seed"] == "--gost-seed=7"
     argv = shlex.split(message["rerun"])
     assert argv[:2] == ["pytest", "--gost-backend=mymod:ScaledConv"]
 
-    again, again_report = verified(pytester, *argv[1:])
+    again = suite(run.path, *argv[1:])
 
-    assert again.outcomes() == {"failed": 1}
+    assert outcomes(again.reports) == {"failed": 1}
     ((again_failed, again_longrepr),) = again.longreprs("failed").items()
     assert again_failed == failed
     # The same СКО to the last digit: the same seed drew the same data.
     assert failure_message(again_longrepr)["first failure"] == message["first failure"]
     verifications = report["verification"]["layers"] + report["verification"]["networks"]
-    (failing,) = [v for v in verifications if v["verdict"] == "not correct"]
+    failing = [v for v in verifications if v["verdict"] == "not correct"]
     (again_failing,) = (
-        again_report["verification"]["layers"] + again_report["verification"]["networks"]
+        again.report["verification"]["layers"] + again.report["verification"]["networks"]
     )
-    assert again_failing == failing
+    assert len(failing) == 2 and again_failing in failing
 
 
 def test_a_failure_on_a_nodes_cell_k_reruns_on_that_cells_device(pytester, backends):
@@ -895,38 +917,45 @@ def test_summary_gives_a_failed_networks_first_failed_array_and_rerun_command(py
 # The RMSE threshold override.
 
 
-def test_zero_threshold_fails_a_float32_layer_with_rounding(pytester):
-    run, report = verified(
-        pytester,
+@pytest.fixture(scope="module")
+def zero_threshold(tmp_path_factory) -> Run:
+    """A convolution and a concatenation verified under a СКОП of 0 (a fresh interpreter)."""
+    return suite(
+        directory(tmp_path_factory.mktemp("zero")),
         "--gost-backend=numpy",
         *SMALL,
         "--gost-rmse-threshold=0",
         "-k",
-        "conv-forward-k3s2p1",
+        "conv-forward-k3s2p1 or concat-forward-L3",
     )
 
+
+def _layer(report: dict, subject: str) -> dict:
+    (layer,) = [v for v in report["verification"]["layers"] if v["subject"].startswith(subject)]
+    return layer
+
+
+def test_zero_threshold_fails_a_float32_layer_with_rounding(zero_threshold):
+    run = zero_threshold
+
     # A float32 convolution rounds its sums, so its СКО > 0 = СКОП: not reference-grade.
-    assert run.outcomes() == {"failed": 1}
-    (failure,) = run.longreprs("failed").values()
+    assert outcomes(run.reports) == {"failed": 1, "passed": 1}
+    ((name, failure),) = run.longreprs("failed").items()
+    assert "conv-forward-k3s2p1" in name
     assert "СКОП 0.000e+00" in failure_message(failure)["first failure"]
-    (layer,) = report["verification"]["layers"]
+    layer = _layer(run.report, "conv-forward-k3s2p1")
     assert layer["verdict"] == "not correct"
     assert all(c["admissible_rmse"] == 0 and c["rmse"] > 0 for c in layer["checks"])
 
 
-def test_zero_threshold_passes_a_copy_only_layer_as_reference_grade(pytester):
-    run, report = verified(
-        pytester,
-        "--gost-backend=numpy",
-        *SMALL,
-        "--gost-rmse-threshold=0",
-        "-k",
-        "concat-forward-L3",
-    )
+def test_zero_threshold_passes_a_copy_only_layer_as_reference_grade(zero_threshold):
+    run = zero_threshold
 
     # Concatenation copies values: with the same inputs its СКО is 0, which passes only
     # as reference-grade, since no СКО is below a СКОП of 0.
-    assert run.outcomes() == {"passed": 1}
-    (layer,) = report["verification"]["layers"]
+    assert outcomes(run.reports) == {"failed": 1, "passed": 1}
+    (name,) = [r["nodeid"] for r in run.reports if r["when"] == "call" and r["outcome"] == "passed"]
+    assert "concat-forward-L3" in name
+    layer = _layer(run.report, "concat-forward-L3")
     assert layer["verdict"] == "reference-grade"
     assert all(c["rmse"] == 0 and c["admissible_rmse"] == 0 for c in layer["checks"])

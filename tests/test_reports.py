@@ -117,8 +117,10 @@ def tiny_full_profile(monkeypatch):
 
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory):
-    """One run of all six networks: the baseline."""
-    run = suite(run_dir(tmp_path_factory.mktemp("whole")), "--gost-backend=numpy", *FIXED)
+    """One run of all six networks: the baseline. It keeps a copy of its report as each
+    performance test leaves it (``gost_test_copy``), which changes nothing the run does."""
+    path = run_dir(tmp_path_factory.mktemp("whole"))
+    run = suite(path, "--gost-backend=numpy", *FIXED, "-p", "gost_test_copy")
     assert run.returncode == 0, run.stdout[-3000:]
     return run
 
@@ -343,27 +345,38 @@ def test_check_fails_on_each_kind_of_tampering(whole, kind):
     assert any(words in problem for problem in problems), problems
 
 
-def _command(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    plugin = "import runpy, sys; from pytest_gostcnn.performance import plan; "
-    plugin += "plan.FULL_PROFILE_IMAGES = 4; sys.argv = ['pytest_gostcnn', *sys.argv[1:]]; "
-    plugin += "runpy.run_module('pytest_gostcnn', run_name='__main__')"
-    return subprocess.run(
-        [sys.executable, "-c", plugin, *args], cwd=cwd, capture_output=True, text=True
-    )
+@pytest.fixture
+def command(capsys):
+    """``python -m pytest_gostcnn ARGS`` in folder ``cwd``, run as its ``__main__`` runs
+    it but in this process (``main``; the full profile shrunk as the runs had it): its exit
+    status and what it printed. tests/test_plot.py runs the module in a fresh interpreter."""
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+        capsys.readouterr()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(cwd)
+            try:
+                status = main(list(args))
+            except SystemExit as exit:  # argparse's usage errors
+                status = exit.code
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, status, out, err)
+
+    return run
 
 
-def test_the_check_command_exits_0_only_when_every_figure_agrees(whole, tmp_path):
+def test_the_check_command_exits_0_only_when_every_figure_agrees(whole, tmp_path, command):
     report = whole.path / "report.json"
-    done = _command("check", str(report), "--tables", str(whole.path / "tiny"), cwd=tmp_path)
+    done = command("check", str(report), "--tables", str(whole.path / "tiny"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "every figure agrees" in done.stdout
     edited = copy.deepcopy(whole.report)
     _orp(edited)
     (tmp_path / "edited.json").write_text(json.dumps(edited), encoding="utf-8")
-    done = _command("check", "edited.json", "--tables", str(whole.path / "tiny"), cwd=tmp_path)
+    done = command("check", "edited.json", "--tables", str(whole.path / "tiny"), cwd=tmp_path)
     assert done.returncode == 1 and "orp_percent is" in done.stdout
     (tmp_path / "half.json").write_text(json.dumps(whole.report)[:500], encoding="utf-8")
-    done = _command("check", "half.json", "absent.json", cwd=tmp_path)
+    done = command("check", "half.json", "absent.json", cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "half.json: not JSON" in done.stdout and "absent.json: no such file" in done.stdout
 
@@ -427,16 +440,18 @@ def test_six_single_network_runs_merged_give_the_evaluation_of_one_run(whole, si
     )
 
 
-def test_the_evaluate_command_prints_the_evaluation_and_writes_the_merged_report(singles, tmp_path):
+def test_the_evaluate_command_prints_the_evaluation_and_writes_the_merged_report(
+    singles, tmp_path, command
+):
     paths = [path for path, _ in singles]
     tables = str(Path(paths[0]).parent / "tiny")
-    done = _command("evaluate", *paths, "-o", "merged.json", "--tables", tables, cwd=tmp_path)
+    done = command("evaluate", *paths, "-o", "merged.json", "--tables", tables, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "evaluation ОП-П-float32-B1-N1:" in done.stdout and "first result:" in done.stdout
     written = json.loads((tmp_path / "merged.json").read_text(encoding="utf-8"))
     SCHEMA_VALIDATOR.validate(written)
     assert written["merged_from"] == [{"path": p, "created": r["created"]} for p, r in singles]
-    done = _command("evaluate", paths[0], "nowhere/x.json", "--tables", tables, cwd=tmp_path)
+    done = command("evaluate", paths[0], "nowhere/x.json", "--tables", tables, cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
 
 
@@ -450,7 +465,7 @@ def test_evaluate_with_an_output_where_no_file_can_be_written_is_a_usage_error(t
 
 
 def test_evaluate_refuses_a_report_that_does_not_check_naming_it_and_its_first_disagreement(
-    singles, tmp_path
+    singles, tmp_path, command
 ):
     (first, report), *others = singles
     tables = str(Path(first).parent / "tiny")
@@ -459,13 +474,13 @@ def test_evaluate_refuses_a_report_that_does_not_check_naming_it_and_its_first_d
         cell["round_seconds"] = [seconds / 2 for seconds in cell["round_seconds"]]
     (tmp_path / "halved.json").write_text(json.dumps(halved), encoding="utf-8")
     paths = ["halved.json", *(path for path, _ in others)]
-    done = _command("evaluate", *paths, "-o", "merged.json", "--tables", tables, cwd=tmp_path)
+    done = command("evaluate", *paths, "-o", "merged.json", "--tables", tables, cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     (line,) = done.stderr.splitlines()
     assert line.startswith("error: halved.json: does not check (python -m pytest_gostcnn check)")
     assert "seconds is" in line and not (tmp_path / "merged.json").exists()
     # a report of --gost-tables=DIR is checked against its tables, so evaluate needs them
-    done = _command("evaluate", first, cwd=tmp_path)
+    done = command("evaluate", first, cwd=tmp_path)
     assert done.returncode == 1 and "give it as --tables DIR" in done.stderr
 
 
@@ -542,9 +557,8 @@ def test_a_resumed_run_stopped_again_in_section_8_keeps_the_tests_it_resumed(sto
     assert check_report(again, path / "tiny") == []
 
 
-def test_a_checkpoint_is_never_complete_and_a_killed_jobs_merges_whole(tmp_path):
-    path = run_dir(tmp_path)
-    run = suite(path, "--gost-backend=numpy", *FIXED, "-p", "gost_test_copy")
+def test_a_checkpoint_is_never_complete_and_a_killed_jobs_merges_whole(whole):
+    path, run = whole.path, whole
     assert run.returncode == 0, run.stdout[-2000:]
     last = json.loads((path / "checkpoint-6.json").read_text(encoding="utf-8"))
     # written after the last test, before the run ended: what a job killed then keeps
@@ -569,14 +583,14 @@ def _format_2(report: dict) -> dict:
 
 
 def test_a_report_of_format_2_is_read_by_check_evaluate_and_resume(
-    whole, stopped, singles, tmp_path
+    whole, stopped, singles, tmp_path, command
 ):
     path = run_dir(tmp_path)
     (path / "old.json").write_text(json.dumps(_format_2(stopped.report)), encoding="utf-8")
-    done = _command("check", "old.json", "--tables", str(path / "tiny"), cwd=path)
+    done = command("check", "old.json", "--tables", str(path / "tiny"), cwd=path)
     assert done.returncode == 0 and "every figure agrees" in done.stdout, done.stdout
     others = [p for p, _ in singles[1:]]
-    done = _command(
+    done = command(
         "evaluate", "old.json", *others, "-o", "merged.json", "--tables", "tiny", cwd=path
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -641,11 +655,29 @@ def test_resume_refuses_a_report_of_another_configuration_listing_every_differen
 # A shared cell, and what a report says of how its run was started. -----------------------
 
 
-def test_a_run_on_a_shared_cell_says_so_in_the_summary_and_the_report_and_check_agrees(tmp_path):
-    path = run_dir(tmp_path)
-    run = suite(path, "--gost-backend=numpy", *FIXED, "--gost-networks=M", "-p", "gost_test_shared")
+@pytest.fixture(scope="module")
+def shared_cell(tmp_path_factory):
+    """Runs of М and Г on a shared cell, by verbosity (``-q``, ``""``, ``-v``), each made when
+    a test first asks for it."""
+    runs = {}
+
+    def run(verbosity: str):
+        if verbosity not in runs:
+            path = run_dir(tmp_path_factory.mktemp("shared"))
+            args = ("--gost-backend=numpy", *FIXED, "--gost-networks=M,G", "-p", "gost_test_shared")
+            runs[verbosity] = suite(path, *args, *verbosity.split())
+        return runs[verbosity]
+
+    return run
+
+
+def test_a_run_on_a_shared_cell_says_so_in_the_summary_and_the_report_and_check_agrees(
+    shared_cell,
+):
+    run = shared_cell("")
+    path = run.path
     assert run.report is not None, run.stdout[-3000:]
-    assert "CELL SHARED (М (M) inference 100 %)" in run.stdout
+    assert "CELL SHARED (М (M) inference 100 %, Г (G) inference 100 %)" in run.stdout
     assert any(line.endswith("(SHARED)") for line in run.lines)
     test = run.report["benchmarks"][0]
     assert test["cells"][0]["contention"]["shared"] is True and test["compliant"] is False
@@ -657,12 +689,12 @@ def test_a_run_on_a_shared_cell_says_so_in_the_summary_and_the_report_and_check_
 
 
 @pytest.mark.parametrize("verbosity", ["-q", "", "-v"], ids=["quiet", "default", "verbose"])
-def test_a_shared_cell_is_warned_of_once_and_the_run_ends_with_each_evaluation(tmp_path, verbosity):
+def test_a_shared_cell_is_warned_of_once_and_the_run_ends_with_each_evaluation(
+    shared_cell, verbosity
+):
     # Two tests on a shared cell: one CELL SHARED line names both (not a line per test),
     # and the last line is the evaluation's, with its designation and why not compliant.
-    path = run_dir(tmp_path)
-    args = ("--gost-backend=numpy", *FIXED, "--gost-networks=M,G", "-p", "gost_test_shared")
-    run = suite(path, *args, *verbosity.split())
+    run = shared_cell(verbosity)
     assert run.report is not None, run.stdout[-3000:]
     warnings = [line for line in run.lines if line.startswith("CELL SHARED (")]
     assert len(warnings) == 1, warnings

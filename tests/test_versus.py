@@ -10,7 +10,12 @@ import copy
 import pytest
 from gost_helpers import UNMEASURED_SHARING, directory, suite
 
+# Imported here, so that this process keeps it: an in-process run would otherwise import it
+# afresh (pytester forgets the modules a run imported), a second each (its compiled kernels).
+from pytest_gostcnn.backends.numpy import NumpyBackend  # noqa: F401
 from pytest_gostcnn.reports.check import check_report
+
+pytest_plugins = ["pytester"]
 
 SLEEPY = '''"""A NumPy backend whose every round sleeps {delay} s more (version {version})."""
 import time
@@ -65,19 +70,37 @@ def folders(tmp_path_factory):
     return path
 
 
+def named(backend):
+    return backend if ":" in backend else f"{backend}::gostsleepy:Sleepy"
+
+
 def versus(folders, candidate, baseline, *more):
     """The suite with ``--gost-backend`` and ``--gost-versus``, each a folder of
     ``gostsleepy.py`` or a backend named whole; ``more`` after ``RUN`` (the later of two
     values of an option wins)."""
-
-    def named(backend):
-        return backend if ":" in backend else f"{backend}::gostsleepy:Sleepy"
-
     return suite(
         folders,
         f"--gost-backend={named(candidate)}",
         f"--gost-versus={named(baseline)}",
         *RUN,
+        *more,
+    )
+
+
+def in_process(pytester, monkeypatch, folders, candidate, baseline, *more) -> pytest.RunResult:
+    """``versus`` in this process, in ``folders``, for runs that time nothing (refused
+    before any work, or only collected): without ``-p gost_unshared``, whose patch of the
+    package this process would keep, and with nothing left to leave unmeasured."""
+    monkeypatch.chdir(folders)
+    unshared = RUN.index(UNMEASURED_SHARING[-1]) + 1 - len(UNMEASURED_SHARING)
+    run = RUN[:unshared] + RUN[unshared + len(UNMEASURED_SHARING) :]
+    assert UNMEASURED_SHARING[-1] not in run
+    return pytester.runpytest_inprocess(
+        "-p",
+        "no:cacheprovider",
+        f"--gost-backend={named(candidate)}",
+        f"--gost-versus={named(baseline)}",
+        *run,
         *more,
     )
 
@@ -159,12 +182,14 @@ def test_too_few_pairs_are_not_a_pass(folders):
     )
 
 
-def test_a_gate_with_no_benchmark_test_selected_decides_nothing_and_says_so(folders):
+def test_a_gate_with_no_benchmark_test_selected_decides_nothing_and_says_so(
+    folders, pytester, monkeypatch
+):
     run = versus(folders, "head", "base", "-k", "test_network")
     assert run.returncode == 7, run.stdout[-3000:]
     assert "no benchmark test was selected (-k)" in run.report["exit_reason"]
-    collected = versus(folders, "head", "base", "--collect-only")
-    assert collected.returncode == 0, collected.stdout[-3000:]
+    collected = in_process(pytester, monkeypatch, folders, "head", "base", "--collect-only")
+    assert collected.ret == 0, collected.stdout.str()[-3000:]
 
 
 @pytest.mark.parametrize(
@@ -175,10 +200,12 @@ def test_a_gate_with_no_benchmark_test_selected_decides_nothing_and_says_so(fold
         ("base::gostsleepy", "FOLDER::module:Class"),
     ],
 )
-def test_a_baseline_that_cannot_run_the_same_tests_is_a_usage_error(folders, baseline, words):
-    run = versus(folders, "head", baseline, "--gost-mode=both")
-    assert run.returncode == 4, run.stdout[-2000:] + run.stderr[-2000:]
-    said = run.stdout + run.stderr
+def test_a_baseline_that_cannot_run_the_same_tests_is_a_usage_error(
+    folders, pytester, monkeypatch, baseline, words
+):
+    run = in_process(pytester, monkeypatch, folders, "head", baseline, "--gost-mode=both")
+    said = run.stdout.str() + run.stderr.str()
+    assert run.ret == 4, said[-4000:]
     assert f"--gost-versus={baseline}: " in said and words in said
     assert "--gost-backend: --gost-versus" not in said and "Traceback" not in said
 
