@@ -474,9 +474,11 @@ def test_pytest_with_the_cupy_backend_skips_every_item_once_without_a_gpu(pytest
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # nothing was verified
     output = result.stdout.str()
     assert f"(unavailable: {CUDA_REASON})" in output  # the header says it once
-    skips = [line for line in result.stdout.lines if line.startswith("SKIPPED")]
-    assert skips and all(CUDA_REASON in line for line in skips)
-    assert "passed" not in result.stdout.lines[-1] and "failed" not in result.stdout.lines[-1]
+    reports = result.reprec.getreports("pytest_runtest_logreport")
+    skipped = [r.nodeid for r in reports if r.skipped]
+    assert skipped and len(skipped) == len(set(skipped))  # every item skipped, once
+    assert all(CUDA_REASON in str(r.longrepr) for r in reports if r.skipped)
+    assert not [r for r in reports if r.failed or (r.passed and r.when == "call")]
 
 
 class StandInCupy(types.ModuleType):
