@@ -55,9 +55,9 @@ def one_run(backend, network, mode: str, rounds: int, unit: int | None) -> tuple
     run_plan = Plan(None, rounds, 1, 1, rounds)
     loop = Rounds(TimedTest(backend, network, mode, run_plan, seed=3, unit_rounds=unit))
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):
-        arguments, _ = loop.setup()
+        arguments = loop.setup()
         loop.target(*arguments)
-        loop.teardown(*arguments)
+        loop.teardown()
     cell = CellTiming(0, "cpu", rounds, (1.0,) * rounds, None, "", tuple(loop.audits),
                       fingerprints=tuple(loop.fingerprints))  # fmt: skip
     timing = Timing("Sh", mode, "float32", 1, rounds, macs_per_image(network, mode), (cell,))

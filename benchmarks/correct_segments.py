@@ -48,17 +48,17 @@ CHECK_ARRAY = harness.check_array  # the comparison ``_noted`` records, set in m
 
 
 def segment(network, batch: int, rounds: int, seed: int, model=ErrorModelKernels):
-    """The check of one segment of ``rounds`` rounds, warm-up first, driven as
-    ``benchmark.pedantic`` drives them."""
+    """The check of one segment of ``rounds`` rounds, warm-up first, each round's setup,
+    target and teardown in turn, as the suite's loop runs them."""
     replay.ErrorModelKernels = model
     ADMISSIBLE.clear()
     run_plan = Plan("quick", rounds=rounds, warmup_rounds=1, batch=batch)
     test = TimedTest(NumpyBackend("float32"), network, "training", run_plan, seed=seed)
     loop = Rounds(test, Links(randomness=random.Random(1000 + seed)))
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):
-        arguments, _ = loop.setup()
+        arguments = loop.setup()
         loop.target(*arguments)
-        loop.teardown(*arguments)
+        loop.teardown()
     (audit,) = loop.audits
     return audit, dict(ADMISSIBLE)
 

@@ -87,9 +87,9 @@ def main() -> None:
     loop.draw = Every()
     started = time.monotonic()
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):
-        arguments, _ = loop.setup()
+        arguments = loop.setup()
         loop.target(*arguments)
-        loop.teardown(*arguments)
+        loop.teardown()
         audit = loop.audits[-1] if loop.audits else None
         if audit is not None and not audit.passed and audit.round == loop.units.first(loop.number):
             print(f"FAILED {audit.describe()} keys {' '.join(audit.keys)}", flush=True)

@@ -49,12 +49,12 @@ def main() -> None:
             loop = Rounds(test)
             rounds, handed = [], []
             for _ in range(run_plan.warmup_rounds + run_plan.rounds):
-                arguments, _ = loop.setup()
+                arguments = loop.setup()
                 started = time.perf_counter()
                 loop.target(*arguments)
                 rounds.append(time.perf_counter() - started)
                 handed.append(seconds(lambda a=arguments: [backend.to_device(x) for x in a], 3))
-                loop.teardown(*arguments)
+                loop.teardown()
             round_seconds = statistics.median(rounds[run_plan.warmup_rounds :])
             hand_over = statistics.median(handed)
             reload = "-"
