@@ -1,16 +1,13 @@
 """One test's loop (``performance/loop.py``): its clock, what it tells its caller between
-rounds, the record it ends with, and the fixture that hands its rounds to pytest-benchmark
-(``plugin/benchmark_fixture.py``)."""
+rounds, and the record it ends with (pytest-benchmark's view of its rounds:
+tests/test_benchmark_runs.py, the quick run)."""
 
 import cProfile
 import gc
-import json
 import pstats
-import subprocess
-import sys
 
 import pytest
-from gost_helpers import SMALL, SMALL_PLAN, Scripted
+from gost_helpers import SMALL_PLAN, Scripted
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.performance.loop import Clock, record_of, run
@@ -137,20 +134,3 @@ def test_a_profiled_round_runs_after_the_rounds_neither_timed_nor_checked(shippe
     assert len(record.round_seconds) == len(record.audits) == SMALL_PLAN.rounds
     profiled = {name for _, _, name in pstats.Stats(profile).stats}
     assert "infer" in profiled
-
-
-def test_pytest_benchmark_shows_the_loops_rounds_and_its_profile(tmp_path):
-    # Its JSON holds every timed round, the options the rounds were timed with and, with
-    # --benchmark-cprofile, the profile of the round after them.
-    path = tmp_path / "benchmark.json"
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--gost-backend=numpy"]
-    command += [*SMALL, "-k", "test_benchmark", f"--benchmark-json={path}"]
-    command += ["--benchmark-disable-gc", "--benchmark-cprofile=cumtime"]
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-    (timed,) = json.loads(path.read_text(encoding="utf-8"))["benchmarks"]
-    assert timed["stats"]["rounds"] == 16 and len(timed["stats"]["data"]) == 16
-    assert timed["options"]["disable_gc"] is True
-    assert timed["extra_info"]["images"] == 16
-    assert any("infer" in row["function_name"] for row in timed["cprofile"])

@@ -397,7 +397,7 @@ def test_workers_without_the_suite_are_none_of_its_business(pytester):
     assert result.ret == pytest.ExitCode.OK
 
 
-# pytest-benchmark's options that benchmark.pedantic ignores, as a user would give them.
+# pytest-benchmark's options for its own loop, which the suite refuses, as a user gives them.
 IGNORED_BY_PEDANTIC = [
     "--benchmark-min-rounds=50",
     "--benchmark-max-time=2",
