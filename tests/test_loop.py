@@ -5,6 +5,7 @@ tests/test_benchmark_runs.py, the quick run)."""
 import cProfile
 import gc
 import pstats
+import sys
 
 import pytest
 from gost_helpers import SMALL_PLAN, Scripted
@@ -134,3 +135,36 @@ def test_a_profiled_round_runs_after_the_rounds_neither_timed_nor_checked(shippe
     assert len(record.round_seconds) == len(record.audits) == SMALL_PLAN.rounds
     profiled = {name for _, _, name in pstats.Stats(profile).stats}
     assert "infer" in profiled
+
+
+def test_a_tracer_does_not_run_inside_a_timed_round_and_is_back_after_it():
+    # A coverage tracer or a debugger would slow the round it traced: the clock pauses it,
+    # as pytest-benchmark's runner did, and gives it back.
+    seen = []
+
+    def tracer(frame, event, argument):
+        seen.append(frame.f_code.co_name)
+        return None
+
+    def work():
+        seen.append(("inside", sys.gettrace() is None))
+
+    sys.settrace(tracer)
+    try:
+        Clock().time(work, ())
+        after = sys.gettrace()
+    finally:
+        sys.settrace(None)
+    assert ("inside", True) in seen and "work" not in seen
+    assert after is tracer
+
+
+def test_a_run_without_checkpoints_passes_its_boundaries_without_building_a_share(
+    shipped_networks,
+):
+    plan = Plan(None, 20, 1, 1, 20)
+    test = TimedTest(NumpyBackend("float32"), shipped_networks["Sh"], "inference", plan, seed=3)
+    events = list(run(Rounds(test), checkpoints=False))
+
+    passed = [event for event in events if isinstance(event, Passed)]
+    assert len(passed) == 20 and all(p.boundary is None and p.share is None for p in passed)

@@ -144,19 +144,19 @@ def arguments(self, batch, number, key=None):
 
 rounds.Rounds._arguments = arguments
 AT, MODE = int(os.environ.get("GOST_TEST_STOP_AT", "0")), os.environ.get("GOST_TEST_STOP_MODE")
-_setup = rounds.Rounds.setup
+_begin = rounds.Rounds.begin
 
 
-def setup(self, key=None):
+def begin(self):
     # The round after AT: its boundary's checkpoint, if any, is written by now.
     if self.mode == MODE and self.number == AT and self.calls > self.plan.warmup_rounds:
         if os.environ.get("GOST_TEST_INTERRUPT"):
             raise KeyboardInterrupt
         os._exit(137)
-    return _setup(self, key)
+    return _begin(self)
 
 
-rounds.Rounds.setup = setup
+rounds.Rounds.begin = begin
 '''
 RUN = (
     "--gost-backend=numpy",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import random
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,10 +29,11 @@ Event = Progress | Passed | Record
 
 @dataclass(frozen=True)
 class Clock:
-    """How a round is timed: by ``read``, with Python's garbage collector kept from running
-    while it is timed when ``collector_off`` (pytest-benchmark's ``--benchmark-timer`` and
-    ``--benchmark-disable-gc``); ``profile``, a ``cProfile.Profile`` that one more round
-    after the test runs under, neither timed nor checked (``--benchmark-cprofile``)."""
+    """How a round is timed: by ``read``, with no tracer or profile hook of Python's running
+    while it is timed, and its garbage collector kept from running when ``collector_off``
+    (pytest-benchmark's ``--benchmark-timer`` and ``--benchmark-disable-gc``); ``profile``,
+    a ``cProfile.Profile`` that one more round after the test runs under, neither timed nor
+    checked (``--benchmark-cprofile``)."""
 
     read: Callable[[], float] = time.perf_counter
     collector_off: bool = False
@@ -40,13 +42,22 @@ class Clock:
     def time(self, call: Callable, arguments: tuple) -> float:
         """The seconds ``call(*arguments)`` took, by ``read``."""
         collecting = gc.isenabled()
+        tracer, profiler = sys.gettrace(), sys.getprofile()
         if self.collector_off:
             gc.disable()
+        if tracer is not None:  # a coverage tracer, a debugger: not timed
+            sys.settrace(None)
+        if profiler is not None:
+            sys.setprofile(None)
         try:
             started = self.read()
             call(*arguments)
             return self.read() - started
         finally:
+            if tracer is not None:
+                sys.settrace(tracer)
+            if profiler is not None:
+                sys.setprofile(profiler)
             if collecting:
                 gc.enable()
 
@@ -65,23 +76,26 @@ def run(
     clock: Clock = Clock(),
     baseline: Rounds | None = None,
     randomness: random.Random | None = None,
+    checkpoints: bool = True,
 ) -> Iterator[Event]:
     """Every round of ``test``, its warm-up first, then its record. With a ``baseline`` (the
     paired gate), each of the baseline's rounds runs beside the test's on the same data key,
     the two in an order drawn per pair (``randomness``; the operating system's when None),
-    each timed on its own; a paired test passes no boundary (it is not checkpointed)."""
+    each timed on its own. A boundary is passed with this cell's share only where
+    ``checkpoints`` may be written (the same on every cell), never in a paired test."""
     order = random.SystemRandom() if randomness is None else randomness
     candidate_first: list[bool] = []
     pairs = 0
     for _ in range(test.plan.warmup_rounds + test.plan.rounds - test.start):
-        turns = [(test, test.setup())]
+        test.begin()
+        yield from map(Progress, test.said())  # before the cells meet and the round runs
+        turns = [(test, test.arguments())]
         first = True
         if baseline is not None:
             turns.append((baseline, baseline.setup(key=test.key or None)))
             first = order.random() < 0.5
             if not first:
                 turns.reverse()
-        yield from map(Progress, test.said())  # the estimate, before the first timed round
         timed = test.number >= 1
         for rounds, arguments in turns:
             if timed:
@@ -100,15 +114,13 @@ def run(
             candidate_first.append(first)
             if test.error is None and baseline.error is None:
                 pairs += 1  # a backend that failed runs no more rounds: nothing paired
-        if baseline is None and test.at_boundary:
+        if checkpoints and baseline is None and test.at_boundary:
             share = _share(test) if test.error is None else None
             yield Passed(test.done, test.plan.rounds, _stopped_here(test), share)
         else:
             yield Passed(test.done, test.plan.rounds)
     test.end()
     yield from map(Progress, test.said())
-    if clock.profile is not None:
-        _profiled(test, clock.profile)
     paired = None
     if baseline is not None:
         paired = Pairs(
@@ -119,7 +131,10 @@ def run(
             next((audit for audit in baseline.audits if not audit.passed), None),
             sum(baseline.seconds) + baseline.audit_seconds,
         )
-    yield _record(test, paired)
+    record = _record(test, paired)  # before the profiled round, which changes nothing of it
+    if clock.profile is not None:
+        _profiled(test, clock.profile)
+    yield record
 
 
 def _profiled(test: Rounds, profile) -> None:

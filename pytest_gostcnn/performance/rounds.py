@@ -195,9 +195,15 @@ class Rounds:
     # a system would stream from storage, stays untimed); the hand-over to the backend is
     # the timed region's (standard.md §7.7).
     def setup(self, key: int | None = None) -> tuple:
-        """The next round's arguments for ``target``. ``key``: the round's data key, given
-        (the paired gate's baseline takes its candidate's); None: drawn now."""
-        batch = self.plan.batch
+        """The next round's arguments for ``target`` (``begin``, then ``arguments``).
+        ``key``: the round's data key, given (the paired gate's baseline takes its
+        candidate's); None: drawn now."""
+        self.begin()
+        return self.arguments(key)
+
+    def begin(self) -> None:
+        """The next round is set up: counted, and its progress lines made (told before the
+        cells meet, so that no cell's round starts later for printing)."""
         self.calls += 1
         self.progress.setting_up(self.calls)
         number = self.calls - self.plan.warmup_rounds
@@ -207,13 +213,17 @@ class Rounds:
         self.segment_end = self.ends_segment(number)
         self.unit_end = self.ends_unit(number)
         self.progress.set_up(self.next_image, self.audit_seconds - self.audit_seconds_before)
+
+    def arguments(self, key: int | None = None) -> tuple:
+        """The round begun: every cell meets the others, then its data is made."""
+        batch = self.plan.batch
         if self.links.meeting is not None:  # every cell's round starts together
             ended = self.calls - 1
             self._meet(self._round_name(ended) if ended else f"preparing {self._round_name(1)}")
         arguments: tuple = (None,)
         try:
             if self.error is None and not self.audit_failed:
-                arguments = self._arguments(batch, number, key)
+                arguments = self._arguments(batch, self.number, key)
         except Exception as exc:  # noted; this cell still meets the others at the barrier
             self.error = _failure(exc, "preparing a batch")
         self.next_image += batch

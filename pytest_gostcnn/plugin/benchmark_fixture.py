@@ -6,8 +6,9 @@ fixture's timer (``--benchmark-timer``) and its garbage-collector setting
 round each, so that pytest-benchmark's table, ``--benchmark-json``,
 ``--benchmark-compare``, ``--benchmark-histogram`` and ``--benchmark-autosave`` show the
 test's timed rounds. ``--benchmark-cprofile`` profiles one more round after them, neither
-timed nor checked. The options that would calibrate or extend pytest-benchmark's own loop
-are refused at start-up (``run/benchmark_options.py``).
+timed nor checked (``--benchmark-cprofile-loops`` is refused: there is one such round). The
+options that would calibrate or extend pytest-benchmark's own loop are refused at start-up
+(``run/benchmark_options.py``).
 
 pytest-benchmark gives no public call for statistics timed elsewhere: this reads and calls
 its fixture's ``_timer``, ``_disable_gc``, ``_make_stats`` and ``_save_cprofile``, as its
@@ -34,6 +35,7 @@ def timing_off(benchmark) -> bool:
 def clock(benchmark) -> Clock:
     """The clock of the test's rounds: pytest-benchmark's timer and collector setting, and
     a profile for ``--benchmark-cprofile``."""
+    benchmark._mode = _USED  # from here the test times its rounds, or fails in them
     profile = cProfile.Profile() if benchmark.cprofile else None
     return Clock(benchmark._timer, bool(benchmark._disable_gc), profile)
 

@@ -78,7 +78,8 @@ def run_benchmark_case(
     name = benchmark_name(latin, mode, options.dtype, options.batch)
     done = 0 if resume is None else len(resume.round_seconds)
     results.timing_now = (name, done, session.plan.rounds)  # the summary's, should it stop
-    record = _timed(session, name, loop.run(rounds, clock, baseline))
+    checkpoints = options.report is not None and baseline is None
+    record = _timed(session, name, loop.run(rounds, clock, baseline, checkpoints=checkpoints))
     if record.pairs is not None:
         results.suite_seconds["versus"] += record.pairs.baseline_work
     _count_suite_work(session, record, started, before)

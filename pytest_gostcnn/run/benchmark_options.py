@@ -34,6 +34,10 @@ NOT_HONOURED = {
     ),
     "--benchmark-warmup": _WARMUP,
     "--benchmark-warmup-iterations": _WARMUP,
+    "--benchmark-cprofile-loops": (
+        "the GOST suite profiles one round after a test's timed rounds with "
+        "--benchmark-cprofile, neither timed nor checked: one, not a number of loops"
+    ),
 }
 HISTOGRAM_PACKAGES = ("pygal", "pygaljs")
 
