@@ -194,7 +194,6 @@ def test_the_warm_up_measures_the_weights_copy_and_sets_the_unit_from_it(shipped
     share = (weights / k + residual) / round_seconds
     assert rounds.copy_share == share and (share <= 0.01 or k == rounds.segment_rounds)
     assert rounds.draw.chance == Units("training", 2, rounds.segment_rounds, k).chance
-    assert rounds.data_rules["unit_rounds"] == k and rounds.data_rules["copy_share"] == share
 
 
 def test_a_fixed_unit_is_kept_and_its_copies_still_measured(shipped_networks):

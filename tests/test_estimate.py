@@ -238,5 +238,5 @@ def test_a_tests_progress_gives_its_rounds_rate_without_its_audits(shipped_netwo
     record_of(run(rounds))
     rounds.progress.started = time.monotonic() - 100.0
     rounds.progress.set_up(rounds.next_image, checked_seconds=96.0, every=0.0)
-    line = rounds.said()[-1]
+    line = rounds.progress.said()[-1]
     assert "5/5 images (100.0%, the warm-up's included), 1.25 images/s in its rounds" in line

@@ -100,6 +100,13 @@ def test_the_caller_hears_of_each_round_between_rounds_and_of_boundaries_with_th
     assert [a.round for a in boundary.share.audits] == [16]
     record = seen[-1]
     assert isinstance(record, Record) and [a.round for a in record.audits] == [16, 17]
+    # What the report states of the test's data: training's unit and its copies' share.
+    rules = record.data_rules
+    if mode == "training":
+        assert rules["unit_rounds"] == 1 and rules["segment_rounds"] == 16
+        assert rules["copy_share"] is not None and rules["residual_scale"] > 0
+    else:
+        assert set(rules.values()) == {None}
 
 
 def test_a_failed_backend_passes_its_boundaries_with_no_share(shipped_networks):

@@ -88,7 +88,7 @@ def run(
     pairs = 0
     for _ in range(test.plan.warmup_rounds + test.plan.rounds - test.start):
         test.begin()
-        yield from map(Progress, test.said())  # before the cells meet and the round runs
+        yield from map(Progress, test.progress.said())  # before the cells meet and the round runs
         turns = [(test, test.arguments())]
         first = True
         if baseline is not None:
@@ -106,11 +106,11 @@ def run(
                 rounds.seconds.append(seconds)
         for rounds, _ in turns:
             rounds.teardown()
-        yield from map(Progress, test.said())
+        yield from map(Progress, test.progress.said())
         if not timed:
             continue
         if baseline is not None:
-            baseline.said()  # the baseline's lines are the test's
+            baseline.progress.said()  # the baseline's lines are the test's
             candidate_first.append(first)
             if test.error is None and baseline.error is None:
                 pairs += 1  # a backend that failed runs no more rounds: nothing paired
@@ -120,7 +120,7 @@ def run(
         else:
             yield Passed(test.done, test.plan.rounds)
     test.end()
-    yield from map(Progress, test.said())
+    yield from map(Progress, test.progress.said())
     paired = None
     if baseline is not None:
         paired = Pairs(
@@ -203,9 +203,21 @@ def _record(test: Rounds, pairs: Pairs | None) -> Record:
         fingerprints=tuple(test.fingerprints),
         probe=test.probe,
         error=test.error,
-        data_rules=test.data_rules,
+        data_rules=_data_rules(test),
         pairs=pairs,
     )
+
+
+def _data_rules(test: Rounds) -> dict:
+    """What the report states of the benchmark's training data: the segment length, the
+    output residual's scale, the unit and its copies' share (None for inference)."""
+    training = test.mode == "training"
+    return {
+        "segment_rounds": test.segment_rounds if training else None,
+        "residual_scale": test.residual_scale if training else None,
+        "unit_rounds": test.unit_rounds if training else None,
+        "copy_share": test.copy_share if training else None,
+    }
 
 
 def record_of(events: Iterator[Event]) -> Record:

@@ -164,18 +164,6 @@ class Rounds:
     def audit_failed(self) -> bool:  # the test calls the backend no more
         return any(not audit.passed for audit in self.audits)
 
-    @property
-    def data_rules(self) -> dict:
-        """What the report states of the benchmark's training data: the segment length and
-        the output residual's scale (None for inference, which has neither)."""
-        training = self.mode == "training"
-        return {
-            "segment_rounds": self.segment_rounds if training else None,
-            "residual_scale": self.residual_scale if training else None,
-            "unit_rounds": self.unit_rounds if training else None,
-            "copy_share": self.copy_share if training else None,
-        }
-
     def ends_segment(self, number: int) -> bool:
         """Timed round ``number`` (0 or less: a warm-up round) ends its segment."""
         if number <= 0:
@@ -228,10 +216,6 @@ class Rounds:
             self.error = _failure(exc, "preparing a batch")
         self.next_image += batch
         return arguments
-
-    def said(self) -> list[str]:
-        """The progress lines made since last asked."""
-        return self.progress.said()
 
     def end(self) -> None:
         """After the last round: every cell meets the others once more (with a meeting)."""
