@@ -80,11 +80,6 @@ class Record:
         """This run's timed rounds' seconds."""
         return self.round_seconds[self.resumed_rounds :]
 
-    @property
-    def failed_check(self) -> Audit | None:
-        """The first check that failed, if one did."""
-        return next((audit for audit in self.audits if not audit.passed), None)
-
     def cell_timing(self, peak: Peak | None) -> CellTiming:
         """This cell's measurement of the test, with its ``peak``, as the report keeps it."""
         return CellTiming(

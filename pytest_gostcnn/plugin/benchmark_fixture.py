@@ -43,8 +43,8 @@ def clock(benchmark) -> Clock:
 def record(benchmark, seconds: Sequence[float], used: Clock, extra_info: dict) -> None:
     """The test's timed rounds (every round's ``seconds``, a resumed test's first) as the
     fixture's statistics, with ``extra_info`` beside them; ``used``, the clock they were
-    timed with (its profile, if any, saved with them)."""
-    benchmark._mode = _USED
+    timed with (``clock``'s, which marked the fixture used; its profile, if any, saved
+    with them)."""
     stats = benchmark._make_stats(1)
     for duration in seconds:
         stats.update(duration)
