@@ -58,10 +58,10 @@ def one_run(backend, network, mode: str, rounds: int, unit: int | None) -> tuple
         arguments = loop.setup()
         loop.target(*arguments)
         loop.teardown()
-    cell = CellTiming(0, "cpu", rounds, (1.0,) * rounds, None, "", tuple(loop.audits),
+    cell = CellTiming(0, "cpu", rounds, (1.0,) * rounds, None, "", tuple(loop.checks),
                       fingerprints=tuple(loop.fingerprints))  # fmt: skip
     timing = Timing("Sh", mode, "float32", 1, rounds, macs_per_image(network, mode), (cell,))
-    passed = loop.error is None and all(a.passed for a in loop.audits)
+    passed = loop.error is None and all(a.passed for a in loop.checks)
     return passed and not repeated_outputs(timing), loop
 
 

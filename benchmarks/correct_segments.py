@@ -59,8 +59,8 @@ def segment(network, batch: int, rounds: int, seed: int, model=ErrorModelKernels
         arguments = loop.setup()
         loop.target(*arguments)
         loop.teardown()
-    (audit,) = loop.audits
-    return audit, dict(ADMISSIBLE)
+    (check,) = loop.checks
+    return check, dict(ADMISSIBLE)
 
 
 def one_network(parser: argparse.ArgumentParser, text: str):
@@ -92,9 +92,9 @@ def main() -> None:
     network = one_network(parser, args.network)
     ratios = []
     for seed in range(args.first_seed, args.first_seed + args.segments):
-        audit, admissible = segment(network, args.batch, args.rounds, seed)
-        ratios.append((audit.worst_ratio or 0.0, seed, audit.passed))
-        line = f"seed {seed}: {audit.verdict}, worst {ratios[-1][0]:.4f} ({audit.worst_array})"
+        check, admissible = segment(network, args.batch, args.rounds, seed)
+        ratios.append((check.worst_ratio or 0.0, seed, check.passed))
+        line = f"seed {seed}: {check.verdict}, worst {ratios[-1][0]:.4f} ({check.worst_array})"
         if args.independent:
             before, independent = segment(network, args.batch, args.rounds, seed, Independent)
             shares = [

@@ -20,7 +20,7 @@ import numpy as np
 from correct_segments import one_network
 
 from pytest_gostcnn.backends.numpy import NumpyBackend
-from pytest_gostcnn.conformance import audit, harness
+from pytest_gostcnn.conformance import harness, timed_check
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.rounds import Links, Rounds, TimedTest
 
@@ -43,7 +43,8 @@ def _noted(check):
 
 def _record() -> None:
     """Every comparison of a check noted in ``WORST``, by kind."""
-    for module, name in ((harness, "check_array"), (audit, "update_check"), (audit, "start_check")):
+    compared = (harness, "check_array"), (timed_check, "update_check"), (timed_check, "start_check")
+    for module, name in compared:
         compare = getattr(module, name)
         setattr(module, name, lambda *a, compare=compare, **k: _noted(compare(*a, **k)))
 
@@ -90,25 +91,25 @@ def main() -> None:
         arguments = loop.setup()
         loop.target(*arguments)
         loop.teardown()
-        audit = loop.audits[-1] if loop.audits else None
-        if audit is not None and not audit.passed and audit.round == loop.units.first(loop.number):
-            print(f"FAILED {audit.describe()} keys {' '.join(audit.keys)}", flush=True)
+        check = loop.checks[-1] if loop.checks else None
+        if check is not None and not check.passed and check.round == loop.units.first(loop.number):
+            print(f"FAILED {check.describe()} keys {' '.join(check.keys)}", flush=True)
     if loop.error is not None:
         print(f"stopped: {loop.error}")
-    ratios = np.array([a.worst_ratio or 0.0 for a in loop.audits])
-    failed = sum(not a.passed for a in loop.audits)
-    worst = sorted(loop.audits, key=lambda a: a.worst_ratio or 0.0, reverse=True)[:5]
+    ratios = np.array([a.worst_ratio or 0.0 for a in loop.checks])
+    failed = sum(not a.passed for a in loop.checks)
+    worst = sorted(loop.checks, key=lambda a: a.worst_ratio or 0.0, reverse=True)[:5]
     quantiles = np.quantile(ratios, [0.5, 0.9, 0.99, 0.999]) if len(ratios) else []
     print(
         f"{backend.name} {network.letter} ({network.latin}) B={args.batch} k={args.unit}: "
-        f"{len(loop.audits)} units checked ({sum(a.rounds for a in loop.audits)} rounds), "
+        f"{len(loop.checks)} units checked ({sum(a.rounds for a in loop.checks)} rounds), "
         f"{failed} failed; worst ratios "
         + ", ".join(f"{a.worst_ratio:.3f} ({a.subject}: {a.worst_array})" for a in worst)
         + "; quantiles 50/90/99/99.9 %: "
         + " ".join(f"{q:.3f}" for q in quantiles)
         + "; worst of each kind: "
         + ", ".join(f"{kind} {ratio:.3f}" for kind, ratio in sorted(WORST.items()))
-        + f"; checks {loop.audit_seconds:.0f} s of {time.monotonic() - started:.0f} s"
+        + f"; checks {loop.check_seconds:.0f} s of {time.monotonic() - started:.0f} s"
     )
 
 

@@ -1,6 +1,6 @@
-"""What the delivered copies, their fingerprints and the round-by-round audit draw cost a
+"""What the delivered copies, their fingerprints and the round-by-round check draw cost a
 round of Ш (Sh) inference at B = 2 on the NumPy backend: this checkout's round loop
-against an earlier commit's, alternated in one process (docs/benchmarking.md, "Audited
+against an earlier commit's, alternated in one process (docs/benchmarking.md, "Checked
 rounds"). Prints the medians and their ratio; asserts nothing.
 
     python benchmarks/delivery_cost.py [--against COMMIT] [--tests N] [--rounds N]
@@ -22,7 +22,7 @@ from pytest_gostcnn.model.table_files import load_networks
 from pytest_gostcnn.networks import __file__ as networks_file
 from pytest_gostcnn.performance import rounds as rounds_now
 from pytest_gostcnn.performance.plan import Plan
-from pytest_gostcnn.performance.timing import Audit
+from pytest_gostcnn.performance.timing import Check
 
 REPOSITORY = Path(__file__).resolve().parent.parent
 
@@ -42,13 +42,13 @@ def rounds_then(commit: str, folder: Path):
 def alternated(modules: dict, network, rounds: int) -> dict[str, tuple[list, list]]:
     """One test of each module, their rounds run in turn (which goes first alternating),
     so a drift of the machine weighs on both: each timed round's target seconds and
-    whole-round seconds (setup to teardown); the audits a stand-in that passes at once."""
+    whole-round seconds (setup to teardown); the checks a stand-in that passes at once."""
     plan = Plan("quick", rounds=rounds, warmup_rounds=1, batch=2)
     loops = {}
     for name, module in modules.items():
         test = module.TimedTest(NumpyBackend("float32"), network, "inference", plan, seed=3)
-        audit = module.Links(audit=lambda a: Audit(a.number, True, "correct", None, None, None))
-        loops[name] = module.Rounds(test, audit)
+        check = module.Links(check=lambda a: Check(a.number, True, "correct", None, None, None))
+        loops[name] = module.Rounds(test, check)
     samples: dict[str, tuple[list, list]] = {name: ([], []) for name in modules}
     order = list(modules)
     for call in range(plan.warmup_rounds + plan.rounds):

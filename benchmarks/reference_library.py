@@ -1,7 +1,7 @@
 """The float64 reference's speed on each array library (``--gost-reference``), in one process.
 
 For one network at one batch, alternating the libraries round after round, it times one
-plain reference training iteration and one with the error model (an audit's replay
+plain reference training iteration and one with the error model (a check's replay
 iteration, float32's model) and prints each library's median seconds and its ratio to
 NumPy's. NumPy runs as the suite runs it (BLAS on one thread, ``machine/pool.py``'s threads);
 the others on their own threads::
@@ -76,7 +76,7 @@ def main() -> None:
         for _ in range(args.repeats):
             for library in libraries:
                 seconds[str(library)].append(iteration(network, args.batch, library, with_model))
-        kind = "error model (an audit's replay)" if with_model else "plain reference"
+        kind = "error model (a check's replay)" if with_model else "plain reference"
         base = statistics.median(seconds[str(libraries[0])])
         for name, times in seconds.items():
             median = statistics.median(times)

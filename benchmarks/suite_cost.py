@@ -1,9 +1,9 @@
 """What the suite's own float64 work costs: for each network and batch, one plain reference
-training iteration and one audit replay iteration (the reference with its error model,
+training iteration and one check replay iteration (the reference with its error model,
 ``conformance/replay.py``), each in GMAC/s (the network's training MACs per image x B over
 the time) and as a share of this machine's float64 GEMM rate measured in the same process;
 with ``--sliced``, the reference with its error model (what a network item compares against
-and an audit replays) a slice of the batch at a time within ``--memory``, each in a process
+and a check replays) a slice of the batch at a time within ``--memory``, each in a process
 of its own: its seconds, seconds an image, slices and peak RSS, against the whole batch at
 once (``--memory 1TB``: one slice); with ``--items``, section 8's training network item on
 the NumPy backend and that backend's training round alone, each in a process of its own:
@@ -156,7 +156,7 @@ print(json.dumps(row))
 
 def sliced(tables: str | None, latin: str, batch: int, memory: int, script: str = SLICED, *more):
     """``script`` (``SLICED``: the reference with its error model over ``batch`` images
-    within ``memory`` bytes, as an audit's replay runs it, its draws read a slice at a time
+    within ``memory`` bytes, as a check's replay runs it, its draws read a slice at a time
     and its output and input residual not kept) in a fresh process: its figures, the
     process's peak RSS among them (the interpreter and NumPy included)."""
     command = [sys.executable, "-c", script, tables or "", latin, str(batch), str(memory), *more]

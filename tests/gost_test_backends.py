@@ -186,7 +186,7 @@ class FailsOnCell1(NumpyBackend):
         return outputs
 
 
-# Right while verified, wrong while timed: the audited rounds (standard.md §7.7) must catch
+# Right while verified, wrong while timed: the checked rounds (standard.md §7.7) must catch
 # each. Section 8's images arrive as float64; a benchmark's come from the image set as
 # float32, which is how these backends tell the two apart.
 
@@ -298,7 +298,7 @@ class ReluBackwardFromOut(NumpyBackend):
 
 # Work that escapes the timed region unless the round ends when its results are delivered
 # (standard.md §7, third release): each computes right, so it verifies correct and passes
-# its audits; only the time tells.
+# its checks; only the time tells.
 
 
 class _Pending:
@@ -809,7 +809,7 @@ class WrongScaleOnOneRow(NumpyBackend):
         return super().forward(layer, inputs, weights)
 
 
-# What a round delivers and when its audit is drawn (standard.md §7.7, fourth release): each
+# What a round delivers and when its check is drawn (standard.md §7.7, fourth release): each
 # of these computes right while verified; once timed, each breaks one guard.
 
 
@@ -865,11 +865,11 @@ class CopiesOutputLate(_WhileTimed):
         return destination
 
 
-def _audit_ahead():
+def _check_ahead():
     """What a backend can learn of its callers' decision: up the stack, every frame's
-    locals with a round ``number``, and their attributes named for an audit or a pending
+    locals with a round ``number``, and their attributes named for a check or a pending
     round. True when one of those holds the round now running or a later one of its
-    segment (``segment_rounds``: a training round's audit replays its segment's earlier
+    segment (``segment_rounds``: a training round's check replays its segment's earlier
     rounds); False when nothing there tells."""
     frame = sys._getframe(1)
     while frame is not None:
@@ -882,7 +882,7 @@ def _audit_ahead():
             length = attributes.get("segment_rounds", 1) if training else 1
             end = ((number - 1) // length + 1) * length
             for name, held in list(attributes.items()):
-                if "audit" not in name and "pending" not in name:
+                if "check" not in name and "pending" not in name:
                     continue
                 rounds = held if isinstance(held, tuple | list | set) else (held,)
                 if any(isinstance(r, int) and number <= r <= end for r in rounds):
@@ -891,23 +891,23 @@ def _audit_ahead():
     return False
 
 
-class SkipsReluUnlessAudited(_WhileTimed):
+class SkipsReluUnlessChecked(_WhileTimed):
     """Once timed, skips every ReLU in a round unless its callers' objects say the round is
-    audited (``_audit_ahead``): honest exactly where it is checked, if the decision is
+    checked (``_check_ahead``): honest exactly where it is checked, if the decision is
     there to read before the round ends."""
 
-    audited = True
+    checked = True
 
     def infer(self, network, weights, image):
-        self.audited = not self.timed or _audit_ahead()
+        self.checked = not self.timed or _check_ahead()
         return super().infer(network, weights, image)
 
     def train(self, network, weights, image, out_residual):
-        self.audited = not self.timed or _audit_ahead()
+        self.checked = not self.timed or _check_ahead()
         return super().train(network, weights, image, out_residual)
 
     def forward(self, layer, inputs, weights):
-        if not self.audited and layer.type.name == "relu":
+        if not self.checked and layer.type.name == "relu":
             return [inputs[0].copy()]
         return super().forward(layer, inputs, weights)
 
@@ -927,16 +927,16 @@ class _Answering(_WhileTimed):
         return self._answer(lambda: parent.train(network, weights, image, out_residual))
 
 
-class RepeatsUnlessAudited(_Answering):
+class RepeatsUnlessChecked(_Answering):
     """Once timed, answers a round with the round before's result, doing no work, unless
-    its callers' objects say the round is audited (``_audit_ahead``)."""
+    its callers' objects say the round is checked (``_check_ahead``)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.last = None
 
     def _answer(self, compute):
-        if self.timed and self.last is not None and not _audit_ahead():
+        if self.timed and self.last is not None and not _check_ahead():
             return self.last
         self.last = compute()
         return self.last

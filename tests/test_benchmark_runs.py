@@ -490,7 +490,7 @@ def test_disabled_benchmarks_say_nothing_was_timed(pytester):
 def test_a_run_prints_its_estimate_before_timing_and_each_tests_spread_after(quick):
     assert quick.returncode == 0
     # In order: the run's total, printed before the first timed round; the test's result
-    # in the section 9 table; the spread of its rounds beside its audit line.
+    # in the section 9 table; the spread of its rounds beside its check line.
     output(quick).fnmatch_lines(
         [
             "gostcnn: run estimate: about * for the rounds of 1 benchmark test (1 from its own "
@@ -502,9 +502,9 @@ def test_a_run_prints_its_estimate_before_timing_and_each_tests_spread_after(qui
     )
 
 
-def test_an_int8_run_verifies_times_and_audits_under_its_scales(pytester):
+def test_an_int8_run_verifies_times_and_checks_under_its_scales(pytester):
     # docs/standard.md §6: int8 inference verified under the fixed-point model, then timed
-    # (calibrated scales, audits under them) against a given integer peak.
+    # (calibrated scales, checks under them) against a given integer peak.
     report = pytester.path / "report.json"
     args = ("--gost-dtype=int8", "--gost-peak=1T", "-k", "network or benchmark")
     result = run(pytester, *NUMPY_SMALL, *args, f"--gost-report={report}")
@@ -514,4 +514,4 @@ def test_an_int8_run_verifies_times_and_audits_under_its_scales(pytester):
     assert network["verdict"] == "correct" and set(network["scales"]) >= {"1"}
     (benchmark,) = data["benchmarks"]
     assert benchmark["designation"].startswith("ТП-Ш-П-int8-B1")
-    assert all(audit["passed"] for cell in benchmark["cells"] for audit in cell["audits"])
+    assert all(check["passed"] for cell in benchmark["cells"] for check in cell["checks"])

@@ -49,8 +49,8 @@ def verified(mutant, network, mode):
 
 
 def failed_check(loop):
-    failed = [a for a in loop.audits if not a.passed]
-    assert failed, loop.audits
+    failed = [a for a in loop.checks if not a.passed]
+    assert failed, loop.checks
     assert failed[0].verdict == NOT_CORRECT, failed[0]
     return failed[0]
 
@@ -106,7 +106,7 @@ def test_a_backend_that_cheats_in_a_random_few_rounds_fails_a_check(tiny, mutant
 def test_the_honest_backend_passes_the_same_tests(tiny):
     for mode, rounds in (("inference", 200), ("training", 200)):
         loop = timed(NumpyBackend("float32"), tiny, mode, rounds)
-        assert loop.audits and all(a.passed for a in loop.audits), loop.audits
+        assert loop.checks and all(a.passed for a in loop.checks), loop.checks
 
 
 # Work where no clock runs.
@@ -135,7 +135,7 @@ def test_work_done_while_the_data_is_handed_over_is_timed_with_the_round(shipped
         loop.teardown()
     assert worked and len(worked) == (4 if mutant.every == 1 else 2)
     assert all(t >= w for t, w in zip(timed_seconds, worked, strict=True))
-    assert all(a.passed for a in loop.audits)  # its answers are right: only its time was wrong
+    assert all(a.passed for a in loop.checks)  # its answers are right: only its time was wrong
 
 
 def test_a_backend_that_computes_its_segment_when_its_weights_are_reloaded_fails_a_check(

@@ -16,10 +16,9 @@ from gost_helpers import HALF, MARGIN, SMALL_PLAN, Scripted, run_rounds
 
 from pytest_gostcnn.backends.cupy.xp_backend import XpBackend
 from pytest_gostcnn.backends.numpy import NumpyBackend
-from pytest_gostcnn.conformance import audit as audit_checks
-from pytest_gostcnn.conformance import replay
-from pytest_gostcnn.conformance.audit import UPDATE_SHARE, update_check
+from pytest_gostcnn.conformance import replay, timed_check
 from pytest_gostcnn.conformance.error_kernels import ErrorModelKernels
+from pytest_gostcnn.conformance.timed_check import UPDATE_SHARE, update_check
 from pytest_gostcnn.conformance.verification import (
     NOT_CORRECT,
     NOT_VERIFIED,
@@ -171,9 +170,9 @@ def test_a_correct_backend_passes_every_check(shipped_networks, mode, k):
 
     # Three rounds: every round checked, alone (k = 1) or as one unit of three.
     expected = [1] if k == 3 else [1, 2, 3]
-    assert [a.round for a in rounds.audits] == expected
-    assert all(a.passed and a.worst_ratio < 1 for a in rounds.audits), rounds.audits
-    assert all(a.rounds == len(a.keys) == (k or 1) for a in rounds.audits)
+    assert [a.round for a in rounds.checks] == expected
+    assert all(a.passed and a.worst_ratio < 1 for a in rounds.checks), rounds.checks
+    assert all(a.rounds == len(a.keys) == (k or 1) for a in rounds.checks)
 
 
 def test_the_warm_up_measures_the_weights_copy_and_sets_the_unit_from_it(shipped_networks):
@@ -203,7 +202,7 @@ def test_a_fixed_unit_is_kept_and_its_copies_still_measured(shipped_networks):
     rounds = run_rounds(Rounds(test))
 
     weights, residual, round_seconds = rounds.copies
-    assert rounds.unit_rounds == 2 and [a.rounds for a in rounds.audits] == [2]
+    assert rounds.unit_rounds == 2 and [a.rounds for a in rounds.checks] == [2]
     assert rounds.copy_share == (weights / 2 + residual) / round_seconds
 
 
@@ -212,7 +211,7 @@ def test_float16_training_passes_its_checks_from_its_float32_master_weights(ship
     # check replays starts from those float32 values, not float16 ones.
     rounds = timed(NumpyXp("float16"), shipped_networks["Sh"], "training")
 
-    assert len(rounds.audits) == 3 and all(a.passed for a in rounds.audits), rounds.audits
+    assert len(rounds.checks) == 3 and all(a.passed for a in rounds.checks), rounds.checks
 
 
 def test_the_check_runs_after_the_timed_target_not_inside_it(shipped_networks):
@@ -222,9 +221,9 @@ def test_the_check_runs_after_the_timed_target_not_inside_it(shipped_networks):
     for _ in range(SMALL_PLAN.warmup_rounds + 2):
         arguments = rounds.setup()
         rounds.target(*arguments)
-        assert rounds.audits == []  # nothing checked within what pytest-benchmark times
+        assert rounds.checks == []  # nothing checked within what pytest-benchmark times
         rounds.teardown()
-    assert [a.round for a in rounds.audits] == [2]
+    assert [a.round for a in rounds.checks] == [2]
 
 
 def test_an_inference_check_judges_the_image_drawn_against_its_own_rows(shipped_networks):
@@ -234,8 +233,8 @@ def test_an_inference_check_judges_the_image_drawn_against_its_own_rows(shipped_
         NumpyBackend("float32"), network, "inference", run_plan, draw=Scripted((1, 2), 2)
     )
 
-    assert [(a.round, a.image, a.passed) for a in rounds.audits] == [(1, 2, True), (2, 2, True)]
-    assert rounds.checks.kept == [] and rounds.key == 0  # nothing kept past its draw
+    assert [(a.round, a.image, a.passed) for a in rounds.checks] == [(1, 2, True), (2, 2, True)]
+    assert rounds.checker.kept == [] and rounds.key == 0  # nothing kept past its draw
 
 
 def test_a_training_unit_is_drawn_once_its_last_round_delivered(shipped_networks):
@@ -256,7 +255,7 @@ def test_a_training_unit_is_drawn_once_its_last_round_delivered(shipped_networks
             drawn_after.append(rounds.number)
 
     assert drawn_after == [2, 3, 5]  # each unit's last round: k, a segment's, the test's
-    assert [(a.round, a.rounds, a.passed) for a in rounds.audits] == [(3, 1, True), (4, 2, True)]
+    assert [(a.round, a.rounds, a.passed) for a in rounds.checks] == [(3, 1, True), (4, 2, True)]
 
 
 class _Keys(random.Random):
@@ -292,12 +291,12 @@ def test_a_correct_backend_passes_a_unit_whose_update_took_a_near_tie_the_other_
         backend, network = NumpyBackend("float32"), shipped_networks["Sh"]
         test = TimedTest(backend, network, "training", run_plan, seed=0, unit_rounds=k)
         links = Links(randomness=_Keys(int(k, 16) for k in keys))
-        audits = run_rounds(Rounds(test, links)).audits
-        assert tuple(key for a in audits for key in a.keys) == tuple(keys)
-        return audits[-1] if k == 6 else audits
+        checks = run_rounds(Rounds(test, links)).checks
+        assert tuple(key for a in checks for key in a.keys) == tuple(keys)
+        return checks[-1] if k == 6 else checks
 
-    audit = checked()
-    assert audit.passed and audit.worst_ratio < 1, audit
+    check = checked()
+    assert check.passed and check.worst_ratio < 1, check
     alone = checked(k=1)
     assert len(alone) == 6 and all(a.passed and a.worst_ratio < 1 for a in alone), alone
 
@@ -337,8 +336,8 @@ def test_a_backend_that_cheats_only_while_timed_fails_a_check(shipped_networks, 
 
     rounds = timed(backend, network, mode)
 
-    failed = [a for a in rounds.audits if not a.passed]
-    assert failed, rounds.audits
+    failed = [a for a in rounds.checks if not a.passed]
+    assert failed, rounds.checks
     assert failed[0].verdict == NOT_CORRECT
     assert failed[0].worst_ratio >= MARGIN, failed[0]
 
@@ -353,11 +352,11 @@ def test_a_unit_is_replayed_from_the_weights_the_backend_held_before_it(shipped_
     third = timed(mutants.DoublesAnUpdate("float32"), network, "training", draw=Scripted((3,)))
     second = timed(mutants.DoublesAnUpdate("float32"), network, "training", draw=Scripted((2,)))
 
-    assert [(a.round, a.passed) for a in third.audits] == [(3, True)]
-    assert third.audits[0].worst_ratio < HALF, third.audits
-    assert [(a.round, a.passed) for a in second.audits] == [(2, False)]
-    assert second.audits[0].worst_array == f"row {first} filters updated"
-    assert second.audits[0].worst_ratio >= MARGIN, second.audits
+    assert [(a.round, a.passed) for a in third.checks] == [(3, True)]
+    assert third.checks[0].worst_ratio < HALF, third.checks
+    assert [(a.round, a.passed) for a in second.checks] == [(2, False)]
+    assert second.checks[0].worst_array == f"row {first} filters updated"
+    assert second.checks[0].worst_ratio >= MARGIN, second.checks
 
 
 def test_a_unit_starting_from_weights_moved_in_an_unchecked_unit_fails(
@@ -371,18 +370,18 @@ def test_a_unit_starting_from_weights_moved_in_an_unchecked_unit_fails(
 
     def checked():
         backend = mutants.ZeroesHalfAChannelBank("float32")
-        return timed(backend, network, "training", draw=Scripted((3,))).audits
+        return timed(backend, network, "training", draw=Scripted((3,))).checks
 
-    (audit,) = checked()
+    (check,) = checked()
     assert (
-        not audit.passed
-        and audit.worst_array.startswith(f"row {first} ")
-        and "start" in (audit.worst_array)
-    ), audit
-    assert audit.worst_ratio >= MARGIN
-    monkeypatch.setattr(audit_checks, "START_SHARE", 1e30)  # without the bound: it passes
-    (audit,) = checked()
-    assert audit.passed, audit
+        not check.passed
+        and check.worst_array.startswith(f"row {first} ")
+        and "start" in (check.worst_array)
+    ), check
+    assert check.worst_ratio >= MARGIN
+    monkeypatch.setattr(timed_check, "START_SHARE", 1e30)  # without the bound: it passes
+    (check,) = checked()
+    assert check.passed, check
 
 
 @pytest.mark.parametrize("k", [1, 3])
@@ -394,8 +393,8 @@ def test_every_rounds_input_residual_is_checked_not_only_a_units_last(shipped_ne
 
     rounds = timed(backend, network, "training", k=k, draw=Scripted((1,) if k == 3 else (2,)))
 
-    (audit,) = rounds.audits
-    assert not audit.passed and audit.failure.startswith("round 2 input residual"), audit
+    (check,) = rounds.checks
+    assert not check.passed and check.failure.startswith("round 2 input residual"), check
 
 
 def test_a_backend_leaving_out_a_layers_update_after_a_segments_first_round_fails(
@@ -412,16 +411,16 @@ def test_a_backend_leaving_out_a_layers_update_after_a_segments_first_round_fail
 
     rounds = timed(backend, network, "training", draw=Scripted((2,)))
 
-    (audit,) = rounds.audits
-    assert not audit.passed and audit.verdict == NOT_CORRECT, audit
-    assert audit.worst_array == f"row {first} filters update"
-    assert audit.worst_ratio == pytest.approx(1 / UPDATE_SHARE)
-    assert audit.failure.startswith(f"row {first} filters update: update error")
+    (check,) = rounds.checks
+    assert not check.passed and check.verdict == NOT_CORRECT, check
+    assert check.worst_array == f"row {first} filters update"
+    assert check.worst_ratio == pytest.approx(1 / UPDATE_SHARE)
+    assert check.failure.startswith(f"row {first} filters update: update error")
     # Without the update's bound, the same round passes.
-    monkeypatch.setattr(audit_checks, "update_check", lambda *arguments: None)
+    monkeypatch.setattr(timed_check, "update_check", lambda *arguments: None)
     rounds = timed(mutants.SkipsFirstUpdateAfterLoad("float32"), network, "training",
                    draw=Scripted((2,)))  # fmt: skip
-    assert rounds.audits[0].passed, rounds.audits
+    assert rounds.checks[0].passed, rounds.checks
 
 
 def test_an_update_is_judged_against_itself_where_the_weights_keep_enough_of_it():
@@ -446,7 +445,7 @@ def test_after_a_failed_check_the_remaining_rounds_call_the_backend_no_more(ship
     rounds = timed(backend, shipped_networks["Sh"], "inference", draw=Scripted((2, 3)))
 
     assert rounds.draw.past == [2, 3]  # round 3 is drawn, but no longer run
-    assert [(a.round, a.passed) for a in rounds.audits] == [(2, False)]
+    assert [(a.round, a.passed) for a in rounds.checks] == [(2, False)]
     assert backend.calls == {"Sh": 1 + 2}  # the warm-up and rounds 1 and 2; round 3 idled
 
 
@@ -455,7 +454,7 @@ def test_an_overridden_threshold_applies_to_the_check_too(shipped_networks):
     # there what it admits here (and the run says it is not compliant).
     network = shipped_networks["Sh"]
     rounds = timed(mutants.LowPrecisionWhenTimed("float32"), network, "inference", threshold=1e9)
-    assert rounds.audits and all(a.passed for a in rounds.audits)
+    assert rounds.checks and all(a.passed for a in rounds.checks)
 
 
 def test_a_unit_whose_reference_outgrows_the_data_type_gets_no_verdict(shipped_networks):

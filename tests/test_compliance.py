@@ -10,22 +10,23 @@ from pytest_gostcnn.judgement.evaluation import Particulars
 from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import LATIN
 from pytest_gostcnn.performance.contention import Contention
-from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing
+from pytest_gostcnn.performance.timing import CellTiming, Check, Timing
+from pytest_gostcnn.reports.load import FORMAT, upgraded
 
 SIX = tuple(LATIN.values())
 MODES = ("training", "inference")
-PASSED = Audit(1, True, "correct", "output", 0.1, None)
-FAILED = Audit(7, False, "not correct", "output", 9e3, "output: СКО 1 vs СКОП 1e-4 (9e3x)")
+PASSED = Check(1, True, "correct", "output", 0.1, None)
+FAILED = Check(7, False, "not correct", "output", 9e3, "output: СКО 1 vs СКОП 1e-4 (9e3x)")
 
 
 QUIET = Contention(1.0, 2.0, 2, 0.02, 2.0, 0.01)  # a thread waited 1 % of the rounds' time
 SHARED = Contention(1.0, 1.0, 2, 1.0, 4.0, 0.5)  # half of it: two busy loops beside it
 
 
-def timing(latin: str, mode: str, audits=(PASSED,), cells: int = 1, load=QUIET) -> Timing:
+def timing(latin: str, mode: str, checks=(PASSED,), cells: int = 1, load=QUIET) -> Timing:
     peak = Peak(1e12, "given (--gost-peak)")
     cell = [
-        CellTiming(c, "cpu", 16, (1.0,), peak, f"{c:08x}", audits, contention=load)
+        CellTiming(c, "cpu", 16, (1.0,), peak, f"{c:08x}", checks, contention=load)
         for c in range(cells)
     ]
     return Timing(latin, mode, "float32", 2, 1, 10**9, tuple(cell))
@@ -126,17 +127,17 @@ MISSED = [
         "typical networks",
     ),
     (
-        "audit-failed",
+        "check-failed",
         {
             "timings": without(FULL.timings, "S", "training")
-            + (timing("S", "training", audits=(PASSED, FAILED)),)
+            + (timing("S", "training", checks=(PASSED, FAILED)),)
         },
         "check failed: С (S) training, timed round 7: output: СКО",
     ),
     (
-        "not-audited",
+        "not-checked",
         {"timings": without(FULL.timings, "S", "inference") + (timing("S", "inference", ()),)},
-        "not audited: С (S) inference",
+        "not checked: С (S) inference",
     ),
     (
         "cell-shared",
@@ -171,6 +172,20 @@ def test_each_condition_missed_is_a_reason_that_says_so(changes, says):
     assert any(text.startswith(says) for text in compliance.texts()), compliance.texts()
 
 
+def test_the_reason_format_3_wrote_for_a_test_never_checked_reads_as_the_judge_writes_it():
+    never = without(FULL.timings, "S", "inference") + (timing("S", "inference", ()),)
+    (text,) = [t for t in assess(compliant_facts(timings=never)).texts() if "S)" in t]
+    written = "not audited: С (S) inference has a cell with no audited round"  # format 3's
+    old = {
+        "format": "pytest-gostcnn report 3",
+        "noncompliance_reasons": [written],
+        "benchmarks": [{"noncompliance_reasons": [written], "cells": []}],
+    }
+    new = upgraded(old)
+    assert new["format"] == FORMAT
+    assert new["noncompliance_reasons"] == [text] == new["benchmarks"][0]["noncompliance_reasons"]
+
+
 def test_an_image_count_of_a_million_replaces_the_profile_and_may_be_compliant():
     # --gost-images replaces the profile: its count decides, not the profile left at quick.
     assert assess(compliant_facts(profile="quick", images=1_000_000)).compliant
@@ -181,7 +196,7 @@ def test_official_tables_a_user_loads_may_be_compliant():
     assert assess(compliant_facts(provenances=official)).compliant
 
 
-def test_a_failed_audit_concerns_its_own_test_and_its_modes_evaluation_only():
+def test_a_failed_check_concerns_its_own_test_and_its_modes_evaluation_only():
     timings = without(FULL.timings, "S", "training") + (timing("S", "training", (FAILED,)),)
     compliance = assess(compliant_facts(timings=timings))
 

@@ -1,5 +1,5 @@
 """What a certifying body and a CI job read from a run: the word *compliant* with every
-reason it does not hold, a failed audit, and an exit status that gates.
+reason it does not hold, a failed check, and an exit status that gates.
 
 Each case is run as a user runs it, in a fresh interpreter. A compliant run needs the full
 profile and all six networks, which a test cannot afford at full size: here six tiny official
@@ -72,13 +72,13 @@ def test_a_run_that_meets_every_condition_is_compliant_and_exits_0(compliant):
     assert report["exit_status"] == 0 and report["exit_reason"] is None
 
 
-def test_every_benchmark_audits_at_least_two_rounds_and_reports_their_time_apart(compliant):
+def test_every_benchmark_checks_at_least_two_rounds_and_reports_their_time_apart(compliant):
     for benchmark in compliant.report["benchmarks"]:
         (cell,) = benchmark["cells"]
-        rounds = [audit["round"] for audit in cell["audits"]]
+        rounds = [check["round"] for check in cell["checks"]]
         assert len(rounds) >= 2 and all(1 <= r <= benchmark["rounds"] for r in rounds)
-        assert all(audit["passed"] for audit in cell["audits"])
-        assert cell["audit_seconds"] >= sum(audit["seconds"] for audit in cell["audits"])
+        assert all(check["passed"] for check in cell["checks"])
+        assert cell["check_seconds"] >= sum(check["seconds"] for check in cell["checks"])
 
 
 def test_each_test_result_carries_the_comment_of_9_7(compliant):
@@ -88,7 +88,7 @@ def test_each_test_result_carries_the_comment_of_9_7(compliant):
         assert "not used: everything outside this cell" in comment
         assert "; cell peak " in comment and "(estimated: " in comment  # and its source
     # In the summary: the comment every test shares once, above the table; under each test's
-    # row, its audit line, its rounds' spread, what the cell's cores did in them.
+    # row, its check line, its rounds' spread, what the cell's cores did in them.
     lines = compliant.lines
     (comment,) = {benchmark["comment"] for benchmark in compliant.report["benchmarks"]}
     assert [line for line in lines if comment in line] == [f"every test's {comment}"]
@@ -145,12 +145,12 @@ def test_junit_xml_gives_each_item_its_verdict_worst_ratio_and_orp(compliant):
     benchmark = properties["test_benchmark[R-inference-B1]"]
     (timed,) = [b for b in compliant.report["benchmarks"] if b["network"] == "R"]
     assert benchmark["gost_orp_percent"] == f"{timed['orp_percent']:.3g}"
-    assert benchmark["gost_audits"].endswith("passed")
+    assert benchmark["gost_checks"].endswith("passed")
     mean_above_median = 100 * timed["spread"]["mean_above_median"]
     assert benchmark["gost_mean_above_median_percent"] == f"{mean_above_median:.3g}"
 
 
-# The issue's cases, each rerun: the non-compliant result with its reason, a failed audit,
+# The issue's cases, each rerun: the non-compliant result with its reason, a failed check,
 # or an exit status that is not 0.
 
 
@@ -212,7 +212,7 @@ def test_layer_items_deselected_are_a_reason_saying_how_many_ran(tmp_path):
         for case in layer_cases() + network_cases({"Sh": load_networks()["Sh"]})
         if case.layer.type.name == "fc"
     }
-    # The FC layer items fail; so does the benchmark's audit, on data whose biases count.
+    # The FC layer items fail; so does the benchmark's check, on data whose biases count.
     assert set(everything.longreprs("failed")) == fc_items | {"test_benchmark[Sh-inference-B1]"}
 
 
@@ -254,8 +254,8 @@ def test_a_backend_that_caches_its_answer_while_timed_fails_a_check(run_dir):
     assert any(
         reason.startswith("check failed: ") for reason in evaluation["noncompliance_reasons"]
     )
-    audits = [a for b in run.report["benchmarks"] for a in b["cells"][0]["audits"]]
-    assert any(not a["passed"] for a in audits)
+    checks = [a for b in run.report["benchmarks"] for a in b["cells"][0]["checks"]]
+    assert any(not a["passed"] for a in checks)
 
 
 def test_an_unavailable_backend_exits_non_zero_saying_why_on_one_line(pytester):

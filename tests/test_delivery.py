@@ -1,5 +1,5 @@
-"""What a timed round delivers and when its audit is drawn (docs/benchmarking.md, "One
-round" and "Audited rounds"; docs/standard.md §7.7): an audit judges the copies the timed
+"""What a timed round delivers and when its check is drawn (docs/benchmarking.md, "One
+round" and "Checked rounds"; docs/standard.md §7.7): a check judges the copies the timed
 region made, the decision is drawn only after the round delivered, and each round's output
 is named by a fingerprint that a repeated answer gives away.
 
@@ -26,11 +26,11 @@ PLAN = Plan("quick", rounds=6, warmup_rounds=1, batch=1)
 MODES = ["inference", "training"]
 
 
-def driven(backend, network, mode, audit=True, draw=None, seed=0):
+def driven(backend, network, mode, check=True, draw=None, seed=0):
     """Every round of one test on Ш (Sh); ``draw`` a scripted one, else a seeded draw;
     training's checks judge a round each (k = 1), as inference's do."""
     rounds = Rounds(
-        TimedTest(backend, network, mode, PLAN, seed=3, checked=audit, unit_rounds=1),
+        TimedTest(backend, network, mode, PLAN, seed=3, checked=check, unit_rounds=1),
         Links(randomness=random.Random(seed)),
     )
     if draw is not None:
@@ -40,7 +40,7 @@ def driven(backend, network, mode, audit=True, draw=None, seed=0):
 
 def timing_of(rounds, network, mode) -> Timing:
     cell = CellTiming(
-        0, "cpu", PLAN.images, (1.0,) * PLAN.rounds, None, "", tuple(rounds.audits),
+        0, "cpu", PLAN.images, (1.0,) * PLAN.rounds, None, "", tuple(rounds.checks),
         fingerprints=tuple(rounds.fingerprints),
     )  # fmt: skip
     return Timing(
@@ -54,22 +54,22 @@ def verified(mutant, network, mode):
     return backend
 
 
-# What an audit compares: the round's own delivery.
+# What a check compares: the round's own delivery.
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_an_audit_judges_the_bytes_the_round_delivered_not_a_later_read(shipped_networks, mode):
+def test_an_check_judges_the_bytes_the_round_delivered_not_a_later_read(shipped_networks, mode):
     # The output's first read is a buffer its copy fills at the next call; a second read
-    # would find it filled. The audit sees what the timed region got: zeros.
+    # would find it filled. The check sees what the timed region got: zeros.
     network = shipped_networks["Sh"]
     backend = verified(mutants.CopiesOutputLate, network, mode)
 
     rounds = driven(backend, network, mode, draw=Scripted((1, 4)))
 
-    assert [(a.round, a.passed, a.verdict) for a in rounds.audits] == [
+    assert [(a.round, a.passed, a.verdict) for a in rounds.checks] == [
         (1, False, NOT_CORRECT)
     ]  # fmt: skip
-    assert rounds.audits[0].worst_array.endswith("output")
+    assert rounds.checks[0].worst_array.endswith("output")
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -83,7 +83,7 @@ def test_what_a_backend_writes_into_its_delivered_arrays_later_changes_no_verdic
 
     assert rounds.error is None
     # Rounds 1, 3 and 6: in training, the weights the suite kept too.
-    assert [(a.round, a.passed) for a in rounds.audits] == [(1, True), (3, True), (6, True)]
+    assert [(a.round, a.passed) for a in rounds.checks] == [(1, True), (3, True), (6, True)]
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ def test_a_delivery_that_is_not_the_rounds_array_fails_the_round_in_one_line(
     rounds = driven(mutant("float32"), shipped_networks["Sh"], "inference")
 
     assert "\n" not in rounds.error and named in rounds.error and "output" in rounds.error
-    assert rounds.audits == [] and rounds.done == 0
+    assert rounds.checks == [] and rounds.done == 0
 
 
 # Commit, then reveal.
@@ -157,27 +157,27 @@ def test_a_unit_is_drawn_only_after_it_delivered_and_before_the_next_round_begin
     for number, at in zip(ends, decisions, strict=True):
         assert at >= delivered[number]  # after the timed round's reads
         assert "to_device" not in backend.log[delivered[number] : at]  # nothing began
-    assert len(rounds.audits) == units and all(a.passed for a in rounds.audits)
+    assert len(rounds.checks) == units and all(a.passed for a in rounds.checks)
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(
     "mutant",
-    [mutants.SkipsReluUnlessAudited, mutants.RepeatsUnlessAudited],
+    [mutants.SkipsReluUnlessChecked, mutants.RepeatsUnlessChecked],
     ids=lambda m: m.__name__,
 )
-def test_a_backend_reading_its_callers_for_the_decision_finds_none_and_fails_an_audit(
+def test_a_backend_reading_its_callers_for_the_decision_finds_none_and_fails_an_check(
     shipped_networks, mode, mutant
 ):
-    # Against a draw made before the round (an attribute naming the audited rounds, or the
-    # round pending audit), each computes exactly the rounds audited and passes them.
+    # Against a draw made before the round (an attribute naming the checked rounds, or the
+    # round pending check), each computes exactly the rounds checked and passes them.
     network = shipped_networks["Sh"]
     backend = verified(mutant, network, mode)
 
     rounds = driven(backend, network, mode, seed=1)
 
-    failed = [a for a in rounds.audits if not a.passed]
-    assert failed and failed[0].verdict == NOT_CORRECT, rounds.audits
+    failed = [a for a in rounds.checks if not a.passed]
+    assert failed and failed[0].verdict == NOT_CORRECT, rounds.checks
 
 
 # Fingerprints.
@@ -202,7 +202,7 @@ def test_each_timed_round_names_its_output_by_64_bits_of_a_hash_of_its_bytes(
     shipped_networks, mode
 ):
     backend = Outputs("float32")
-    rounds = driven(backend, shipped_networks["Sh"], mode, audit=False)
+    rounds = driven(backend, shipped_networks["Sh"], mode, check=False)
 
     timed = backend.outputs[PLAN.warmup_rounds :]
     expected = [hashlib.blake2b(o.tobytes(), digest_size=8).hexdigest() for o in timed]
@@ -213,9 +213,9 @@ def test_each_timed_round_names_its_output_by_64_bits_of_a_hash_of_its_bytes(
 def test_a_backend_answering_with_an_earlier_output_fails_through_its_fingerprints(
     shipped_networks, mode
 ):
-    # With no audit at all: only the fingerprints can tell.
+    # With no check at all: only the fingerprints can tell.
     network = shipped_networks["Sh"]
-    rounds = driven(verified(mutants.RepeatsUnlessAudited, network, mode), network, mode, False)
+    rounds = driven(verified(mutants.RepeatsUnlessChecked, network, mode), network, mode, False)
 
     reasons = repeated_outputs(timing_of(rounds, network, mode))
     assert [r.kind for r in reasons] == [ReasonKind.OUTPUT_REPEATED]
@@ -236,7 +236,7 @@ def test_a_backend_that_copies_asynchronously_and_waits_for_its_copies_passes(
     rounds = driven(backend, network, mode, draw=Scripted((1, 2, 5)))
 
     assert rounds.error is None
-    assert [(a.round, a.passed) for a in rounds.audits] == [(1, True), (2, True), (5, True)]
+    assert [(a.round, a.passed) for a in rounds.checks] == [(1, True), (2, True), (5, True)]
     assert no_result(timing_of(rounds, network, mode)) == []
 
 
@@ -247,9 +247,9 @@ def test_a_backend_that_copies_asynchronously_and_waits_for_its_copies_passes(
     ("mutant", "guard"),
     [
         ("CopiesOutputLate", {"check failed"}),
-        ("SkipsReluUnlessAudited", {"check failed"}),
+        ("SkipsReluUnlessChecked", {"check failed"}),
         # A first check that fails ends the rounds before any repeat: then the check tells.
-        ("RepeatsUnlessAudited", {"output repeated", "check failed"}),
+        ("RepeatsUnlessChecked", {"output repeated", "check failed"}),
         ("WaitsForItsCopies", None),
     ],
 )
@@ -269,7 +269,7 @@ def test_each_cheat_fails_its_benchmark_tests_through_its_guard(tmp_path, mutant
         shorts = {reason.split(":")[0] for reason in test["noncompliance_reasons"]}
         assert not any("ОРП" in reason for reason in test["noncompliance_reasons"])
         if guard is None:
-            assert not shorts & {"check failed", "output repeated", "not audited"}, shorts
+            assert not shorts & {"check failed", "output repeated", "not checked"}, shorts
         else:
             assert guard & shorts, shorts
     assert (run.returncode != 0) == (guard is not None), run.stdout[-2000:]

@@ -22,12 +22,12 @@ class Clock:
         return self.now
 
 
-def estimate_of(*macs: int, audit_work=None) -> tuple[RunEstimate, Clock]:
+def estimate_of(*macs: int, check_work=None) -> tuple[RunEstimate, Clock]:
     """Tests "A", "B", ... of the given MACs (all their rounds'), in run order."""
     clock = Clock()
     labels = "ABCDEFGH"[: len(macs)]
     return RunEstimate(
-        [(label, label, m) for label, m in zip(labels, macs, strict=True)], clock, audit_work
+        [(label, label, m) for label, m in zip(labels, macs, strict=True)], clock, check_work
     ), clock
 
 
@@ -105,12 +105,12 @@ def test_a_total_that_moved_more_than_a_tenth_is_printed():
     )
 
 
-def test_a_tests_audits_are_not_counted_in_its_time_nor_in_its_rate():
+def test_a_tests_checks_are_not_counted_in_its_time_nor_in_its_rate():
     estimate, clock = estimate_of(1000, 3000)
     warm_up(estimate, clock, "A", macs=10, seconds=1.0)
     clock.now = 150.0
 
-    estimate.finished("A", audit_seconds=50.0)  # its rounds: 100 s, 10 MAC/s
+    estimate.finished("A", check_seconds=50.0)  # its rounds: 100 s, 10 MAC/s
 
     assert estimate.total_seconds() == 100 + 3000 / 10
 
@@ -195,17 +195,17 @@ def test_the_runs_first_total_is_printed_before_the_first_timed_round(shipped_ne
     assert events[2:] == ["round", "round"]
 
 
-def test_the_audits_of_the_tests_to_come_are_estimated_from_the_finished_tests_audits():
-    estimate, clock = estimate_of(1000, 3000, audit_work={"A": 200.0, "B": 600.0})
+def test_the_checks_of_the_tests_to_come_are_estimated_from_the_finished_tests_checks():
+    estimate, clock = estimate_of(1000, 3000, check_work={"A": 200.0, "B": 600.0})
     warm_up(estimate, clock, "A", macs=10, seconds=1.0)
-    assert estimate.audit_seconds() is None  # no audit measured yet
+    assert estimate.check_seconds() is None  # no check measured yet
     clock.now = 151.0
-    estimate.finished("A", audit_seconds=50.0)  # 0.25 s per MAC of audit work
+    estimate.finished("A", check_seconds=50.0)  # 0.25 s per MAC of check work
 
-    assert estimate.audit_seconds() == 50.0 + 600.0 * 0.25
+    assert estimate.check_seconds() == 50.0 + 600.0 * 0.25
     estimate.began("B")
     clock.now += 10.0
-    # The time left counts B's rounds and its audits still to come.
+    # The time left counts B's rounds and its checks still to come.
     assert estimate.status("B", 0.5).endswith(f"about {duration(10 + 150)} left")
 
 
@@ -221,17 +221,17 @@ def test_a_tests_check_work_is_its_expected_share_of_the_rounds():
     assert 229 < inference < 232 and 92 * 0.99 < training < 92 * 1.01
 
 
-def test_section_8s_float64_rate_estimates_the_audits_before_any_test_has_finished():
-    estimate, clock = estimate_of(1000, audit_work={"A": 400.0})
+def test_section_8s_float64_rate_estimates_the_checks_before_any_test_has_finished():
+    estimate, clock = estimate_of(1000, check_work={"A": 400.0})
     estimate.verified(seconds=2.0, macs=100.0)  # 0.02 s per MAC
     line = warm_up(estimate, clock, "A", macs=10, seconds=1.0)
-    assert estimate.audit_seconds() == 400.0 * 0.02
+    assert estimate.check_seconds() == 400.0 * 0.02
     assert "about 8.0 s for their checks (at the rate of section 8's float64 iterations)" in line
 
 
-def test_a_tests_progress_gives_its_rounds_rate_without_its_audits(shipped_networks):
-    # 5 images (the warm-up's included) in 100 s, 96 of them audits: the rounds ran at
-    # 1.25 images/s, and the audits' time is the run estimate's, not the rounds' rate.
+def test_a_tests_progress_gives_its_rounds_rate_without_its_checks(shipped_networks):
+    # 5 images (the warm-up's included) in 100 s, 96 of them checks: the rounds ran at
+    # 1.25 images/s, and the checks' time is the run estimate's, not the rounds' rate.
     network = shipped_networks["Sh"]
     run_plan = Plan("quick", rounds=4, warmup_rounds=1, batch=1)
     rounds = Rounds(TimedTest(NumpyBackend("float32"), network, "inference", run_plan, seed=0))

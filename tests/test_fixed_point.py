@@ -8,8 +8,8 @@ from gost_test_backends import RoundsDown, WrapsAround
 from pytest_gostcnn.backends.numpy import NumpyBackend
 from pytest_gostcnn.backends.numpy.integer import gemm_dtype
 from pytest_gostcnn.conformance import fixed_point
-from pytest_gostcnn.conformance.audit import verify_round
 from pytest_gostcnn.conformance.layer_cases import layer_cases, saturating_cases
+from pytest_gostcnn.conformance.timed_check import verify_round
 from pytest_gostcnn.conformance.verdicts import NOT_VERIFIED, PASSED_VERDICTS, REFERENCE_GRADE
 from pytest_gostcnn.conformance.verification import (
     MEAN_ERROR,
@@ -216,7 +216,7 @@ def test_the_numpy_backend_takes_integers_only(shipped_networks):
         NumpyBackend("int8").to_device(np.zeros(3))
 
 
-def test_a_round_is_audited_under_its_calibration_and_no_verdict_beyond_it(shipped_networks):
+def test_a_round_is_checked_under_its_calibration_and_no_verdict_beyond_it(shipped_networks):
     network = shipped_networks["Sh"]
     rng = np.random.default_rng(3)
     drawn = draw_weights(network, rng)
@@ -231,10 +231,10 @@ def test_a_round_is_audited_under_its_calibration_and_no_verdict_beyond_it(shipp
     output = backend.infer(network, loaded, backend.to_device(q))
     with pytest.raises(ValueError, match="needs its calibrated scales"):
         verify_round(backend, network, weights, other, output)
-    audit = verify_round(backend, network, weights, other, output, scales=scales)
-    assert audit.verdict in PASSED_VERDICTS, audit.first_failure
+    check = verify_round(backend, network, weights, other, output, scales=scales)
+    assert check.verdict in PASSED_VERDICTS, check.first_failure
     # Far beyond the calibration's range the reference leaves it: no verdict, not a failure.
     big = dict(weights)
     big[1] = {**weights[1], "biases": weights[1]["biases"] * 0 + 2**30}
-    audit = verify_round(backend, network, big, other, output, scales=scales)
-    assert audit.verdict == NOT_VERIFIED and "calibrated scale holds" in audit.error
+    check = verify_round(backend, network, big, other, output, scales=scales)
+    assert check.verdict == NOT_VERIFIED and "calibrated scale holds" in check.error

@@ -97,9 +97,9 @@ def test_the_caller_hears_of_each_round_between_rounds_and_of_boundaries_with_th
     assert boundary.done == boundary.boundary.done == 16 and boundary.boundary.rounds == 20
     # The share holds the rounds so far, and the check of round 16 already made.
     assert boundary.share.round_seconds == (1.0,) * 16
-    assert [a.round for a in boundary.share.audits] == [16]
+    assert [a.round for a in boundary.share.checks] == [16]
     record = seen[-1]
-    assert isinstance(record, Record) and [a.round for a in record.audits] == [16, 17]
+    assert isinstance(record, Record) and [a.round for a in record.checks] == [16, 17]
     # What the report states of the test's data: training's unit and its copies' share.
     rules = record.data_rules
     if mode == "training":
@@ -139,7 +139,7 @@ def test_a_profiled_round_runs_after_the_rounds_neither_timed_nor_checked(shippe
     record = record_of(run(rounds, Clock(profile=profile)))
 
     assert backend.calls == SMALL_PLAN.warmup_rounds + SMALL_PLAN.rounds + 1
-    assert len(record.round_seconds) == len(record.audits) == SMALL_PLAN.rounds
+    assert len(record.round_seconds) == len(record.checks) == SMALL_PLAN.rounds
     profiled = {name for _, _, name in pstats.Stats(profile).stats}
     assert "infer" in profiled
 

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,7 +31,9 @@ from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
 from pytest_gostcnn.performance.plan import Plan
 from pytest_gostcnn.performance.record import Passed
 from pytest_gostcnn.performance.rounds import Rounds, TimedTest
+from pytest_gostcnn.reports import load
 from pytest_gostcnn.reports.check import check_report
+from pytest_gostcnn.reports.load import FORMAT, read_report
 from pytest_gostcnn.reports.merge import merge_reports
 
 
@@ -174,7 +177,7 @@ def _apart(report):
     """A report less when it was written, how it was started and where it resumed from, its
     cells' contention counts, probes and the suite's own seconds (times of the machine's,
     not the fixed clock's), and its checks apart, by test and round, less their seconds."""
-    report, audits = copy.deepcopy(report), {}
+    report, checks = copy.deepcopy(report), {}
     report.pop("created")
     report.pop("invocation")  # its command line and load differ
     report["run"]["resumed_from"] = None
@@ -186,11 +189,11 @@ def _apart(report):
         for cell in test["cells"]:
             assert cell.pop("contention")["wall_seconds"] > 0  # counted, times apart
             assert cell.pop("probe")["macs_per_second"] > 0  # timed by the machine's clock
-            for audit in cell.pop("audits"):
-                audit.pop("seconds")
-                audits[(test["mode"], audit["round"])] = audit
-            cell["audit_seconds"] = None
-    return report, audits
+            for check in cell.pop("checks"):
+                check.pop("seconds")
+                checks[(test["mode"], check["round"])] = check
+            cell["check_seconds"] = None
+    return report, checks
 
 
 @pytest.fixture(scope="module")
@@ -219,11 +222,11 @@ def test_a_test_killed_mid_way_keeps_its_last_boundary(chain):
     whole, killed = chain["whole"], chain["killed"]
     assert whole.returncode == 0, whole.stdout[-3000:]
     # Too few units for the power to spare any: training's 3 segments, inference's 40 rounds.
-    assert [len(c["audits"]) for t in whole.report["benchmarks"] for c in t["cells"]] == [3, 40]
+    assert [len(c["checks"]) for t in whole.report["benchmarks"] for c in t["cells"]] == [3, 40]
     assert killed.returncode == 137
     kept = killed.report["run"]["partial"]  # the checkpoint after timed round 16
     assert kept["test"] == "ТП-Ш-О-float32-B1" and kept["timed_rounds_done"] == 16
-    assert [(a["round"], a["rounds"]) for a in kept["cells"][0]["audits"]] == [(1, 16)]
+    assert [(a["round"], a["rounds"]) for a in kept["cells"][0]["checks"]] == [(1, 16)]
     assert killed.report["complete"] is False
     assert check_report(killed.report, killed.path / "tiny") == []
     training = whole.report["benchmarks"][0]["cells"][0]
@@ -254,11 +257,54 @@ def test_the_resumed_run_reports_what_an_uninterrupted_one_does(chain):
     assert resumed.report["run"]["partial"] is None
     # Every round time, every figure, every fingerprint and every check, its image drawn
     # from a batch of one: the same.
-    report, audits = _apart(resumed.report)
-    whole_report, whole_audits = _apart(whole.report)
+    report, checks = _apart(resumed.report)
+    whole_report, whole_checks = _apart(whole.report)
     assert report == whole_report
-    assert audits == whole_audits and len(audits) == 3 + 40
+    assert checks == whole_checks and len(checks) == 3 + 40
     assert check_report(resumed.report, resumed.path / "tiny") == []
+
+
+# A report of format 3, which called a round's check an audit. -------------------------
+
+# The stopped run of ``chain`` as the release before format 4 wrote it (format 3: a cell's
+# ``audits`` and ``audit_seconds``, the suite's ``audits`` seconds), with its tables.
+FORMAT_3 = Path(__file__).parent / "data" / "report-format-3"
+
+
+def test_a_report_of_format_3_reads_as_format_4_and_checks(monkeypatch):
+    text = (FORMAT_3 / "stopped.json").read_text(encoding="utf-8")
+    assert '"format": "pytest-gostcnn report 3"' in text and '"audits"' in text
+    report = read_report(FORMAT_3 / "stopped.json")
+    assert report["format"] == FORMAT and "audit" not in json.dumps(report)
+    written = json.loads(text)
+    for old, new in ((written["benchmarks"][0], report["benchmarks"][0]),
+                     (written["run"]["partial"], report["run"]["partial"])):  # fmt: skip
+        assert [c["checks"] for c in new["cells"]] == [c["audits"] for c in old["cells"]]
+        assert new["cells"][0]["check_seconds"] == old["cells"][0]["audit_seconds"] > 0
+    assert report["cells"][0]["suite_seconds"]["checks"] > 0
+    assert check_report(report, FORMAT_3 / "tiny") == []
+    # Read as it was written, the schema of format 4 refuses it.
+    monkeypatch.setattr(load, "upgraded", lambda report: report)
+    assert check_report(read_report(FORMAT_3 / "stopped.json"), FORMAT_3 / "tiny") != []
+
+
+def test_a_run_resumed_from_a_report_of_format_3_reports_what_an_uninterrupted_one_does(
+    chain, tmp_path
+):
+    path = directory(tmp_path)
+    (path / "gost_test_stop.py").write_text(STOP, encoding="utf-8")
+    # Its invocation made this machine's (threads, cores, BLAS): resume holds a run to the
+    # thread setup it started in, and the file was written on another machine.
+    old = json.loads((FORMAT_3 / "stopped.json").read_text(encoding="utf-8"))
+    old["invocation"] = chain["whole"].report["invocation"]
+    (path / "stopped.json").write_text(json.dumps(old), encoding="utf-8")
+    resumed = suite(path, *RUN, "--gost-resume=stopped.json")
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr
+    assert resumed.report["format"] == FORMAT
+    report, checks = _apart(resumed.report)
+    whole_report, whole_checks = _apart(chain["whole"].report)
+    assert report == whole_report and checks == whole_checks
+    assert check_report(resumed.report, path / "tiny") == []
 
 
 # What check and resume refuse of a partial test. ---------------------------------------
@@ -274,12 +320,12 @@ EDITS = {
     "not a boundary": lambda p, r: (
         p.update(timed_rounds_done=15),
         p["cells"][0]["round_seconds"].pop(),
-        p["cells"][0]["audits"].pop(),
+        p["cells"][0]["checks"].pop(),
         p["cells"][0].update(seconds=sum(p["cells"][0]["round_seconds"])),
     ),
     "round times for 16 rounds": lambda p, r: p["cells"][0]["round_seconds"].pop(),
     "seconds is": lambda p, r: p["cells"][0]["round_seconds"].__setitem__(0, 1.0),
-    "audited round 17 of 16": lambda p, r: p["cells"][0]["audits"][-1].update(round=17),
+    "checked round 17 of 16": lambda p, r: p["cells"][0]["checks"][-1].update(round=17),
     "boundary_rounds is": lambda p, r: p.update(boundary_rounds=8),
     "yet is kept part-way": lambda p, r: r["run"]["finished"].append(p["test"]),
     "not one per cell": lambda p, r: p["cells"][0].update(cell=1),
@@ -299,11 +345,11 @@ def test_check_refuses_checks_no_draw_makes_up_to_the_boundary(chain):
     """A checkpoint whose first ten rounds are left unchecked where every round is checked
     (40 rounds: 1 % of them is less than one): no draw of the test's chance gives it."""
 
-    def unaudited(p, r):
-        p["cells"][0]["audits"] = [a for a in p["cells"][0]["audits"] if a["round"] > 10]
+    def unchecked(p, r):
+        p["cells"][0]["checks"] = [a for a in p["cells"][0]["checks"] if a["round"] > 10]
 
     stopped = chain["stopped"]
-    found = check_report(_edited(stopped.report, unaudited), stopped.path / "tiny")
+    found = check_report(_edited(stopped.report, unchecked), stopped.path / "tiny")
     assert any("where every unit is checked" in line for line in found), found
 
 
@@ -404,4 +450,4 @@ def test_two_cells_killed_mid_test_keep_both_shares_and_resume(tmp_path):
     for share, cell in zip(kept["cells"], resumed["benchmarks"][0]["cells"], strict=True):
         assert cell["round_seconds"][:16] == share["round_seconds"]
         assert len(cell["round_seconds"]) == 40
-        assert [a for a in cell["audits"] if a["round"] <= 16] == share["audits"]
+        assert [a for a in cell["checks"] if a["round"] <= 16] == share["checks"]

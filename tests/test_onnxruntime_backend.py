@@ -376,7 +376,7 @@ def test_training_is_refused_naming_the_mode_to_give(mode):
 
 
 @needs_onnx
-def test_the_shipped_suite_passes_in_inference_with_its_audits(tmp_path):
+def test_the_shipped_suite_passes_in_inference_with_its_checks(tmp_path):
     report = tmp_path / "report.json"
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
     command += ["--gost-backend=onnxruntime", "--gost-networks=Sh", "--gost-batch=1"]
@@ -384,5 +384,5 @@ def test_the_shipped_suite_passes_in_inference_with_its_audits(tmp_path):
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:]
     (test,) = json.loads(report.read_text(encoding="utf-8"))["benchmarks"]
-    audits = test["cells"][0]["audits"]
-    assert audits and all(audit["verdict"] in PASSED for audit in audits), audits
+    checks = test["cells"][0]["checks"]
+    assert checks and all(check["verdict"] in PASSED for check in checks), checks

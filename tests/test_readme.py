@@ -21,6 +21,8 @@ DOCS = REPOSITORY / "docs"
 BACKENDS = (DOCS / "backends.md").read_text(encoding="utf-8")
 TABLES = (DOCS / "tables.md").read_text(encoding="utf-8")
 README_LIMIT = 8000  # bytes: the README is a user guide; reference material lives in docs/
+# bytes: the docs are a reference, each page one reader's question, not a record of sittings
+DOCS_LIMIT, PAGE_LIMIT = 200_000, 30_000
 FENCE = re.compile(r"^```.*?^```", flags=re.M | re.S)
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
@@ -144,6 +146,12 @@ def test_options_page_has_every_option_with_its_help():
     assert [(flag, metavar, text) for flag, metavar, text in rows] == [
         (option.flag, option.metavar, option.help) for option in OPTIONS
     ]
+
+
+def test_the_docs_stay_a_reference_within_their_size():
+    sizes = {page.name: len(page.read_bytes()) for page in DOCS.glob("*.md")}
+    assert sum(sizes.values()) <= DOCS_LIMIT, sorted(sizes.items(), key=lambda kv: -kv[1])
+    assert max(sizes.values()) <= PAGE_LIMIT, max(sizes.items(), key=lambda kv: kv[1])
 
 
 def test_the_ci_recipes_of_the_paired_gate_give_pairs_enough_for_a_shared_runner():

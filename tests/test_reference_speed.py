@@ -1,6 +1,6 @@
 """The suite's own float64 work at the machine's speed, and no other result for it: the
 reference's products split over the cell's cores sum as one product does, and a segment's
-audits replay it once (docs/benchmarking.md, "Audited rounds")."""
+checks replay it once (docs/benchmarking.md, "Checked rounds")."""
 
 import subprocess
 import sys

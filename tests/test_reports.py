@@ -137,7 +137,7 @@ def singles(tmp_path_factory):
     return found
 
 
-def _same_but_audits(report: dict) -> dict:
+def _same_but_checks(report: dict) -> dict:
     """A report less what differs between runs of the same times: when it was written and
     how it was started (its command line, the load), what follows from each round's data
     key (drawn by the operating system: the checks' images and verdicts, the outputs'
@@ -153,7 +153,7 @@ def _same_but_audits(report: dict) -> dict:
     for test in report["benchmarks"]:
         test["checks"]["seconds"] = None
         for cell in test["cells"]:
-            cell["audits"] = cell["audit_seconds"] = cell["contention"] = None
+            cell["checks"] = cell["check_seconds"] = cell["contention"] = None
             cell["fingerprints"] = cell["first_image_crc32"] = cell["probe"] = None
     return report
 
@@ -256,9 +256,9 @@ def _spread(report):
     report["benchmarks"][0]["spread"]["noisy"] = True
 
 
-def _audit(report):
-    audit = report["benchmarks"][1]["cells"][0]["audits"][0]
-    audit["worst_ratio"] = 5.0  # the round differed, its verdict kept
+def _check(report):
+    check = report["benchmarks"][1]["cells"][0]["checks"][0]
+    check["worst_ratio"] = 5.0  # the round differed, its verdict kept
 
 
 def _tables_held(report):
@@ -288,7 +288,7 @@ def _fingerprint_dropped(report):
 
 def _no_draw(report):
     # A check left out where every round is checked (the tiny full profile's 4 rounds).
-    report["benchmarks"][3]["cells"][0]["audits"].pop()
+    report["benchmarks"][3]["cells"][0]["checks"].pop()
 
 
 def _power(report):
@@ -320,7 +320,7 @@ TAMPERING = {
     "a table's checksum changed": (_checksum, "checksum"),
     "a round added": (_rounds, "round times for"),
     "the rounds' spread called noisy": (_spread, "spread: noisy is"),
-    "an audit's ratio above 1, passed kept": (_audit, "not below 1"),
+    "a check's ratio above 1, passed kept": (_check, "not below 1"),
     "the tables said to hold fewer networks": (_tables_held, "tables_held is"),
     "a table's provenance renamed": (_provenance, "kind is"),
     "a peak's factors that do not multiply to it": (_peak_factors, "macs_per_second is"),
@@ -435,8 +435,8 @@ def test_six_single_network_runs_merged_give_the_evaluation_of_one_run(whole, si
         b["designation"] for b in whole.report["benchmarks"]
     ]
     assert (
-        _same_but_audits(merged.report)["benchmarks"]
-        == (_same_but_audits(whole.report)["benchmarks"])
+        _same_but_checks(merged.report)["benchmarks"]
+        == (_same_but_checks(whole.report)["benchmarks"])
     )
 
 
@@ -528,8 +528,8 @@ def test_a_run_stopped_after_its_first_test_then_resumed_equals_an_uninterrupted
     assert "RESUMED from --gost-resume=" in resumed.stdout
     assert "was not used at all" not in resumed.stdout + resumed.stderr
     assert resumed.report["run"]["resumed_from"]["tests"] == ["ТП-М-П-float32-B1"]
-    assert _same_but_audits(resumed.report) == _same_but_audits(whole.report)
-    # the finished test was not timed again: its audits are the stopped run's
+    assert _same_but_checks(resumed.report) == _same_but_checks(whole.report)
+    # the finished test was not timed again: its checks are the stopped run's
     assert resumed.report["benchmarks"][0]["cells"] == report["benchmarks"][0]["cells"]
 
 
@@ -573,12 +573,16 @@ def test_a_checkpoint_is_never_complete_and_a_killed_jobs_merges_whole(whole):
 
 
 def _format_2(report: dict) -> dict:
-    """The report as the format before 3 wrote it: a test's ``meets_image_count`` was
-    called ``full_profile``."""
+    """The report as format 2 wrote it: a round's check called an audit, as in format 3
+    (``tests/data/report-format-3``), and a test's ``meets_image_count`` ``full_profile``."""
     old = copy.deepcopy(report)
     old["format"] = "pytest-gostcnn report 2"
     for test in old["benchmarks"]:
         test["full_profile"] = test.pop("meets_image_count")
+        for cell in test["cells"]:
+            cell["audits"], cell["audit_seconds"] = cell.pop("checks"), cell.pop("check_seconds")
+    for cell in old["cells"]:
+        cell["suite_seconds"]["audits"] = cell["suite_seconds"].pop("checks")
     return old
 
 
@@ -595,11 +599,11 @@ def test_a_report_of_format_2_is_read_by_check_evaluate_and_resume(
     )
     assert done.returncode == 0, done.stdout + done.stderr
     merged = json.loads((path / "merged.json").read_text(encoding="utf-8"))
-    assert merged["format"] == "pytest-gostcnn report 3"
+    assert merged["format"] == "pytest-gostcnn report 4"
     assert _figures(merged) == _figures(whole.report)
     resumed = suite(path, "--gost-backend=numpy", *FIXED, "--gost-resume=old.json")
     assert resumed.returncode == 0, resumed.stdout[-3000:]
-    assert _same_but_audits(resumed.report) == _same_but_audits(whole.report)
+    assert _same_but_checks(resumed.report) == _same_but_checks(whole.report)
 
 
 def test_resume_without_a_report_to_keep_the_run_is_refused(stopped):

@@ -16,7 +16,7 @@ from pytest_gostcnn.performance.stall import (
     STALL_FLOOR_SECONDS,
     stall_deadline,
 )
-from pytest_gostcnn.performance.timing import Audit
+from pytest_gostcnn.performance.timing import Check
 from pytest_gostcnn.run.options import Options
 
 # The deadline.
@@ -73,16 +73,16 @@ def test_a_rerun_on_one_cell_leaves_the_stall_timeout_out():
 # The rounds: where each barrier is and how long it waits.
 
 
-def met(shipped_networks, stall_timeout=None, audited=()) -> list[tuple[str, str]]:
+def met(shipped_networks, stall_timeout=None, checked=()) -> list[tuple[str, str]]:
     """The barriers one test's rounds meet, run by the suite's loop (``loop.run``):
-    each one's deadline and what the cells were doing before it. The ``audited`` rounds'
+    each one's deadline and what the cells were doing before it. The ``checked`` rounds'
     checks take 4 s on a clock that only they move."""
     barriers: list[tuple[str, str]] = []
     clock = [0.0]
 
     def judged(number, key, image, output):
         clock[0] += 4.0
-        return Audit(number, True, "correct", None, None, None)
+        return Check(number, True, "correct", None, None, None)
 
     class Meeting:
         def meet(self, deadline, where, word=None):
@@ -93,8 +93,8 @@ def met(shipped_networks, stall_timeout=None, audited=()) -> list[tuple[str, str
         TimedTest(NumpyBackend("float32"), shipped_networks["Sh"], "inference", SMALL_PLAN, seed=3),
         Links(Meeting(), stall_timeout=stall_timeout),
     )
-    rounds.draw = Scripted(audited) if audited else None
-    rounds.checks.image = judged
+    rounds.draw = Scripted(checked) if checked else None
+    rounds.checker.image = judged
     real = rounds_module.time.monotonic
     rounds_module.time.monotonic = lambda: real() + clock[0]
     try:
@@ -122,25 +122,25 @@ def test_the_warm_up_round_gives_the_timed_rounds_deadline(shipped_networks):
     assert all(d.startswith("60 s (20 x the warm-up round's ") for d in deadlines[2:])
 
 
-def test_with_audits_the_cells_meet_after_each_timed_round_for_its_draw(shipped_networks):
+def test_with_checks_the_cells_meet_after_each_timed_round_for_its_draw(shipped_networks):
     # The decision is drawn on cell 0 once every cell delivered, and given to all at a
     # watched barrier: a cell stalled in the round is named there, as before the next.
-    assert [where for _, where in met(shipped_networks, audited=(2,))] == [
+    assert [where for _, where in met(shipped_networks, checked=(2,))] == [
         "preparing the warm-up round",
         "the warm-up round",
         *[f"timed round {n} of 3" for n in (1, 1, 2, 2, 3, 3)],
     ]
 
 
-def test_the_barrier_after_an_audited_round_waits_for_the_audit_too(shipped_networks):
-    # Every cell audits the same rounds (one draw for all, cell 0's, given at the barrier
-    # after each round), so the others are auditing too; a replay can outlast the floor.
-    deadlines = [deadline for deadline, _ in met(shipped_networks, audited=(2,))]
+def test_the_barrier_after_an_checked_round_waits_for_the_check_too(shipped_networks):
+    # Every cell checks the same rounds (one draw for all, cell 0's, given at the barrier
+    # after each round), so the others are checking too; a replay can outlast the floor.
+    deadlines = [deadline for deadline, _ in met(shipped_networks, checked=(2,))]
     assert deadlines[4].startswith("60 s (20 x the warm-up round's ")  # round 2's draw
     seconds, source = deadlines[5].split(" s (", 1)
     assert float(seconds) == pytest.approx(60 + 20 * 4, abs=1)
     assert source.startswith("20 x the warm-up round's ")
-    assert "plus 20 x this cell's 4" in source and source.endswith(" s audit of the round)")
+    assert "plus 20 x this cell's 4" in source and source.endswith(" s check of the round)")
     assert deadlines[6].startswith("60 s (")
 
 

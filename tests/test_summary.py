@@ -18,7 +18,7 @@ from pytest_gostcnn.performance.cells import Cells
 from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.designations import transliterate
 from pytest_gostcnn.performance.plan import plan
-from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing
+from pytest_gostcnn.performance.timing import CellTiming, Check, Timing
 from pytest_gostcnn.plugin import rendering
 from pytest_gostcnn.run import performance_summary
 from pytest_gostcnn.run.resolution import Resolved
@@ -148,19 +148,19 @@ QUIET = Contention(1.0, 2.0, 2, 0.02, 2.0, 0.01)  # a thread waited 1 % of the r
 SHARED = Contention(1.0, 1.0, 2, 1.0, 4.0, 0.5)  # half of it: two busy loops beside it
 
 
-def cell(audits, shared: bool) -> CellTiming:
+def cell(checks, shared: bool) -> CellTiming:
     """Cell 0's one timed second of 16 images, its cores ``shared`` or quiet."""
     return CellTiming(
-        0, "cpu", 16, (1.0,), PEAK, "0", audits, contention=SHARED if shared else QUIET
+        0, "cpu", 16, (1.0,), PEAK, "0", checks, contention=SHARED if shared else QUIET
     )
 
 
 def judged(profile: str = "full", networks=SIX, shared=()):
     """A judged inference run of ``networks`` that passed everything, the cell shared in the
     tests of ``shared``."""
-    audits = (Audit(1, True, "correct", "output", 0.1, None),)
+    checks = (Check(1, True, "correct", "output", 0.1, None),)
     timings = tuple(
-        Timing(latin, "inference", "float32", 2, 1, 10**9, (cell(audits, latin in shared),))
+        Timing(latin, "inference", "float32", 2, 1, 10**9, (cell(checks, latin in shared),))
         for latin in networks
     )
     findings = Findings(

@@ -1,6 +1,6 @@
 """What a timed round times (docs/benchmarking.md): a round ends when its results are on the
-host, training runs in segments from the drawn weights, and an audit changes nothing the
-backend sees until the audited round has ended.
+host, training runs in segments from the drawn weights, and a check changes nothing the
+backend sees until the checked round has ended.
 
 Rounds are driven as pytest-benchmark drives them (setup, the timed target, teardown), the
 target timed here; the ОРП of a backend whose work escapes the round is compared with the
@@ -30,10 +30,10 @@ from pytest_gostcnn.performance.training_data import (
 FACTOR = 3.0  # generous: the machine is shared, the escape it guards against is 100x-1000x
 
 
-def drive(backend, network, mode, run_plan, audit=True, draw_seed=0, segment_rounds=None):
+def drive(backend, network, mode, run_plan, check=True, draw_seed=0, segment_rounds=None):
     """Every round of one test; returns the Rounds and each timed round's target seconds."""
     test = TimedTest(
-        backend, network, mode, run_plan, seed=3, segment_rounds=segment_rounds, checked=audit
+        backend, network, mode, run_plan, seed=3, segment_rounds=segment_rounds, checked=check
     )
     rounds = Rounds(test, Links(randomness=random.Random(draw_seed)))
     seconds = []
@@ -76,7 +76,7 @@ def orp(network, mode, run_plan, seconds) -> float:
     ids=lambda m: m.__name__,
 )
 def test_work_left_lazy_or_queued_is_timed_in_its_round(shipped_networks, mutant, mode):
-    # М's training audits take 10 s a case: training on Ш (Sh), the smallest network.
+    # М's training checks take 10 s a case: training on Ш (Sh), the smallest network.
     network = shipped_networks["M" if mode == "inference" else "Sh"]
     backend = mutant("float32")
     assert not verify_network(backend, network, mode, batch=1, seed=5).failed
@@ -86,15 +86,15 @@ def test_work_left_lazy_or_queued_is_timed_in_its_round(shipped_networks, mutant
         network,
         mode,
         run_plan,
-        drive(NumpyBackend("float32"), network, mode, run_plan, audit=False)[1],
+        drive(NumpyBackend("float32"), network, mode, run_plan, check=False)[1],
     )
     rounds, seconds = drive(backend, network, mode, run_plan)
 
     assert orp(network, mode, run_plan, seconds) < FACTOR * plain
-    assert rounds.audits and all(a.passed for a in rounds.audits), rounds.audits
+    assert rounds.checks and all(a.passed for a in rounds.checks), rounds.checks
 
 
-# Audits no backend can see coming.
+# Checks no backend can see coming.
 
 
 class Recording(NumpyBackend):
@@ -124,7 +124,7 @@ class Recording(NumpyBackend):
         self.log.append("synchronize")
 
 
-def _round_calls(network, audited, segment_rounds=2):
+def _round_calls(network, checked, segment_rounds=2):
     """The backend's calls in each round's setup and timed target, with these rounds (units
     of one round) checked (every call of the teardown, where the check runs, left out); the
     rounds' data from one seeded generator, so that two runs hand over the same bytes."""
@@ -134,7 +134,7 @@ def _round_calls(network, audited, segment_rounds=2):
         backend, network, "training", run_plan, 3, segment_rounds=segment_rounds, unit_rounds=1
     )
     rounds = Rounds(test, Links(randomness=random.Random(0)))
-    rounds.draw = Scripted(audited)
+    rounds.draw = Scripted(checked)
     calls = []
     for _ in range(run_plan.warmup_rounds + run_plan.rounds):
         backend.log = []
@@ -142,19 +142,19 @@ def _round_calls(network, audited, segment_rounds=2):
         rounds.target(*arguments)
         calls.append(list(backend.log))
         rounds.teardown()
-    assert [a.round for a in rounds.audits] == list(audited)
-    assert all(a.passed for a in rounds.audits), rounds.audits
+    assert [a.round for a in rounds.checks] == list(checked)
+    assert all(a.passed for a in rounds.checks), rounds.checks
     return calls
 
 
 def test_no_call_before_or_in_a_round_tells_a_checked_one(shipped_networks):
     network = shipped_networks["Sh"]
-    unaudited = _round_calls(network, ())
-    audited = _round_calls(network, (1, 3))
+    unchecked = _round_calls(network, ())
+    checked = _round_calls(network, (1, 3))
 
-    assert audited == unaudited
-    # The weights are loaded again before timed rounds 1, 3, 5 (segments of 2), audited or not.
-    assert [("load_weights" in calls) for calls in unaudited] == [
+    assert checked == unchecked
+    # The weights are loaded again before timed rounds 1, 3, 5 (segments of 2), checked or not.
+    assert [("load_weights" in calls) for calls in unchecked] == [
         False,
         True,
         False,
@@ -167,9 +167,9 @@ def test_no_call_before_or_in_a_round_tells_a_checked_one(shipped_networks):
     # of one round) the weights itself, on the device, and waits for its copies (a second
     # synchronize); the warm-up times four copies, the first two filling the buffers the
     # rounds reuse.
-    reads = [sum(1 for c in calls if c[0] == "to_host") for calls in unaudited]
+    reads = [sum(1 for c in calls if c[0] == "to_host") for calls in unchecked]
     assert reads == [1] * 7
-    waits = [calls.count("synchronize") for calls in unaudited]
+    waits = [calls.count("synchronize") for calls in unchecked]
     assert waits == [1 + 4] + [2] * 6
 
 
@@ -189,14 +189,14 @@ def test_a_rounds_data_is_handed_over_inside_its_timed_region_from_its_own_key(
         assert backend.log == []  # nothing handed over untimed
         rounds.target(*arguments)
         sent = {c[1]: c[2] for c in backend.log if c[0] == "to_device"}
-        residual = rounds.checks.out_residual(rounds.key)
+        residual = rounds.checker.out_residual(rounds.key)
         assert sent[residual.shape] == residual.tobytes()
-        images = rounds.checks.images(rounds.key)
+        images = rounds.checker.images(rounds.key)
         assert sent[images.shape] == images.tobytes()
         keys.add(rounds.key)
         rounds.teardown()
     assert len(keys) == 4  # a fresh key every round
-    assert np.abs(rounds.checks.out_residual(7)).max() <= RESIDUAL_SCALE
+    assert np.abs(rounds.checker.out_residual(7)).max() <= RESIDUAL_SCALE
 
 
 @pytest.mark.parametrize(
@@ -204,7 +204,7 @@ def test_a_rounds_data_is_handed_over_inside_its_timed_region_from_its_own_key(
     [mutants.HonestWhenWatched, mutants.SkipsUpdateUnlessWatched],
     ids=lambda m: m.__name__,
 )
-def test_a_backend_honest_only_when_watched_fails_an_audit(shipped_networks, mutant):
+def test_a_backend_honest_only_when_watched_fails_an_check(shipped_networks, mutant):
     network = shipped_networks["Sh"]
     backend = mutant("float32")
     assert not verify_network(backend, network, "training", batch=1, seed=5).failed
@@ -212,8 +212,8 @@ def test_a_backend_honest_only_when_watched_fails_an_audit(shipped_networks, mut
 
     rounds, _ = drive(backend, network, "training", run_plan)
 
-    failed = [a for a in rounds.audits if not a.passed]
-    assert failed and failed[0].verdict == NOT_CORRECT, rounds.audits
+    failed = [a for a in rounds.checks if not a.passed]
+    assert failed and failed[0].verdict == NOT_CORRECT, rounds.checks
 
 
 # A correct backend through many segments.
@@ -222,7 +222,7 @@ def test_a_backend_honest_only_when_watched_fails_an_audit(shipped_networks, mut
 # The four largest analogs take half a minute to a minute each here; GOST_SWEEP=all runs them
 # (the tiny-table run below takes every network through 13 segments in CI).
 @pytest.mark.parametrize("latin", ["M", "Sh", *(swept(latin) for latin in ("S", "G", "R", "V"))])
-def test_a_correct_backend_passes_audits_across_segments_on_every_network(shipped_networks, latin):
+def test_a_correct_backend_passes_checks_across_segments_on_every_network(shipped_networks, latin):
     network = shipped_networks[latin]
     run_plan = Plan("quick", rounds=5, warmup_rounds=1, batch=1)
     backend = NumpyBackend("float32")
@@ -237,11 +237,11 @@ def test_a_correct_backend_passes_audits_across_segments_on_every_network(shippe
             rounds.target(*arguments)
             rounds.teardown()
     assert rounds.error is None, rounds.error
-    assert [(a.round, a.rounds) for a in rounds.audits] == [(1, 2), (3, 2), (5, 1)]
-    assert all(a.passed and a.worst_ratio < 1 for a in rounds.audits), rounds.audits
+    assert [(a.round, a.rounds) for a in rounds.checks] == [(1, 2), (3, 2), (5, 1)]
+    assert all(a.passed and a.worst_ratio < 1 for a in rounds.checks), rounds.checks
 
 
-def test_a_long_training_run_on_tiny_tables_passes_every_audit(tmp_path):
+def test_a_long_training_run_on_tiny_tables_passes_every_check(tmp_path):
     # 13 segments of 16 rounds at B = 2; overflow and invalid values fail the run.
     run = suite(
         directory(tmp_path),
@@ -259,5 +259,5 @@ def test_a_long_training_run_on_tiny_tables_passes_every_audit(tmp_path):
     for test in tests:
         assert test["rounds"] == 200 and test["segment_rounds"] == SEGMENT_ROUNDS
         assert test["residual_scale"] == RESIDUAL_SCALE
-        audits = [a for cell in test["cells"] for a in cell["audits"]]
-        assert len(audits) >= 2 and all(a["passed"] for a in audits), audits
+        checks = [a for cell in test["cells"] for a in cell["checks"]]
+        assert len(checks) >= 2 and all(a["passed"] for a in checks), checks

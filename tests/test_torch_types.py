@@ -243,10 +243,10 @@ def test_tf32_factors_truncated_instead_of_rounded_fail_a_network(shipped_networ
     assert result.verdict == NOT_CORRECT and result.worst.ratio >= 2, result.worst.describe()
 
 
-# The suite itself, with its audits. ------------------------------------------------------
+# The suite itself, with its checks. ------------------------------------------------------
 
 
-def test_the_suite_verifies_and_audits_float16_training_and_inference(tmp_path):
+def test_the_suite_verifies_and_checks_float16_training_and_inference(tmp_path):
     run = suite(
         directory(tmp_path),
         "--gost-backend=torch",
@@ -259,9 +259,9 @@ def test_the_suite_verifies_and_audits_float16_training_and_inference(tmp_path):
     report = run.report
     assert report["options"]["master_dtype"] == "float32"
     assert report["system"]["backend"]["arithmetic"]["storage"] == "float16"
-    audits = [a for b in report["benchmarks"] for c in b["cells"] for a in c["audits"]]
+    checks = [a for b in report["benchmarks"] for c in b["cells"] for a in c["checks"]]
     assert {b["mode"] for b in report["benchmarks"]} == {"training", "inference"}
-    assert audits and all(a["passed"] for a in audits), audits
+    assert checks and all(a["passed"] for a in checks), checks
 
 
 # The peak per type and device. ------------------------------------------------------------

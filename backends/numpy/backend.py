@@ -33,7 +33,7 @@ class NumpyBackend(Backend):
         ``OMP_NUM_THREADS`` / ``OPENBLAS_NUM_THREADS`` / ``MKL_NUM_THREADS``).
 
         BLAS runs one thread from here on, in the whole process (the float64 reference of
-        the verification and the audits too): the pool splits every GEMM itself, and the
+        the verification and the checks too): the pool splits every GEMM itself, and the
         pool's threads and BLAS's never add up to more than the cell's cores."""
         super().__init__(dtype, cell)
         self.workspace = Workspace(threads or worker_threads())

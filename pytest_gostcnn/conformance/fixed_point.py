@@ -330,7 +330,7 @@ def fixed_reference(
     scales: ScaleTable,
     itype: IntegerType,
 ) -> tuple[np.ndarray, Scaled]:
-    """The reference of one more input under fixed scales (a benchmark round's audit): the
+    """The reference of one more input under fixed scales (a benchmark round's check): the
     integer ``weights`` the backend holds, ``image`` quantised at the input's scale; the
     image's integers and the reference output. ``OutOfRange`` where it leaves a range."""
     first = scales[network.layers[0].number].inputs[0]

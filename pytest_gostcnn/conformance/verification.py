@@ -1,14 +1,13 @@
 """Section 8: verify a backend against the float64 reference, one layer step or one network,
-and audit a timed round of section 9 by the same rule (standard.md §6).
+and check a timed round of section 9 by the same rule (standard.md §6).
 
 The names in one place; they live by what they hold: the verdicts (``verdicts.py``), what
 every verification shares (``harness.py``), a network (``network.py``), a layer step
-(``layer.py``) and a timed round's audit (``audit.py``).
+(``layer.py``) and a timed round's check (``timed_check.py``).
 """
 
 from pytest_gostcnn.model.dtypes import HOST_DTYPES
 
-from .audit import DeliveredRound, bound_weights, verify_round, verify_unit
 from .harness import (
     MEAN_ERROR_SIGMAS,
     MIN_NONZERO_SHARE,
@@ -21,6 +20,7 @@ from .harness import (
 )
 from .layer import STEPS, LayerData, layer_steps, prepare_layer, verify_layer
 from .network import verify_network
+from .timed_check import DeliveredRound, bound_weights, verify_round, verify_unit
 from .verdicts import (
     CORRECT,
     FAILED_VERDICTS,

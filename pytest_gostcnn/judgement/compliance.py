@@ -3,7 +3,7 @@
 standard.md §7.7: the full profile's 1,000,000 images per cell (or an image count of at least
 that); every selected network verified correct in that mode in the same session; every layer
 item of the suite run and passed there; СКОП as derived, not overridden; tables of a
-provenance that counts; every audited round passed; no cell failed; and, the project's
+provenance that counts; every checked round passed; no cell failed; and, the project's
 guard, no cell shared with other processes while timed, and no round timed beside another
 backend's (``--gost-versus``, a gate's run). Each is one function of
 ``CONDITIONS``; ``assess`` asks them all, in order: no reason means compliant. Whether one
@@ -26,7 +26,7 @@ from .provenance import Provenance
 from .reasons import Reason, ReasonKind
 from .result import (
     counted,
-    failed_audits,
+    failed_checks,
     impossible_results,
     named_test,
     network_name,
@@ -244,15 +244,15 @@ def tables_count(findings: Findings) -> list[Reason]:
     return reasons
 
 
-def rounds_audited(findings: Findings) -> list[Reason]:
+def rounds_checked(findings: Findings) -> list[Reason]:
     reasons = []
     for timing in findings.timings:
-        reasons += failed_audits(timing)
-        if not all(cell.audits for cell in timing.cells):
+        reasons += failed_checks(timing)
+        if not all(cell.checks for cell in timing.cells):
             reasons.append(
                 Reason(
                     ReasonKind.NOT_CHECKED,
-                    f"not audited: {named_test(timing)} has a cell with no audited round",
+                    f"not checked: {named_test(timing)} has a cell with no checked round",
                     timing.mode,
                     timing.latin,
                 )
@@ -335,7 +335,7 @@ CONDITIONS: tuple[Callable[[Findings], list[Reason]], ...] = (
     layers_passed,
     threshold_derived,
     tables_count,
-    rounds_audited,
+    rounds_checked,
     outputs_fresh,
     results_possible,
     cells_unshared,

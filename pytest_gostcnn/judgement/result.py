@@ -111,31 +111,31 @@ def impossible_results(timing: Timing) -> list[Reason]:
     ]
 
 
-def failed_audits(timing: Timing) -> list[Reason]:
+def failed_checks(timing: Timing) -> list[Reason]:
     """One reason for each check of ``timing``'s rounds that failed, on any cell."""
     return [
         Reason(
             ReasonKind.CHECK_FAILED,
-            f"check failed: {named_test(timing)}, timed {audit.subject}"
-            f"{on_cell(timing, cell)}: {audit.failure}",
+            f"check failed: {named_test(timing)}, timed {check.subject}"
+            f"{on_cell(timing, cell)}: {check.failure}",
             timing.mode,
             timing.latin,
         )
-        for cell, audit in timing.failed_audits
+        for cell, check in timing.failed_checks
     ]
 
 
 def no_result(timing: Timing) -> list[Reason]:
     """Why ``timing`` is no result at all, so its item fails and its evaluation does not
-    count it: an audit of its rounds failed (its rounds differ from the verified
+    count it: a check of its rounds failed (its rounds differ from the verified
     implementation's), a round repeated an earlier one's output, or a cell's ОРП is above
     100 %."""
-    return failed_audits(timing) + repeated_outputs(timing) + impossible_results(timing)
+    return failed_checks(timing) + repeated_outputs(timing) + impossible_results(timing)
 
 
 def counted(timing: Timing) -> bool:
     """Whether a test's result counts in its evaluation: it has an ОРП and it is a result
-    (``no_result``: every audit passed, no output repeated, no cell's ОРП above 100 %)."""
+    (``no_result``: every check passed, no output repeated, no cell's ОРП above 100 %)."""
     return timing.orp is not None and not no_result(timing)
 
 
@@ -153,15 +153,15 @@ def item_failure(
         return f"{first.text} ({way_out}; docs/benchmarking.md, The peak's floor)"
     if first.kind is ReasonKind.ORP_ABOVE_PEAK:
         return _above_peak(timing, *above_peak(timing)[0])
-    cell, audit = timing.failed_audits[0]
+    cell, check = timing.failed_checks[0]
     earlier = " (in the resumed run)" if resumed else ""
     return "\n".join(
         [
-            f"{timing.name}: check of timed {audit.subject} of {timing.rounds}"
-            f"{on_cell(timing, cell)}{earlier} failed ({audit.verdict}); section 9 counts no "
+            f"{timing.name}: check of timed {check.subject} of {timing.rounds}"
+            f"{on_cell(timing, cell)}{earlier} failed ({check.verdict}); section 9 counts no "
             "result whose rounds differ from the verified implementation",
-            f"first failure: {audit.failure}",
-            f"worst array: {audit.worst_array}",
+            f"first failure: {check.failure}",
+            f"worst array: {check.worst_array}",
             f"seed: --gost-seed={seed}",
             f"rerun: {rerun}",
         ]

@@ -1,5 +1,5 @@
 """The worker threads of the suite's own float64 work (the reference, its error model, the
-audits' replays): one per core of the cell, capped as a backend's are by the environment.
+checks' replays): one per core of the cell, capped as a backend's are by the environment.
 
 A NumPy call runs on the calling thread and releases the GIL in its loop, so a product split
 into parts runs them on all the cores; each part's BLAS runs one thread (the callers hold
@@ -40,7 +40,7 @@ _pools: dict[int, ThreadPoolExecutor] = {}
 
 @contextmanager
 def reference_work() -> Iterator[None]:
-    """What the suite's own float64 work (verification, audits) runs under, as before
+    """What the suite's own float64 work (verification, checks) runs under, as before
     outside: BLAS on one thread (``one_blas_thread``), and NumPy's large arrays allocated
     without its transparent-huge-page advice, whose first touch of a fresh array can wait for
     the kernel to compact memory (docs/performance.md, "The suite's own work"). The backend's

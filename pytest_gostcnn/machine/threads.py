@@ -100,7 +100,7 @@ def limit_blas(threads: int) -> None:
 @contextmanager
 def one_blas_thread() -> Iterator[None]:
     """BLAS on one thread inside, as before outside: the float64 reference (verification,
-    audits) never collapses on a shared cell (docs/benchmarking.md, "A shared cell")."""
+    checks) never collapses on a shared cell (docs/benchmarking.md, "A shared cell")."""
     with _controller().limit(limits=1, user_api="blas"):
         yield
 

@@ -8,7 +8,7 @@ rate: its own warm-up round's once it has one, else the rate of the tests that f
 reach rates several times apart on one machine, so every line names what it rests on.
 
 Its checks (the suite's float64 work, apart from its time) are measured once it ended;
-before that, their work (the float64 iterations a draw of its audited rounds runs, times
+before that, their work (the float64 iterations a draw of its checked rounds runs, times
 its MACs per iteration) at the rate the finished tests' checks ran or, before any has,
 the rate of section 8's verification of the networks, the same float64 iterations.
 """
@@ -38,8 +38,8 @@ class _Test:
     rate: float | None = None  # MAC/s of its warm-up rounds
     seconds: float | None = None  # its rounds' measured time, once it ended
     dropped: bool = False  # skipped or failed before its first round: not counted
-    audit_work: float = 0.0  # MACs of the float64 iterations its audits are expected to run
-    audit_seconds: float | None = None  # its audits' measured time, once it ended
+    check_work: float = 0.0  # MACs of the float64 iterations its checks are expected to run
+    check_seconds: float | None = None  # its checks' measured time, once it ended
 
 
 class RunEstimate:
@@ -50,12 +50,12 @@ class RunEstimate:
         self,
         tests: Iterable[tuple[Hashable, str, int]],
         clock: Callable[[], float] = time.monotonic,
-        audit_work: Mapping[Hashable, float] | None = None,
+        check_work: Mapping[Hashable, float] | None = None,
     ) -> None:
-        """``audit_work``: each test's expected audit work (``_Test.audit_work``)."""
-        work = audit_work or {}
+        """``check_work``: each test's expected check work (``_Test.check_work``)."""
+        work = check_work or {}
         self._tests = {
-            key: _Test(label, macs, audit_work=work.get(key, 0.0)) for key, label, macs in tests
+            key: _Test(label, macs, check_work=work.get(key, 0.0)) for key, label, macs in tests
         }
         self._clock = clock
         self._said: float | None = None  # the total the last printed line gave
@@ -86,37 +86,37 @@ class RunEstimate:
             return None
         self._said = total
         if first:
-            return f"run estimate: {self._total(total)} ({self._sources()}){self._audits()}"
-        left = duration(self._left() + self._audits_left())
-        in_all = " in all" if self._audit_rate() is not None else ""
+            return f"run estimate: {self._total(total)} ({self._sources()}){self._checks()}"
+        left = duration(self._left() + self._checks_left())
+        in_all = " in all" if self._check_rate() is not None else ""
         return (
-            f"run estimate refined: {self._total(total)} ({self._sources()}){self._audits()}; "
+            f"run estimate refined: {self._total(total)} ({self._sources()}){self._checks()}; "
             f"about {left} left{in_all}"
         )
 
-    def finished(self, key: Hashable, audit_seconds: float = 0.0) -> None:
-        """The test's rounds ended: their measured time, less its audits' ``audit_seconds``,
-        replaces the estimate, and so do its audits'."""
+    def finished(self, key: Hashable, check_seconds: float = 0.0) -> None:
+        """The test's rounds ended: their measured time, less its checks' ``check_seconds``,
+        replaces the estimate, and so do its checks'."""
         test = self._tests[key]
         if test.began is None:
             test.dropped = True
         else:
-            test.seconds = self._clock() - test.began - audit_seconds
-            test.audit_seconds = audit_seconds
+            test.seconds = self._clock() - test.began - check_seconds
+            test.check_seconds = check_seconds
 
     def verified(self, seconds: float, macs: float) -> None:
         """Section 8 verified a network in ``seconds``: one float64 iteration of ``macs``
-        (its MACs per image, times the batch), with its error model, as an audit runs."""
+        (its MACs per image, times the batch), with its error model, as a check runs."""
         if seconds > 0 and macs > 0:
             self._verified.append((seconds, macs))
 
-    def audit_seconds(self) -> float | None:
-        """All counted tests' audits: measured, or their work at the audit rate; None
+    def check_seconds(self) -> float | None:
+        """All counted tests' checks: measured, or their work at the check rate; None
         before any rate is known."""
-        rate = self._audit_rate()
+        rate = self._check_rate()
         if rate is None:
             return None
-        return sum(self._audit(test, rate) for test in self._counted)
+        return sum(self._check(test, rate) for test in self._counted)
 
     def total_seconds(self) -> float | None:
         """All counted tests' time: measured, from their own warm-up, or guessed; None
@@ -142,8 +142,8 @@ class RunEstimate:
             current_left = max(0.0, self._seconds(test, basis[0]) - elapsed)
         pending = [t for t in counted if t.began is None]
         left = current_left + sum(self._seconds(t, basis[0]) for t in pending)
-        left += self._audits_left()
-        done = elapsed + sum(t.seconds + t.audit_seconds for t in counted if t.seconds is not None)
+        left += self._checks_left()
+        done = elapsed + sum(t.seconds + t.check_seconds for t in counted if t.seconds is not None)
         share = 100 * done / (done + left) if done + left > 0 else 100.0
         line = f"{where}, {share:.1f} % of the estimated time, about {duration(left)} left"
         if pending:
@@ -183,33 +183,33 @@ class RunEstimate:
             if t.seconds is None
         )
 
-    def _audit_rate(self) -> float | None:
-        """Seconds per MAC of audit work: the finished tests' audits', else section 8's."""
-        finished = [t for t in self._counted if t.audit_seconds is not None and t.audit_work]
+    def _check_rate(self) -> float | None:
+        """Seconds per MAC of check work: the finished tests' checks', else section 8's."""
+        finished = [t for t in self._counted if t.check_seconds is not None and t.check_work]
         if finished:
-            return sum(t.audit_seconds for t in finished) / sum(t.audit_work for t in finished)
+            return sum(t.check_seconds for t in finished) / sum(t.check_work for t in finished)
         if self._verified:
             return sum(s for s, _ in self._verified) / sum(m for _, m in self._verified)
         return None
 
     @staticmethod
-    def _audit(test: _Test, rate: float) -> float:
-        return test.audit_seconds if test.audit_seconds is not None else test.audit_work * rate
+    def _check(test: _Test, rate: float) -> float:
+        return test.check_seconds if test.check_seconds is not None else test.check_work * rate
 
-    def _audits_left(self) -> float:
-        """The audits of the tests not finished (0 before any audit rate is known)."""
-        rate = self._audit_rate()
+    def _checks_left(self) -> float:
+        """The checks of the tests not finished (0 before any check rate is known)."""
+        rate = self._check_rate()
         if rate is None:
             return 0.0
-        return sum(t.audit_work * rate for t in self._counted if t.seconds is None)
+        return sum(t.check_work * rate for t in self._counted if t.seconds is None)
 
-    def _audits(self) -> str:
-        """The audits' part of a line: their time and what it rests on, or that it is not
+    def _checks(self) -> str:
+        """The checks' part of a line: their time and what it rests on, or that it is not
         known yet."""
-        total = self.audit_seconds()
+        total = self.check_seconds()
         if total is None:
             return "; their checks not counted until a test's are measured"
-        finished = any(t.audit_seconds is not None and t.audit_work for t in self._counted)
+        finished = any(t.check_seconds is not None and t.check_work for t in self._counted)
         basis = "the finished tests' checks" if finished else "section 8's float64 iterations"
         return f"; and about {duration(total)} for their checks (at the rate of {basis})"
 

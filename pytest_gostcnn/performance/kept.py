@@ -8,7 +8,7 @@ The copies stay on the backend's device: through its arrays' own namespace (NumP
 PyTorch, by ``array_api_compat``) into buffers the suite allocates once, of the namespace's
 own array type; an array of no known namespace is read to the host through the backend's
 ``to_host`` instead. A copy is read to the host only for a unit drawn for a check, through
-the namespace, never the backend (``conformance/audit.py``): no call of the backend's tells
+the namespace, never the backend (``conformance/timed_check.py``): no call of the backend's tells
 it which unit was checked.
 """
 

@@ -128,8 +128,8 @@ def run(
             tuple(candidate_first),
             pairs,
             baseline.error,
-            next((audit for audit in baseline.audits if not audit.passed), None),
-            sum(baseline.seconds) + baseline.audit_seconds,
+            next((check for check in baseline.checks if not check.passed), None),
+            sum(baseline.seconds) + baseline.check_seconds,
         )
     record = _record(test, paired)  # before the profiled round, which changes nothing of it
     if clock.profile is not None:
@@ -140,7 +140,7 @@ def run(
 def _profiled(test: Rounds, profile) -> None:
     """One more round after the test, under ``profile`` (``cProfile.Profile``): neither
     timed nor checked, and nothing of it kept."""
-    if test.error is not None or test.audit_failed:
+    if test.error is not None or test.check_failed:
         return
     try:
         arguments = test._arguments(test.plan.batch, 0, None)
@@ -179,8 +179,8 @@ def _share(test: Rounds) -> PartialCell:
         test.device,
         seconds,
         test.first_image,
-        tuple(test.audits),
-        test.audit_seconds,
+        tuple(test.checks),
+        test.check_seconds,
         test.meter.contention(),
         tuple(test.fingerprints),
         test.unit_rounds if test.mode == "training" else None,
@@ -196,9 +196,9 @@ def _record(test: Rounds, pairs: Pairs | None) -> Record:
         round_seconds=(*test.earlier_seconds, *test.seconds),
         resumed_rounds=len(test.earlier_seconds),
         first_image=test.first_image,
-        audits=tuple(test.audits),
-        check_seconds=test.audit_seconds,
-        checked_now=test.audit_seconds - test.audit_seconds_before,
+        checks=tuple(test.checks),
+        check_seconds=test.check_seconds,
+        checked_now=test.check_seconds - test.check_seconds_before,
         contention=test.meter.contention(),
         fingerprints=tuple(test.fingerprints),
         probe=test.probe,

@@ -6,7 +6,7 @@ next round loads the drawn weights again, so nothing but the round's number is n
 go on), in inference every ``INFERENCE_BOUNDARY_ROUNDS`` rounds (each round is a fresh
 batch on weights that never change, so any round would do; a fixed period keeps the
 decision off most rounds). A boundary's state is the timed rounds' seconds so far, the
-audits done so far, the first image's checksum and the cell's contention counts so far
+checks done so far, the first image's checksum and the cell's contention counts so far
 (``contention.py``), per cell; everything else (the images,
 the residuals, the weights) is made again from (seed, cell, round).
 """
@@ -21,7 +21,7 @@ from pytest_gostcnn.model.network import CYRILLIC
 
 from .contention import Contention
 from .designations import benchmark_name
-from .timing import Audit
+from .timing import Check
 
 INFERENCE_BOUNDARY_ROUNDS = 16
 # A checkpoint inside a test is written at a boundary once at least CHECKPOINT_SECONDS have
@@ -47,8 +47,8 @@ class PartialCell:
     device: str
     round_seconds: tuple[float, ...]
     first_image: str  # the first timed image's checksum, as CellTiming has it
-    audits: tuple[Audit, ...] = ()
-    audit_seconds: float = 0.0
+    checks: tuple[Check, ...] = ()
+    check_seconds: float = 0.0
     # What the cell's cores did in those rounds, which the resumed test goes on counting;
     # None in a checkpoint that predates it.
     contention: Contention | None = None
@@ -68,10 +68,10 @@ class PartialCell:
                 f"resumed after timed round {start} of {rounds}: not a boundary "
                 f"(every {boundary} rounds) before the test's end"
             )
-        if any(audit.last_round > start for audit in self.audits):
+        if any(check.last_round > start for check in self.checks):
             raise ValueError(
                 f"resumed after timed round {start}: checks of rounds "
-                f"{[audit.subject for audit in self.audits]} are not all among them"
+                f"{[check.subject for check in self.checks]} are not all among them"
             )
 
     def as_dict(self) -> dict:
@@ -82,8 +82,8 @@ class PartialCell:
             "fingerprints": list(self.fingerprints),
             "seconds": sum(self.round_seconds),
             "first_image_crc32": self.first_image,
-            "audits": [audit.as_dict() for audit in self.audits],
-            "audit_seconds": self.audit_seconds,
+            "checks": [check.as_dict() for check in self.checks],
+            "check_seconds": self.check_seconds,
             "contention": self.contention.as_dict() if self.contention else None,
             "unit_rounds": self.unit_rounds,
         }
@@ -95,8 +95,8 @@ class PartialCell:
             device=data["device"],
             round_seconds=tuple(data["round_seconds"]),
             first_image=data["first_image_crc32"],
-            audits=tuple(Audit.from_dict(a) for a in data["audits"]),
-            audit_seconds=data["audit_seconds"],
+            checks=tuple(Check.from_dict(a) for a in data["checks"]),
+            check_seconds=data["check_seconds"],
             contention=Contention.from_dict(data["contention"]) if data.get("contention") else None,
             fingerprints=tuple(data.get("fingerprints", ())),
             unit_rounds=data.get("unit_rounds"),

@@ -10,7 +10,7 @@ from pytest_gostcnn.machine.peak import Peak
 from .contention import Contention
 from .partial import PartialCell, PartialTest
 from .probe import Probe
-from .timing import Audit, CellTiming
+from .timing import CellTiming, Check
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Pairs:
     candidate_first: tuple[bool, ...]
     pairs: int
     baseline_error: str | None
-    baseline_failed: Audit | None  # the baseline's first failed check
+    baseline_failed: Check | None  # the baseline's first failed check
     baseline_work: float  # the baseline's timed seconds and its checks'
 
 
@@ -65,7 +65,7 @@ class Record:
     round_seconds: tuple[float, ...]
     resumed_rounds: int
     first_image: str
-    audits: tuple[Audit, ...]
+    checks: tuple[Check, ...]
     check_seconds: float
     checked_now: float
     contention: Contention | None
@@ -89,8 +89,8 @@ class Record:
             round_seconds=self.round_seconds,
             peak=peak,
             first_image=self.first_image,
-            audits=self.audits,
-            audit_seconds=self.check_seconds,
+            checks=self.checks,
+            check_seconds=self.check_seconds,
             contention=self.contention,
             fingerprints=self.fingerprints,
             probe=self.probe,

@@ -34,7 +34,7 @@ from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
 from .images import ImageSet, residual
 from .kept import KeptWeights
-from .timing import Audit
+from .timing import Check
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class RoundChecks:
         """The unit's draw is made: its kept rounds go."""
         self.kept = []
 
-    def image(self, number: int, key: int, image: int, output: np.ndarray) -> Audit:
+    def image(self, number: int, key: int, image: int, output: np.ndarray) -> Check:
         """Check image ``image`` of inference round ``number`` (keyed ``key``), whose
         delivered output map is ``output``."""
         host = ImageSet(self.network.input_shape, key).batch(image, 1)  # an integer type's
@@ -122,7 +122,7 @@ class RoundChecks:
             ),
         )
 
-    def unit(self, kept: KeptWeights, prior: int) -> Audit:
+    def unit(self, kept: KeptWeights, prior: int) -> Check:
         """Check the unit whose rounds are kept, from the weights it started with (the
         suite's copy, ``prior`` rounds into its segment, or at a segment's start the drawn
         weights) to the weights the suite kept at its end, with each round's input
@@ -156,12 +156,12 @@ class RoundChecks:
             ),
         )
 
-    def _judged(self, first: int, rounds: int, keys: list[int], image, verify) -> Audit:
+    def _judged(self, first: int, rounds: int, keys: list[int], image, verify) -> Check:
         started = time.monotonic()
         with reference_work():
             result: Verification = verify()
         worst = result.worst
-        return Audit(
+        return Check(
             round=first,
             passed=not result.failed,
             verdict=result.verdict,

@@ -34,7 +34,7 @@ from .progress import TestProgress
 from .round_checks import RoundChecks
 from .stall import stall_deadline
 from .timed_test import Links, TimedTest
-from .timing import Audit
+from .timing import Check
 from .training_data import benchmark_weights, training_data
 
 
@@ -98,9 +98,9 @@ class Rounds:
         self.start = 0 if resume is None else len(resume.round_seconds)
         self.earlier_seconds = () if resume is None else resume.round_seconds
         self.seconds: list[float] = []  # this run's timed rounds', as the loop timed them
-        self.audits: list[Audit] = [] if resume is None else list(resume.audits)
-        self.audit_seconds = 0.0 if resume is None else resume.audit_seconds
-        self.audit_before_barrier: float | None = None  # the check since the last barrier
+        self.checks: list[Check] = [] if resume is None else list(resume.checks)
+        self.check_seconds = 0.0 if resume is None else resume.check_seconds
+        self.check_before_barrier: float | None = None  # the check since the last barrier
         if resume is not None:
             resume.check_place(run_plan.rounds, self.boundary_rounds)
         self.randomness = links.randomness
@@ -108,7 +108,7 @@ class Rounds:
         # chance for every unit: nothing here holds a decision about one to come. A unit
         # measured in the warm-up sets the chance there.
         self.draw = CheckDraw(self.units.chance, links.randomness) if test.checked else None
-        self.checks = RoundChecks(
+        self.checker = RoundChecks(
             backend,
             network,
             mode,
@@ -141,7 +141,7 @@ class Rounds:
             earlier=None if resume is None else resume.contention,
             counted=resume is None or resume.contention is not None,
         )
-        self.audit_seconds_before = self.audit_seconds  # a resumed test's earlier checks
+        self.check_seconds_before = self.check_seconds  # a resumed test's earlier checks
         self.progress = TestProgress(network, mode, run_plan, self.start, links.estimate)
 
     @property
@@ -161,8 +161,8 @@ class Rounds:
         return None if self.copies is None else copy_share(*self.copies, self.unit_rounds)
 
     @property
-    def audit_failed(self) -> bool:  # the test calls the backend no more
-        return any(not audit.passed for audit in self.audits)
+    def check_failed(self) -> bool:  # the test calls the backend no more
+        return any(not check.passed for check in self.checks)
 
     def ends_segment(self, number: int) -> bool:
         """Timed round ``number`` (0 or less: a warm-up round) ends its segment."""
@@ -200,7 +200,7 @@ class Rounds:
         self.number = max(0, number)
         self.segment_end = self.ends_segment(number)
         self.unit_end = self.ends_unit(number)
-        self.progress.set_up(self.next_image, self.audit_seconds - self.audit_seconds_before)
+        self.progress.set_up(self.next_image, self.check_seconds - self.check_seconds_before)
 
     def arguments(self, key: int | None = None) -> tuple:
         """The round begun: every cell meets the others, then its data is made."""
@@ -210,7 +210,7 @@ class Rounds:
             self._meet(self._round_name(ended) if ended else f"preparing {self._round_name(1)}")
         arguments: tuple = (None,)
         try:
-            if self.error is None and not self.audit_failed:
+            if self.error is None and not self.check_failed:
                 arguments = self._arguments(batch, self.number, key)
         except Exception as exc:  # noted; this cell still meets the others at the barrier
             self.error = _failure(exc, "preparing a batch")
@@ -226,12 +226,12 @@ class Rounds:
     def deadline(self) -> Deadline:
         """``stall_deadline``, given this cell's check since the last barrier, if any."""
         return stall_deadline(
-            self.links.stall_timeout, self.warmup_seconds, self.audit_before_barrier
+            self.links.stall_timeout, self.warmup_seconds, self.check_before_barrier
         )
 
     def _meet(self, ended: str) -> None:
         self.links.meeting.meet(self.deadline, ended)
-        self.audit_before_barrier = None
+        self.check_before_barrier = None
         now = time.monotonic()
         if self.calls == self.plan.warmup_rounds + 1 and self.left_barrier is not None:
             self.warmup_seconds = now - self.left_barrier  # the slowest cell's, as all wait
@@ -247,7 +247,7 @@ class Rounds:
         """The round's host images (an integer type's, at the input's scale) and, training,
         its output residual, from ``key`` or one drawn now."""
         self.key = round_key(self.randomness) if key is None else key
-        host = self.checks.images(self.key)
+        host = self.checker.images(self.key)
         if number == 1:
             self.first_image = image_checksum(host[0])
         if self.scales is not None:
@@ -255,14 +255,14 @@ class Rounds:
             host = quantise(host, first, self.itype)
         if self.mode == "inference":
             return (host,)
-        return (host, self.checks.out_residual(self.key))
+        return (host, self.checker.out_residual(self.key))
 
     def target(self, host, out_residual=None) -> None:
         """The timed region: the round's data handed to the backend (and, at a segment's
         start, the drawn weights), its call, ``synchronize()``, the read that delivers its
         output to the host, copied (``deliver``), and at a training unit's end the suite's
         copy of the weights and input residual (``kept.py``)."""
-        if self.error is not None or self.audit_failed:
+        if self.error is not None or self.check_failed:
             return
         backend = self.backend
         started = time.perf_counter()
@@ -304,7 +304,7 @@ class Rounds:
             problem = delivery_problem(copies, self.network, self.plan.batch, self.backend.dtype)
             if problem is not None:
                 self.error = f"{self._round_name(self.calls)} delivered {problem}"
-        ran = self.error is None and not self.audit_failed
+        ran = self.error is None and not self.check_failed
         if ran:
             self.done = self.number  # counted here, not in the timed target
         if self.number == 0 and self.calls == self.plan.warmup_rounds:
@@ -335,15 +335,15 @@ class Rounds:
         delivered (an inference round, a training unit's last round), draw and judge it."""
         training = self.mode == "training"
         if training and copies is not None:
-            self.checks.keep(self.number, self.key, copies[0])
+            self.checker.keep(self.number, self.key, copies[0])
         if not self.unit_end:
             return
         checked, image = self._drawn()
         whole = copies is not None and (
             not training
             or (
-                len(self.checks.kept) == self.number - self.units.first(self.number) + 1
-                and len(self.kept.residuals) == len(self.checks.kept)
+                len(self.checker.kept) == self.number - self.units.first(self.number) + 1
+                and len(self.kept.residuals) == len(self.checker.kept)
                 and self.kept.after is not None
             )
         )
@@ -351,13 +351,13 @@ class Rounds:
             started = time.monotonic()
             if training:
                 first = self.units.first(self.number)
-                audit = self.checks.unit(self.kept, (first - 1) % self.segment_rounds)
+                check = self.checker.unit(self.kept, (first - 1) % self.segment_rounds)
             else:
-                audit = self.checks.image(self.number, self.key, image, copies[0])
-            self.audit_seconds += audit.seconds
-            self.audit_before_barrier = time.monotonic() - started
-            self.audits.append(audit)
-        self.checks.forget()
+                check = self.checker.image(self.number, self.key, image, copies[0])
+            self.check_seconds += check.seconds
+            self.check_before_barrier = time.monotonic() - started
+            self.checks.append(check)
+        self.checker.forget()
         if training:
             self.kept.next_unit(self.segment_end)
         self.key = 0

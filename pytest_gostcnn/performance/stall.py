@@ -22,15 +22,15 @@ STALL_DEFAULT_SECONDS = 1800.0
 def stall_deadline(
     stall_timeout: float | None,
     warmup_seconds: float | None,
-    audit_seconds: float | None = None,
+    check_seconds: float | None = None,
 ) -> Deadline:
     """How long a cell waits at a round's barrier for the others: ``--gost-stall-timeout``
     when given, else the default until the warm-up round has been timed, then
     ``STALL_FACTOR`` times it (from the barrier before it to the one after), at least
     ``STALL_FLOOR_SECONDS``.
 
-    After an audited round, plus ``STALL_FACTOR`` times this cell's ``audit_seconds`` of it:
-    every cell audits the same rounds (the plugin gives every cell one draw), and a replay
+    After a checked round, plus ``STALL_FACTOR`` times this cell's ``check_seconds`` of it:
+    every cell checks the same rounds (the plugin gives every cell one draw), and a replay
     from the segment's start can outlast many rounds."""
     if stall_timeout is not None:
         return Deadline(stall_timeout, "--gost-stall-timeout")
@@ -42,10 +42,10 @@ def stall_deadline(
             f"{STALL_FACTOR} x the warm-up round's {warmup_seconds:.3g} s, at least "
             f"{STALL_FLOOR_SECONDS:g} s",
         )
-    if audit_seconds is None:
+    if check_seconds is None:
         return deadline
     return Deadline(
-        deadline.seconds + STALL_FACTOR * audit_seconds,
-        f"{deadline.source}, plus {STALL_FACTOR} x this cell's {audit_seconds:.3g} s audit of "
+        deadline.seconds + STALL_FACTOR * check_seconds,
+        f"{deadline.source}, plus {STALL_FACTOR} x this cell's {check_seconds:.3g} s check of "
         "the round",
     )

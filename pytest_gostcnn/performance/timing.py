@@ -34,7 +34,7 @@ def relative_real_performance(
 
 
 @dataclass(frozen=True)
-class Audit:
+class Check:
     """One check of timed rounds (standard.md §7.7): section 8's comparison on their own
     data, one image of an inference round or a training unit (k rounds of a segment)."""
 
@@ -57,7 +57,7 @@ class Audit:
         return {**dataclasses.asdict(self), "keys": list(self.keys)}
 
     @classmethod
-    def from_dict(cls, data: dict) -> Audit:
+    def from_dict(cls, data: dict) -> Check:
         return cls(**{**data, "keys": tuple(data.get("keys", ()))})
 
     def describe(self) -> str:
@@ -79,7 +79,7 @@ class Audit:
 @dataclass(frozen=True)
 class CellTiming:
     """One computing cell's measurement of one test: every timed round's seconds, and
-    the audits of its drawn rounds (their time apart)."""
+    the checks of its drawn rounds (their time apart)."""
 
     cell: int
     device: str
@@ -87,8 +87,8 @@ class CellTiming:
     round_seconds: tuple[float, ...]
     peak: Peak | None
     first_image: str  # a checksum of the cell's first timed image: cells must differ
-    audits: tuple[Audit, ...] = ()
-    audit_seconds: float = 0.0  # replaying and checking the audited rounds: not timed
+    checks: tuple[Check, ...] = ()
+    check_seconds: float = 0.0  # replaying and checking the checked rounds: not timed
     # What the cell's cores did during the timed rounds; None in a report that predates it.
     contention: Contention | None = None
     # Each timed round's delivered output named by its hash (None: the round delivered
@@ -116,8 +116,8 @@ class CellTiming:
             "fingerprints": list(self.fingerprints),
             "peak": self.peak.as_dict() if self.peak else None,
             "first_image_crc32": self.first_image,
-            "audits": [audit.as_dict() for audit in self.audits],
-            "audit_seconds": self.audit_seconds,
+            "checks": [check.as_dict() for check in self.checks],
+            "check_seconds": self.check_seconds,
             "spread": self.spread.as_dict(),
             "contention": self.contention.as_dict() if self.contention else None,
             "probe": self.probe.as_dict() if self.probe else None,
@@ -133,8 +133,8 @@ class CellTiming:
             round_seconds=tuple(data["round_seconds"]),
             peak=Peak.from_dict(data["peak"]) if data["peak"] else None,
             first_image=data["first_image_crc32"],
-            audits=tuple(Audit.from_dict(a) for a in data["audits"]),
-            audit_seconds=data["audit_seconds"],
+            checks=tuple(Check.from_dict(a) for a in data["checks"]),
+            check_seconds=data["check_seconds"],
             contention=Contention.from_dict(data["contention"]) if data.get("contention") else None,
             fingerprints=tuple(data.get("fingerprints", ())),
             probe=Probe.from_dict(data["probe"]) if data.get("probe") else None,
@@ -204,9 +204,9 @@ class Timing:
         return Spread.of(self.round_seconds)
 
     @property
-    def failed_audits(self) -> list[tuple[int, Audit]]:
-        """(cell, audit) of every audit that failed, on any cell."""
-        return [(c.cell, a) for c in self.cells for a in c.audits if not a.passed]
+    def failed_checks(self) -> list[tuple[int, Check]]:
+        """(cell, check) of every check that failed, on any cell."""
+        return [(c.cell, a) for c in self.cells for a in c.checks if not a.passed]
 
     @property
     def units(self) -> Units | None:
@@ -231,7 +231,7 @@ class Timing:
         units = self.units
         if units is None:
             return 0
-        failed = [a for a in cell.audits if not a.passed]
+        failed = [a for a in cell.checks if not a.passed]
         return units.up_to(failed[0].round) if failed else units.count
 
     @property
@@ -327,8 +327,8 @@ class Timing:
             "chance": self.check_chance,
             "cheat_share": CHEAT_SHARES[self.mode],
             "power": self.check_power,
-            "made": sum(len(c.audits) for c in self.cells),
-            "seconds": sum(c.audit_seconds for c in self.cells),
+            "made": sum(len(c.checks) for c in self.cells),
+            "seconds": sum(c.check_seconds for c in self.cells),
         }
 
     @classmethod

@@ -143,7 +143,7 @@ def verified(session: GostSession, latin: str, mode: str) -> Verification:
             )
         seconds = time.monotonic() - started
         results.suite_seconds["network_verification"] += seconds
-        if results.estimate is not None:  # the float64 iterations an audit runs, as fast
+        if results.estimate is not None:  # the float64 iterations a check runs, as fast
             results.estimate.verified(seconds, macs_per_image(network, mode) * options.batch)
     return results.networks[(latin, mode)]
 

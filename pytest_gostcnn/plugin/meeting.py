@@ -1,6 +1,6 @@
 """Where the computing cells meet, in one place: every MPI collective the plugin makes (the
 start-up's agreement, the items' shared failures and timings, the barrier of a test's rounds
-and the audit draw's word it carries, the words and gathers of the checkpoints and of the end).
+and the check draw's word it carries, the words and gathers of the checkpoints and of the end).
 
 Every cell must make the same collective calls in the same order or the job hangs: keeping
 them here lets one read them all at once. What cell 0 does with what it gathered (the

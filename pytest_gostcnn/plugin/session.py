@@ -188,7 +188,7 @@ class GostSession:
 
 def _run_estimate(resolved: Resolved, run_plan: Plan, results: Results, dtype: str) -> RunEstimate:
     """The estimate of the selected benchmark tests still to time, in the order they
-    will run (a test kept from --gost-resume is not timed again), and of their audits."""
+    will run (a test kept from --gost-resume is not timed again), and of their checks."""
     partial = results.resumed_partial
     tests, work = [], {}
     for latin, mode in results.benchmark_items.values():
@@ -204,7 +204,7 @@ def _run_estimate(resolved: Resolved, run_plan: Plan, results: Results, dtype: s
         segment = training_data(dtype)[0] if mode == "training" else None
         checks = check_iterations(mode, run_plan.rounds, segment, run_plan.batch)
         work[(latin, mode)] = per_round * checks
-    return RunEstimate(tests, audit_work=work)
+    return RunEstimate(tests, check_work=work)
 
 
 def _skip_reason(report: pytest.TestReport) -> str:

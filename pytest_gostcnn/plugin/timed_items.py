@@ -104,7 +104,7 @@ def run_benchmark_case(
         "ОРП %": timing.orp,
         "test": timing.name,
         "profile": session.plan.label,
-        "audited rounds": [a.round for c in timing.cells for a in c.audits],
+        "checked rounds": [a.round for c in timing.cells for a in c.checks],
     }
     benchmark_fixture.record(benchmark, record.round_seconds, clock, extra_info)
     if resolved.versus is not None:
@@ -165,7 +165,7 @@ def _count_suite_work(
     timed = sum(record.seconds_now)
     apart = sum(work[kind] - before[kind] for kind in ("checkpoints", "versus"))
     around = time.monotonic() - started - timed - record.checked_now - apart
-    work["audits"] += record.checked_now
+    work["checks"] += record.checked_now
     work["round_setup"] += max(0.0, around)
 
 

@@ -28,15 +28,15 @@ def record_timing(
         session.progress(
             f"{timing.name}: resumed from --gost-resume={options.resume}, not timed again"
         )
-    audits = [a for c in timing.cells for a in c.audits]
+    checks = [a for c in timing.cells for a in c.checks]
     node.user_properties += [
         ("gost_test", timing.name),
         ("gost_orp_percent", "-" if timing.orp is None else f"{timing.orp:.3g}"),
-        ("gost_audits", f"{sum(a.passed for a in audits)}/{len(audits)} passed"),
+        ("gost_checks", f"{sum(a.passed for a in checks)}/{len(checks)} passed"),
         *([("gost_resumed_from", options.resume)] if resumed else []),
         ("gost_mean_above_median_percent", f"{100 * timing.spread.mean_above_median:.3g}"),
     ]
-    reasons = no_result(timing)  # the judge's: a failed audit, a repeated output, ОРП > 100 %
+    reasons = no_result(timing)  # the judge's: a failed check, a repeated output, ОРП > 100 %
     if not reasons:
         _gate(session, timing, node)
         return

@@ -101,7 +101,7 @@ def _verdict(
     elif pairs.baseline_failed is not None:
         check = pairs.baseline_failed
         why = f"the baseline's check of timed {check.subject} failed ({check.verdict})"
-    elif record.error is not None or timing.failed_audits:
+    elif record.error is not None or timing.failed_checks:
         why = "the candidate's rounds are not a result (see the test's failure)"
     elif pairs.pairs == 0:
         why = "no pair of rounds was timed"

@@ -1,5 +1,5 @@
 """``check``'s section 9: each performance test's figures recomputed from its round times and
-the cells' peaks (time, MAC/s, ОРП, spread, contention, audits), and the test a checkpoint
+the cells' peaks (time, MAC/s, ОРП, spread, contention, checks), and the test a checkpoint
 kept at a boundary (``run.partial``) against the rounds it claims."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pytest_gostcnn.performance.checks import Units, implausible_checks
 from pytest_gostcnn.performance.contention import Contention
 from pytest_gostcnn.performance.partial import PartialTest, boundary_rounds
 from pytest_gostcnn.performance.plan import plan
-from pytest_gostcnn.performance.timing import Audit, CellTiming, Timing, macs_per_image
+from pytest_gostcnn.performance.timing import CellTiming, Check, Timing, macs_per_image
 from pytest_gostcnn.performance.training_data import training_data
 
 from .agreement import agrees, compare_figures
@@ -97,14 +97,14 @@ def check_tests(
                 found, f"{here}, spread", written.get("spread", {}), cell.spread.as_dict()
             )
             check_contention(here, cell.cell, cell.contention, written, report, found)
-            check_audits(here, cell.audits, timing.rounds, found)
+            check_round_checks(here, cell.checks, timing.rounds, found)
             check_draw(here, timing, cell, found)
             check_probe(here, cell, written, found)
-            check_fingerprints(here, cell.fingerprints, cell.audits, timing.rounds, found)
+            check_fingerprints(here, cell.fingerprints, cell.checks, timing.rounds, found)
         drawn = {
-            tuple((a.round, a.image) for a in c.audits)
+            tuple((a.round, a.image) for a in c.checks)
             for c in timing.cells
-            if all(a.passed for a in c.audits)
+            if all(a.passed for a in c.checks)
         }
         if len(drawn) > 1:  # one draw for all cells: each checks the same rounds
             found.append(f"{where}: the cells checked different rounds {sorted(drawn)}")
@@ -114,9 +114,9 @@ def check_draw(here: str, timing: Timing, cell: CellTiming, found: list[str]) ->
     """A finished test's checks are a draw of its units (standard.md §7.7): each a whole
     unit (one image of a round, or a training unit), in order, a failed one last, and as
     many as the chance the test's units give can draw (``implausible_checks``)."""
-    audits = cell.audits
-    numbers = [a.round for a in audits]
-    failed = [a.round for a in audits if not a.passed]
+    checks = cell.checks
+    numbers = [a.round for a in checks]
+    failed = [a.round for a in checks if not a.passed]
     if numbers != sorted(set(numbers)) or (failed and failed[0] != numbers[-1]):
         found.append(f"{here}: checked rounds {numbers}: not in order, once each, failed last")
         return
@@ -127,25 +127,25 @@ def check_draw(here: str, timing: Timing, cell: CellTiming, found: list[str]) ->
     chance = timing.check_chance
     if chance is None:
         return
-    for audit in audits:
-        if not _whole_unit(timing, audit):
-            found.append(f"{here}: the check of {audit.subject} is not one whole unit")
-    problem = implausible_checks(chance, timing.decided_units(cell), len(audits))
+    for check in checks:
+        if not _whole_unit(timing, check):
+            found.append(f"{here}: the check of {check.subject} is not one whole unit")
+    problem = implausible_checks(chance, timing.decided_units(cell), len(checks))
     if problem is not None:
         found.append(f"{here}: {problem}")
 
 
-def _whole_unit(timing: Timing, audit: Audit) -> bool:
+def _whole_unit(timing: Timing, check: Check) -> bool:
     """An inference check judges one image of one round; a training check one whole unit,
     from its first round to its last (``checks.Units``)."""
     if timing.mode == "inference":
-        return audit.rounds == 1 and audit.image is not None and 0 <= audit.image < timing.batch
+        return check.rounds == 1 and check.image is not None and 0 <= check.image < timing.batch
     units = timing.units
     return (
-        audit.image is None
-        and 1 <= audit.round <= timing.rounds
-        and units.first(audit.round) == audit.round
-        and audit.last_round == units.last(audit.round)
+        check.image is None
+        and 1 <= check.round <= timing.rounds
+        and units.first(check.round) == check.round
+        and check.last_round == units.last(check.round)
     )
 
 
@@ -158,21 +158,21 @@ def check_probe(here: str, cell: CellTiming, written: dict, found: list[str]) ->
 def check_fingerprints(
     here: str,
     fingerprints: tuple[str | None, ...],
-    audits: tuple[Audit, ...],
+    checks: tuple[Check, ...],
     rounds: int,
     found: list[str],
 ) -> None:
     """One fingerprint per timed round (none in a report before them), missing only where
-    the round delivered nothing: after a failed audit, whose test calls the backend no more."""
+    the round delivered nothing: after a failed check, whose test calls the backend no more."""
     if not fingerprints:
         return
     if len(fingerprints) != rounds:
         found.append(f"{here}: {len(fingerprints)} output fingerprints for {rounds} rounds")
         return
-    failed = min((a.round for a in audits if not a.passed), default=rounds)
+    failed = min((a.round for a in checks if not a.passed), default=rounds)
     idle = [n for n, name in enumerate(fingerprints, 1) if name is None and n <= failed]
     if idle:
-        found.append(f"{here}: rounds {idle[:5]} delivered no output, yet no audit failed before")
+        found.append(f"{here}: rounds {idle[:5]} delivered no output, yet no check failed before")
 
 
 def check_contention(
@@ -196,22 +196,22 @@ def check_contention(
         )
 
 
-def check_audits(here: str, audits: tuple[Audit, ...], rounds: int, found: list[str]) -> None:
-    """Each audit against its own figures, and its round among the ``rounds`` timed."""
-    for audit in audits:
-        if audit.passed and audit.worst_ratio is not None and audit.worst_ratio >= 1:
+def check_round_checks(here: str, checks: tuple[Check, ...], rounds: int, found: list[str]) -> None:
+    """Each check against its own figures, and its round among the ``rounds`` timed."""
+    for check in checks:
+        if check.passed and check.worst_ratio is not None and check.worst_ratio >= 1:
             found.append(
-                f"{here}: audit of round {audit.round} passed with СКО/СКОП "
-                f"{audit.worst_ratio:g}, not below 1"
+                f"{here}: check of round {check.round} passed with СКО/СКОП "
+                f"{check.worst_ratio:g}, not below 1"
             )
-        if not audit.passed and audit.failure is None:
-            found.append(f"{here}: audit of round {audit.round} failed without a failure")
-        if not 1 <= audit.round <= rounds:
-            found.append(f"{here}: audited round {audit.round} of {rounds} rounds")
-        if audit.passed != (audit.verdict in PASSED_VERDICTS):
+        if not check.passed and check.failure is None:
+            found.append(f"{here}: check of round {check.round} failed without a failure")
+        if not 1 <= check.round <= rounds:
+            found.append(f"{here}: checked round {check.round} of {rounds} rounds")
+        if check.passed != (check.verdict in PASSED_VERDICTS):
             found.append(
-                f"{here}: audit of round {audit.round} passed={audit.passed} "
-                f"with verdict {audit.verdict!r}"
+                f"{here}: check of round {check.round} passed={check.passed} "
+                f"with verdict {check.verdict!r}"
             )
 
 
@@ -256,8 +256,8 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
         (b["network"], b["mode"]) == test.key for b in report["benchmarks"]
     ):
         found.append(f"{where}: the test has a result or finished, yet is kept part-way")
-    stopped_in = state["stopped_in"] or {}  # its rounds done stop at a failed audit
-    failing = any(not a.passed for cell in test.cells for a in cell.audits)
+    stopped_in = state["stopped_in"] or {}  # its rounds done stop at a failed check
+    failing = any(not a.passed for cell in test.cells for a in cell.checks)
     later = stopped_in.get("test") == test.name and stopped_in["timed_rounds_done"] < test.done
     if later and not failing:
         found.append(
@@ -278,13 +278,13 @@ def check_partial(report: dict, networks: dict[str, Network], found: list[str]) 
             found.append(f"{here}: {len(cell.round_seconds)} round times for {test.done} rounds")
         compare_figures(found, here, written, {"seconds": sum(cell.round_seconds)})
         check_contention(here, cell.cell, cell.contention, written, report, found)
-        check_audits(here, cell.audits, test.done, found)
-        check_fingerprints(here, cell.fingerprints, cell.audits, test.done, found)
-        rounds = [a.round for a in cell.audits]
-        failed = [n for n, a in enumerate(cell.audits) if not a.passed]
+        check_round_checks(here, cell.checks, test.done, found)
+        check_fingerprints(here, cell.fingerprints, cell.checks, test.done, found)
+        rounds = [a.round for a in cell.checks]
+        failed = [n for n, a in enumerate(cell.checks) if not a.passed]
         if rounds != sorted(set(rounds)) or (failed and failed[0] != len(rounds) - 1):
             found.append(f"{here}: checked rounds {rounds}: not in order, once each, failed last")
-        if any(a.last_round > test.done for a in cell.audits):
+        if any(a.last_round > test.done for a in cell.checks):
             found.append(f"{here}: a check of rounds after timed round {test.done}")
         elif not failed:  # every unit up to the boundary was drawn with the test's chance
             length = boundary if test.mode == "training" else None

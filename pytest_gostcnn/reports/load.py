@@ -14,11 +14,18 @@ from pytest_gostcnn.backend import backend_label
 from pytest_gostcnn.machine.threads import THREAD_VARIABLES
 from pytest_gostcnn.performance.timing import Timing
 
-# The formats this version reads: the one it writes, and format 2, which called a test's
-# ``meets_image_count`` ``full_profile`` (read as format 3). A report of format 1 lacks the
-# raw round times, so nothing can be recomputed from it.
-FORMAT = "pytest-gostcnn report 3"
-FORMATS = (FORMAT, "pytest-gostcnn report 2")
+# The formats this version reads: the one it writes, and the two before it, read as this
+# one (``upgraded``). Format 3 called a round's check an audit (a cell's ``audits`` and
+# ``audit_seconds``, the suite's ``audits`` seconds, the reason "not audited"); format 2
+# also called a test's ``meets_image_count`` ``full_profile``. A report of format 1 lacks
+# the raw round times, so nothing can be recomputed from it.
+FORMAT = "pytest-gostcnn report 4"
+FORMAT_3, FORMAT_2 = "pytest-gostcnn report 3", "pytest-gostcnn report 2"
+FORMATS = (FORMAT, FORMAT_3, FORMAT_2)
+# Format 3's words for what format 4 calls checks, in a cell's measurement and in a judged
+# reason's text (the judge's words for a test with no checked round).
+_FORMAT_3_KEYS = {"audits": "checks", "audit_seconds": "check_seconds"}
+_FORMAT_3_WORDS = (("not audited: ", "not checked: "), ("no audited round", "no checked round"))
 
 
 class ReportError(ValueError):
@@ -55,17 +62,40 @@ def read_report(path: str | Path) -> dict:
 
 
 def upgraded(report: dict) -> dict:
-    """A report of an earlier format this version reads, in the format it writes."""
-    if report.get("format") != "pytest-gostcnn report 2":
-        return report
-    benchmarks = [
-        {
-            ("meets_image_count" if key == "full_profile" else key): value
-            for key, value in test.items()
-        }
-        for test in report.get("benchmarks", [])
-    ]
-    return {**report, "format": FORMAT, "benchmarks": benchmarks}
+    """A report of an earlier format this version reads, in the format it writes: a copy,
+    its fields and the judge's words renamed, every figure as it was."""
+    if report.get("format") == FORMAT_2:
+        benchmarks = [
+            {
+                ("meets_image_count" if key == "full_profile" else key): value
+                for key, value in test.items()
+            }
+            for test in report.get("benchmarks", [])
+        ]
+        report = {**report, "format": FORMAT_3, "benchmarks": benchmarks}
+    if report.get("format") == FORMAT_3:
+        report = {**_checks_named(report), "format": FORMAT}
+    return report
+
+
+def _checks_named(value, key: str | None = None):
+    """``value`` with format 3's audits called checks: a cell's ``audits`` and
+    ``audit_seconds`` (a finished test's and a partial one's), the suite's ``audits``
+    seconds, and the old words in every ``noncompliance_reasons``."""
+    if isinstance(value, dict):
+        return {_FORMAT_3_KEYS.get(k, k): _checks_named(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        if key == "noncompliance_reasons":
+            return [_reworded(text) for text in value]
+        return [_checks_named(item) for item in value]
+    return value
+
+
+def _reworded(text):
+    if isinstance(text, str):
+        for old, new in _FORMAT_3_WORDS:
+            text = text.replace(old, new)
+    return text
 
 
 # What a configuration holds, in the order differences are listed, with the words for each.

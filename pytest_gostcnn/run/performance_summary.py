@@ -43,8 +43,8 @@ def performance_lines(
     (``compliance``: the image count, the canonical set).
 
     ``verbosity`` as pytest's (docs/benchmarking.md, "What a run prints"): below 0, the
-    banners, the peak and a row per test (a failed audit under its row); 0 adds each test's
-    rounds and their audit, and the evaluations, the comment every test shares and each
+    banners, the peak and a row per test (a failed check under its row); 0 adds each test's
+    rounds and their check, and the evaluations, the comment every test shares and each
     shared cell's reasons said once; above 0, every line of every test and evaluation.
     """
     found = {reason.kind for reason in compliance.reasons}
@@ -141,7 +141,7 @@ def _test_lines(
         f"{orp:>6}"
     ]
     if verbosity < 0:
-        return lines + ([f"  {audit_line(t)}"] if t.failed_audits else [])
+        return lines + ([f"  {check_line(t)}"] if t.failed_checks else [])
     if len(t.cells) > 1:  # each cell too, so that a straggler shows
         for cell in t.cells:
             cell_orp = t.cell_orp(cell)
@@ -151,7 +151,7 @@ def _test_lines(
                 f"{si(t.cell_macs_per_second(cell)):>9}  "
                 f"{'-' if cell_orp is None else f'{cell_orp:.3g}':>6}"
             )
-    lines.append(f"  {audit_line(t)}")
+    lines.append(f"  {check_line(t)}")
     lines.append(f"  {spread_line(t)}")
     if any(cell.contention for cell in t.cells):
         lines.append(f"  {contention_line(t)}")
@@ -183,11 +183,11 @@ def _once(reasons: Sequence[Reason]) -> list[str]:
     return texts
 
 
-def audit_line(timing: Timing) -> str:
+def check_line(timing: Timing) -> str:
     """The checks of one test's rounds: how many of its units, at what chance, the verdict
     and the worst array, their time (which the test's does not count), and the power."""
-    audits = [(cell.cell, a) for cell in timing.cells for a in cell.audits]
-    seconds = sum(cell.audit_seconds for cell in timing.cells)
+    checks = [(cell.cell, a) for cell in timing.cells for a in cell.checks]
+    seconds = sum(cell.check_seconds for cell in timing.cells)
     units = timing.units
     unit = "rounds"
     if units is not None and units.segments:
@@ -196,17 +196,17 @@ def audit_line(timing: Timing) -> str:
         unit = f"units of {units.length} rounds"
     if timing.copy_share is not None:  # what keeping a training unit's copies costs
         unit += f" (the suite's copies: {100 * timing.copy_share:.2g} % of a round)"
-    made = len(timing.cells[0].audits)
+    made = len(timing.cells[0].checks)
     each = " on each cell" if len(timing.cells) > 1 else ""
     decided = timing.decided_units(timing.cells[0])
     chance = timing.check_chance
     drawn = "" if chance is None else f" (each with chance {chance:.3g}, drawn after it delivered)"
-    failed = timing.failed_audits
+    failed = timing.failed_checks
     if failed:
-        cell, audit = failed[0]
-        verdict = f"FAILED, {audit.subject}: {audit.failure}"
+        cell, check = failed[0]
+        verdict = f"FAILED, {check.subject}: {check.failure}"
     else:
-        ratios = [a for _, a in audits if a.worst_ratio is not None]
+        ratios = [a for _, a in checks if a.worst_ratio is not None]
         worst = max(ratios, key=lambda a: a.worst_ratio, default=None)
         verdict = "passed" + (
             f", worst СКО/СКОП {worst.worst_ratio:.3g} ({worst.subject}: {worst.worst_array})"

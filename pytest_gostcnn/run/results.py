@@ -14,13 +14,13 @@ from pytest_gostcnn.reports.compare import Comparison
 from pytest_gostcnn.reports.paired import Verdict
 
 # The suite's own work, apart from the timed rounds, by kind (the report's cells'
-# ``suite_seconds``): section 8's layer steps and networks, the audits, what a test does
+# ``suite_seconds``): section 8's layer steps and networks, the checks, what a test does
 # around its timed rounds (loading the weights, the warm-up, each round's untimed setup and
 # teardown, the barriers), the report's checkpoints.
 SUITE_WORK = (
     "layer_verification",
     "network_verification",
-    "audits",
+    "checks",
     "round_setup",
     "checkpoints",
     "versus",

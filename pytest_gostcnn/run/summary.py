@@ -58,7 +58,7 @@ def stopped_lines(state: dict, resumed: str | None) -> list[str]:
         if continued:
             lines.append(
                 f"  {continued['test']} went on from its checkpoint: its first "
-                f"{continued['timed_rounds_kept']} timed rounds (times and audits) are the "
+                f"{continued['timed_rounds_kept']} timed rounds (times and checks) are the "
                 "stopped run's"
             )
     if state["complete"]:
@@ -171,7 +171,7 @@ def evaluation_line(evaluation: Evaluation) -> str:
 
 def suite_time_line(results: Results, cells: int = 1) -> str:
     """The suite's own time beside the timed rounds', on cell 0 (where the summary is): the
-    audits, section 8's verification, what the tests did around their timed rounds and the
+    checks, section 8's verification, what the tests did around their timed rounds and the
     checkpoints (``Results.suite_seconds``), against this run's timed rounds."""
     work = results.suite_seconds
     timed = sum(
@@ -184,7 +184,7 @@ def suite_time_line(results: Results, cells: int = 1) -> str:
     shown = {kind: f"{seconds_text(s)} s" for kind, s in work.items()}
     return (
         f"the suite's own time ({whose}beside {seconds_text(timed)} s of timed rounds): "
-        f"{seconds_text(sum(work.values()))} s: checks {shown['audits']}, section 8's "
+        f"{seconds_text(sum(work.values()))} s: checks {shown['checks']}, section 8's "
         f"verification {seconds_text(verification)} s (layer steps "
         f"{shown['layer_verification']}, networks {shown['network_verification']}), around the "
         f"timed rounds {shown['round_setup']} (loading, warm-up, each round's setup), "

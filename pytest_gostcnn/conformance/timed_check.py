@@ -277,7 +277,7 @@ def _verify_integer_round(
     round's image quantised as the backend was given it (``fixed_point.fixed_reference``)."""
     itype = integer_type(backend.dtype)
     if scales is None:
-        raise ValueError(f"a {backend.dtype} round's audit needs its calibrated scales")
+        raise ValueError(f"a {backend.dtype} round's check needs its calibrated scales")
 
     def prepare():
         try:
