@@ -8,7 +8,7 @@ from pytest_gostcnn.performance.timing import CellTiming, Timing
 from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.outcome import ExitCode, exit_status, not_run, run_state, stop_reason
 from pytest_gostcnn.run.resolution import Resolved
-from pytest_gostcnn.run.results import Results
+from pytest_gostcnn.run.results import Earlier, Outcomes, Reported, Results, Selection, Timed
 
 # Two layer items and two performance tests of the suite, as pytest selected them.
 NODES = ["suite::test_layer[a]", "suite::test_network[M]", "suite::bench[M]", "suite::bench[V]"]
@@ -29,16 +29,17 @@ def _resolved(available: bool = True) -> Resolved:
     )
 
 
-def _results(outcomes: dict[str, str] | None = None, **fields) -> Results:
-    """A run that collected and selected ``NODES``, with ``outcomes`` of those that ran."""
-    results = Results(
-        suite_items=len(NODES),
-        selected=len(NODES),
-        suite_nodes=list(NODES),
-        benchmark_items=dict(BENCHMARKS),
-        **fields,
-    )
-    results.outcomes.update(outcomes or {})
+def _results(
+    outcomes: dict[str, str] | None = None,
+    skips: tuple[str, ...] = (),
+    earlier: Earlier | None = None,
+    **records,
+) -> Results:
+    """A run that collected and selected ``NODES``, with ``outcomes`` of those that ran
+    and the ``skips`` among them."""
+    selection = Selection(len(NODES), len(NODES), list(NODES), dict(BENCHMARKS))
+    results = Results(earlier or Earlier(), selection, Outcomes(skips=list(skips)), **records)
+    results.outcomes.by_item.update(outcomes or {})
     return results
 
 
@@ -97,8 +98,8 @@ def test_a_failed_item_fails_the_run_and_keeps_a_status_pytest_gave():
 
 
 def test_a_skipped_item_fails_a_run_that_pytest_passed():
-    results = _results({**_all(), "suite::bench[V]": "skipped"}, skips=["not verified"])
-    results.networks[("M", "training")] = object()  # something was verified
+    results = _results({**_all(), "suite::bench[V]": "skipped"}, skips=("not verified",))
+    results.verified.networks[("M", "training")] = object()  # something was verified
     status, why = exit_status(0, None, _options(), _resolved(), results)
     assert status == ExitCode.TESTS_FAILED
     assert why == (
@@ -108,14 +109,14 @@ def test_a_skipped_item_fails_a_run_that_pytest_passed():
 
 
 def test_a_run_whose_every_item_skipped_says_nothing_was_verified():
-    results = _results(_all("skipped"), skips=["no device"])
+    results = _results(_all("skipped"), skips=("no device",))
     assert exit_status(0, None, _options(), _resolved(), results)[1].startswith(
         "nothing was verified: 4 of 4 selected items"
     )
 
 
 def test_an_unavailable_backend_fails_the_run_unless_allowed():
-    results = _results(_all("skipped"), skips=["no device"])
+    results = _results(_all("skipped"), skips=("no device",))
     status, why = exit_status(0, None, _options(), _resolved(available=False), results)
     assert status == ExitCode.TESTS_FAILED
     assert why.startswith("nothing was verified: backend numpy is unavailable (no device)")
@@ -126,7 +127,7 @@ def test_an_unavailable_backend_fails_the_run_unless_allowed():
 
 def test_nothing_selected_is_no_tests_collected():
     results = _results()
-    results.selected = 0  # -k matched none of them
+    results.selection.selected = 0  # -k matched none of them
     status, why = exit_status(0, None, _options(), _resolved(), results)
     assert status == ExitCode.NO_TESTS_COLLECTED
     assert why == (
@@ -154,7 +155,9 @@ def test_a_stopped_run_says_what_it_did_not_run_and_how_to_continue(tmp_path):
 def test_a_report_that_could_not_be_written_mid_run_is_exit_3_saying_what_it_keeps(tmp_path):
     report = str(tmp_path / "r.json")
     outcomes = {"suite::test_layer[a]": "passed", "suite::bench[M]": "passed"}
-    results = _results(outcomes, report_failure="could not write --gost-report: disk full")
+    results = _results(
+        outcomes, reported=Reported(failure="could not write --gost-report: disk full")
+    )
     # Even where pytest says the run was interrupted (the plugin stopped it) or failed.
     for pytest_status in (ExitCode.INTERRUPTED, ExitCode.TESTS_FAILED):
         status, why = exit_status(pytest_status, "x", _options(report=report), _resolved(), results)
@@ -163,7 +166,7 @@ def test_a_report_that_could_not_be_written_mid_run_is_exit_3_saying_what_it_kee
             "the run stopped at once: could not write --gost-report: disk full; "
             f"this run wrote nothing to {report}"
         )
-    results.report_kept = ["ТП-М-О-float32-B2"]
+    results.reported.kept = ["ТП-М-О-float32-B2"]
     why = exit_status(2, "x", _options(report=report), _resolved(), results)[1]
     assert why.endswith(
         f"; {report} keeps the 1 performance test finished before (ТП-М-О-float32-B2); "
@@ -182,7 +185,7 @@ def test_a_run_whose_every_item_ran_is_complete_once_it_ended():
 def test_a_test_kept_from_the_resumed_report_counts_as_finished():
     outcomes = {node: "passed" for node in NODES if node != "suite::bench[V]"}
     assert run_state(_options(), _results(outcomes))["unfinished"] == ["ТП-В-О-float32-B2"]
-    results = _results(outcomes, resumed={("V", "training"): _timing("V")})
+    results = _results(outcomes, earlier=Earlier({("V", "training"): _timing("V")}))
     state = run_state(_options(), results)
     assert state["complete"] is True
     assert state["finished"] == ["ТП-М-О-float32-B2", "ТП-В-О-float32-B2"]
@@ -191,7 +194,7 @@ def test_a_test_kept_from_the_resumed_report_counts_as_finished():
 
 def test_a_run_stopped_in_a_test_names_the_rounds_it_timed():
     underway = ("ТП-М-О-float32-B2", 3, 10)  # the test, its timed rounds ended, its rounds
-    results = _results({"suite::test_layer[a]": "passed"}, timing_now=underway)
+    results = _results({"suite::test_layer[a]": "passed"}, timed=Timed(now=underway))
     state = run_state(_options(), results, "interrupted")
     assert state["stopped_in"] == {
         "test": "ТП-М-О-float32-B2",

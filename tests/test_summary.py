@@ -22,7 +22,7 @@ from pytest_gostcnn.performance.timing import CellTiming, Check, Timing
 from pytest_gostcnn.plugin import rendering
 from pytest_gostcnn.run import performance_summary
 from pytest_gostcnn.run.resolution import Resolved
-from pytest_gostcnn.run.results import Results
+from pytest_gostcnn.run.results import Results, Selection, Verified
 from pytest_gostcnn.run.summary import evaluation_line, last_line, terms
 
 PASSED, FAILED = SimpleNamespace(failed=False), SimpleNamespace(failed=True)
@@ -36,9 +36,8 @@ def verification(line: str) -> str:
 
 def results(layers: int, networks: set, ran_layers: list, ran_networks: dict) -> Results:
     """A run that selected ``layers`` layer steps and ``networks``, of which those given ran."""
-    run = Results(layer_steps_selected=layers, networks_selected=set(networks))
-    run.layers, run.networks = list(ran_layers), dict(ran_networks)
-    return run
+    selection = Selection(layer_steps=layers, networks=set(networks))
+    return Results(selection=selection, verified=Verified(list(ran_layers), dict(ran_networks)))
 
 
 def test_a_rerun_of_one_failed_layer_step_counts_that_step_alone():

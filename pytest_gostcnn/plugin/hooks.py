@@ -141,7 +141,7 @@ def pytest_runtest_teardown(item: pytest.Item):
         return (yield)
     finally:
         session = _started(item.config)
-        if session and item.nodeid in session.results.benchmark_items:
+        if session and item.nodeid in session.results.selection.benchmarks:
             session.checkpoint(item.session)
 
 

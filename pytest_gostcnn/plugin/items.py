@@ -84,9 +84,9 @@ def run_layer_case(session: GostSession, case: tuple[LayerCase, str], node: pyte
             saturating=layer_case.saturating,
             library=session.resolved.reference,
         )
-    session.results.suite_seconds["layer_verification"] += time.monotonic() - started
+    session.results.suite_seconds.add("layer_verification", time.monotonic() - started)
     result.rows = layer_case.rows
-    session.results.layers.append(result)
+    session.results.verified.layers.append(result)
     record_verdict(node, result)
     if result.failed:
         _fail(options.seed, result, session.rerun(f"test_layer and {test_id}"))
@@ -99,9 +99,10 @@ def _shared_data(session: GostSession, case: LayerCase):
     data_id = _data_id(case, options.dtype)
 
     def prepare() -> LayerData:
-        if data_id not in session.results.layer_data:
-            session.results.layer_data.clear()  # one case at a time: network shapes are large
-            session.results.layer_data[data_id] = prepare_layer(
+        kept = session.results.verified.layer_data
+        if data_id not in kept:
+            kept.clear()  # one case at a time: network shapes are large
+            kept[data_id] = prepare_layer(
                 case.layer,
                 case_steps(options, case)[-1],
                 options.batch,
@@ -110,7 +111,7 @@ def _shared_data(session: GostSession, case: LayerCase):
                 case.draw_input,
                 library=session.resolved.reference,
             )
-        return session.results.layer_data[data_id]
+        return kept[data_id]
 
     return prepare
 
@@ -127,11 +128,11 @@ def run_network_case(session: GostSession, case: tuple[str, str], node: pytest.I
 def verified(session: GostSession, latin: str, mode: str) -> Verification:
     """This session's verification of a network in a mode, run now if it has not been."""
     options, results = session.options, session.results
-    if (latin, mode) not in results.networks:
+    if (latin, mode) not in results.verified.networks:
         network = session.resolved.networks[latin]
         started = time.monotonic()
         with reference_work():
-            results.networks[(latin, mode)] = verify_network(
+            results.verified.networks[(latin, mode)] = verify_network(
                 session.resolved.backend,
                 network,
                 mode,
@@ -142,10 +143,12 @@ def verified(session: GostSession, latin: str, mode: str) -> Verification:
                 library=session.resolved.reference,
             )
         seconds = time.monotonic() - started
-        results.suite_seconds["network_verification"] += seconds
-        if results.estimate is not None:  # the float64 iterations a check runs, as fast
-            results.estimate.verified(seconds, macs_per_image(network, mode) * options.batch)
-    return results.networks[(latin, mode)]
+        results.suite_seconds.add("network_verification", seconds)
+        if results.selection.estimate is not None:  # the float64 iterations a check runs, as fast
+            results.selection.estimate.verified(
+                seconds, macs_per_image(network, mode) * options.batch
+            )
+    return results.verified.networks[(latin, mode)]
 
 
 def record_verdict(node: pytest.Item, result: Verification) -> None:

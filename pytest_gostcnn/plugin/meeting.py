@@ -77,10 +77,10 @@ def cell_report(
         "device": resolved.device,
         "system": resolved.system,
         "peak": resolved.peak.macs_per_second if resolved.peak else None,
-        "failures": results.failures,
+        "failures": results.outcomes.failures,
         "exit_status": None if status is None else int(status),
         "exit_reason": reason,
-        "suite_seconds": dict(results.suite_seconds),
+        "suite_seconds": results.suite_seconds.as_dict(),
     }
 
 

@@ -67,14 +67,14 @@ def terminal_summary(
     verbosity asks (``-q``: the verdicts and results; docs/benchmarking.md)."""
     for line in summary.nothing_verified(options, resolved, results):
         reporter.write_line(f"gostcnn: {line}", yellow=True, bold=True)
-    if not results.verified_any or results.conclusion is None:
+    if not results.verified.any or results.reported.conclusion is None:
         return
     verbosity = reporter.config.get_verbosity()
     if verbosity >= 0:  # the words first: the tables below use them
         reporter.write_sep("=", "GOST R 57700.36-2021: terms")
         for line in summary.terms(resolved, options.modes):
             reporter.write_line(line)
-    state = outcome.run_state(options, results, results.stopped)
+    state = outcome.run_state(options, results, results.reported.stopped)
     stopped = summary.stopped_lines(state, options.resume)
     if stopped:
         reporter.write_sep("=", "GOST R 57700.36-2021: the run")
@@ -83,9 +83,9 @@ def terminal_summary(
     reporter.write_sep("=", "GOST R 57700.36-2021, section 8: verification")
     for line in verification_lines(options, resolved, results, rerun, verbosity):
         reporter.write_line(line)
-    if results.benchmarked:
+    if results.timed.begun:
         reporter.write_sep("=", "GOST R 57700.36-2021, section 9: performance")
-        conclusion = results.conclusion
+        conclusion = results.reported.conclusion
         lines = performance_lines(
             run_plan,
             options.dtype,
@@ -99,13 +99,13 @@ def terminal_summary(
             reporter.write_line(line)
     if verbosity >= 0:
         reporter.write_line(summary.suite_time_line(results, resolved.cells.size))
-    if results.conclusion.comparison is not None:
+    if results.reported.conclusion.comparison is not None:
         reporter.write_sep("=", "ОРП against the baseline (--gost-compare)")
-        for line in comparison_lines(results.conclusion.comparison):
+        for line in comparison_lines(results.reported.conclusion.comparison):
             reporter.write_line(line, red=" FELL (" in line)
-    if options.versus is not None and results.versus:
+    if options.versus is not None and results.versus.verdicts:
         reporter.write_sep("=", "the candidate against the baseline backend (--gost-versus)")
-        verdicts = list(results.versus.values())
+        verdicts = list(results.versus.verdicts.values())
         for line in versus_lines(options.versus, options.compare_fail, verdicts):
             reporter.write_line(line, red=line.endswith("FELL"))
 
@@ -114,8 +114,8 @@ def last_lines(reporter: Any, options: Options, results: Results) -> None:
     """The run's last lines, after every other summary (pytest-benchmark's table too):
     why the exit status is what it is, section 8's verdicts, and a line for each evaluation,
     as HPL ends with a line for each result."""
-    conclusion = results.conclusion
-    if conclusion is None or not results.suite_items:
+    conclusion = results.reported.conclusion
+    if conclusion is None or not results.selection.collected:
         return
     failed = conclusion.exitstatus != 0
     if conclusion.exit_reason:
@@ -126,7 +126,7 @@ def last_lines(reporter: Any, options: Options, results: Results) -> None:
             bold=True,
         )
     line = summary.last_line(results, conclusion)
-    state = outcome.run_state(options, results, results.stopped)
+    state = outcome.run_state(options, results, results.reported.stopped)
     if not state["complete"]:
         done = len(state["finished"])
         total = done + len(state["unfinished"])

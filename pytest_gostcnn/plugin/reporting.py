@@ -30,7 +30,7 @@ def finish(
     """Gather every cell's facts, failures and exit status on cell 0, conclude the run there
     (its results judged, the system's exit status) and write the report."""
     # A checkpoint that could not be written stopped the run (pytest calls it interrupted).
-    stopped = results.report_failure or outcome.stop_reason(
+    stopped = results.reported.failure or outcome.stop_reason(
         int(exitstatus), pytest_session.shouldstop, pytest_session.shouldfail
     )
     status, reason = outcome.exit_status(int(exitstatus), stopped, options, resolved, results)
@@ -38,19 +38,19 @@ def finish(
     gathered = meeting.cell_reports(resolved, results, status, reason)
     if not resolved.cells.is_root:
         return
-    results.cell_reports = gathered
+    results.reported.cell_reports = gathered
     statuses = [(c["exit_status"], c["exit_reason"]) for c in gathered]
     state = outcome.run_state(options, results, stopped)
     conclusion, whole = report.conclude(options, resolved, results, statuses, state)
-    results.conclusion = conclusion
-    results.stopped = stopped
+    results.reported.conclusion = conclusion
+    results.reported.stopped = stopped
     pytest_session.exitstatus = conclusion.exitstatus
-    if options.report is None or results.report_failure is not None:
+    if options.report is None or results.reported.failure is not None:
         return  # after a failed checkpoint the file keeps what its last write put there
     why = _write(pytest_session.config, options.report, whole)
     if why is not None:
         pytest_session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
-        results.conclusion = dataclasses.replace(
+        results.reported.conclusion = dataclasses.replace(
             conclusion, exitstatus=pytest_session.exitstatus, exit_reason=why
         )
 
@@ -64,19 +64,19 @@ def write_checkpoint(
 ) -> None:
     """The report so far, after every performance test (on every cell: they gather),
     so that a run killed later keeps its finished tests; marked incomplete. A write that
-    fails sets ``results.report_failure`` on every cell (they gather again), for the run
+    fails sets ``results.reported.failure`` on every cell (they gather again), for the run
     to stop at once.
 
     With ``stopped`` (a cell stalled, cell 0 alone can act) nothing is gathered: the
     cells' facts are those of the last checkpoint.
     """
-    if options.report is None or results.report_failure is not None:
+    if options.report is None or results.reported.failure is not None:
         return
     started = time.monotonic()
     try:
         _checkpoint(config, options, resolved, results, stopped)
     finally:
-        results.suite_seconds["checkpoints"] += time.monotonic() - started
+        results.suite_seconds.add("checkpoints", time.monotonic() - started)
 
 
 def _checkpoint(
@@ -90,16 +90,16 @@ def _checkpoint(
         gathered = meeting.cell_reports(resolved, results, None, None)
         why = None
         if resolved.cells.is_root:
-            results.cell_reports = gathered
+            results.reported.cell_reports = gathered
             why = _write_so_far(config, options, resolved, results, None)
         failed = meeting.errors_on_cells(resolved.cells, why)
         if failed:
-            results.report_failure = failed[0][1]
+            results.reported.failure = failed[0][1]
         return
     if not resolved.cells.is_root:
         return
-    if not results.cell_reports:
-        results.cell_reports = [meeting.cell_report(resolved, results, None, None)]
+    if not results.reported.cell_reports:
+        results.reported.cell_reports = [meeting.cell_report(resolved, results, None, None)]
     _write_so_far(config, options, resolved, results, stopped)
 
 
@@ -111,12 +111,12 @@ def _write_so_far(
     stopped: str | None,
 ) -> str | None:
     """Write the report of the run so far on cell 0; why it could not be, else None."""
-    statuses = [(0, None)] * len(results.cell_reports)
+    statuses = [(0, None)] * len(results.reported.cell_reports)
     state = outcome.run_state(options, results, stopped, ended=False)
     _, whole = report.conclude(options, resolved, results, statuses, state, ended=False)
     why = _write(config, options.report, whole)
     if why is None:
-        results.report_kept = list(state["finished"])
+        results.reported.kept = list(state["finished"])
     return why
 
 
@@ -142,10 +142,16 @@ def write_boundary(
     started = time.monotonic()
     shares = meeting.shares_on_root(cells, own)
     if cells.is_root:
-        results.partial = dataclasses.replace(test, cells=tuple(shares))
+        results.reported.partial = dataclasses.replace(test, cells=tuple(shares))
+        results.reported.moved_on = True
     write_checkpoint(config, options, resolved, results)
     meeting.leave_together(cells)
     clock.wrote(time.monotonic() - started)
+
+
+def test_ended(results: Results) -> None:
+    """A performance test went to its end: no test is kept at a boundary any more."""
+    results.reported.partial, results.reported.moved_on = None, True
 
 
 def _write(config: pytest.Config, path: str, whole: dict) -> str | None:

@@ -4,8 +4,8 @@ and at the end, where the run is concluded; ``meeting`` holds where the cells me
 ``rendering`` (the summary); the outcome rules and the lines are in ``run/``.
 
 ``hooks.py`` registers one ``GostSession`` in ``pytest_configure`` and each hook delegates
-to it; the suite's items (``items.py``) add their results to ``GostSession.results``, which
-holds all the run's mutable state.
+to it; the run's state is ``GostSession.results``, records each written from one module
+(``run/results.py``).
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from pytest_gostcnn.performance.training_data import training_data
 from pytest_gostcnn.run.header import header_lines
 from pytest_gostcnn.run.options import Options
 from pytest_gostcnn.run.resolution import Resolved
-from pytest_gostcnn.run.results import Results
+from pytest_gostcnn.run.results import Earlier, Results
 
 from . import rendering, reporting, startup
 
 
 class GostSession:
     """The options of a run, checked once on first use, what they resolved to on this
-    machine, and the run's results (all its mutable state)."""
+    machine, and the run's records (``Results``)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -72,15 +72,13 @@ class GostSession:
         """Parse the options and resolve them on this machine, once (``startup.start``)."""
         if self._resolved is not None:
             return self._resolved
-        options, resolved, resumed, self.results.baseline = startup.start(self.config)
-        if resumed is not None:
-            self.results.resumed, self.results.resumed_from, partial = resumed
-            # The test stopped at a boundary goes on from there; until it does, the report
-            # keeps it as it was.
-            self.results.partial = self.results.resumed_partial = partial
-            # Kept from the start: a run stopped again before their items, or one that
-            # deselects them, must not write a report without them over the earlier one.
-            self.results.timings.update(self.results.resumed)
+        options, resolved, resumed, baseline = startup.start(self.config)
+        # Kept from the start (``Results.timings``, ``Results.partial``): a run stopped again
+        # before their items, or one that deselects them, must not write a report without
+        # them over the earlier one; the test stopped at a boundary goes on from there, and
+        # until it does the report keeps it as it was.
+        timings, source, partial = resumed if resumed is not None else ({}, None, None)
+        self.results.earlier = Earlier(timings, source, partial, baseline)
         self._options, self._resolved = options, resolved
         return resolved
 
@@ -128,50 +126,52 @@ class GostSession:
             self.options,
             self.resolved,
             self.plan,
-            list(self.results.resumed.values()),
-            self.results.resumed_partial,
+            list(self.results.earlier.timings.values()),
+            self.results.earlier.partial,
         )
 
     def collected(self, item: pytest.Item) -> None:
         if item.get_closest_marker("gost_suite"):
-            self.results.suite_items += 1
+            self.results.selection.collected += 1
 
     def selected(self, items: list[pytest.Item]) -> None:
         """The items left to run once -k, -m, --deselect and --lf have had their say."""
         suite = [i for i in items if i.get_closest_marker("gost_suite")]
         results = self.results
-        results.selected = len(suite)
-        results.suite_nodes = [i.nodeid for i in suite]
-        results.benchmark_items = {
+        results.selection.selected = len(suite)
+        results.selection.nodes = [i.nodeid for i in suite]
+        results.selection.benchmarks = {
             i.nodeid: i.callspec.params["gost_benchmark_case"]
             for i in suite
             if i.get_closest_marker("gost_benchmark") and hasattr(i, "callspec")
         }
         params = [i.callspec.params for i in suite if hasattr(i, "callspec")]
-        results.layer_steps_selected = sum("gost_layer_case" in p for p in params)
-        results.networks_selected = {
+        results.selection.layer_steps = sum("gost_layer_case" in p for p in params)
+        results.selection.networks = {
             p[name]
             for p in params
             for name in ("gost_network_case", "gost_benchmark_case")
             if name in p
         }
-        results.estimate = _run_estimate(self.resolved, self.plan, results, self.options.dtype)
+        results.selection.estimate = _run_estimate(
+            self.resolved, self.plan, results, self.options.dtype
+        )
 
     def reported(self, item: pytest.Item, report: pytest.TestReport) -> None:
         if not item.get_closest_marker("gost_suite"):
             return
-        self.results.outcome(item.nodeid, report.when, report.outcome)
-        if report.failed and item.nodeid not in self.results.fell:
-            self.results.failures.append((item.name, _first_line(report)))
+        self.results.outcomes.add(item.nodeid, report.when, report.outcome)
+        if report.failed and item.nodeid not in self.results.timed.fell:
+            self.results.outcomes.failures.append((item.name, _first_line(report)))
         elif report.skipped:
-            self.results.skips.append(_skip_reason(report))
+            self.results.outcomes.skips.append(_skip_reason(report))
 
     def checkpoint(self, session: pytest.Session | None = None, stopped: str | None = None) -> None:
         """The report so far, after every performance test (``reporting.write_checkpoint``);
         one that could not be written stops ``session`` before its next item."""
         reporting.write_checkpoint(self.config, self.options, self.resolved, self.results, stopped)
-        if session is not None and self.results.report_failure is not None:
-            session.shouldstop = self.results.report_failure
+        if session is not None and self.results.reported.failure is not None:
+            session.shouldstop = self.results.reported.failure
 
     def finish(self, session: pytest.Session, exitstatus: int) -> None:
         """The system's exit status and the report, once the items ran (``reporting.finish``)."""
@@ -189,10 +189,10 @@ class GostSession:
 def _run_estimate(resolved: Resolved, run_plan: Plan, results: Results, dtype: str) -> RunEstimate:
     """The estimate of the selected benchmark tests still to time, in the order they
     will run (a test kept from --gost-resume is not timed again), and of their checks."""
-    partial = results.resumed_partial
+    partial = results.earlier.partial
     tests, work = [], {}
-    for latin, mode in results.benchmark_items.values():
-        if (latin, mode) in results.resumed:
+    for latin, mode in results.selection.benchmarks.values():
+        if (latin, mode) in results.earlier.timings:
             continue
         rounds = run_plan.rounds + run_plan.warmup_rounds
         if partial is not None and partial.key == (latin, mode):

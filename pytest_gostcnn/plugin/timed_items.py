@@ -3,7 +3,9 @@
 The suite's loop (``performance/loop.py``) runs the test's rounds and ends with its record;
 this module prepares the test, tells the session what the loop tells it between rounds
 (progress, the round reached, checkpoints at boundaries), and turns the record into the
-test's timing, its pytest-benchmark statistics (``benchmark_fixture.py``) and its verdict.
+test's timing, its pytest-benchmark statistics (``benchmark_fixture.py``) and its verdict:
+the item fails when the judge finds it no result or a gate finds it slower
+(``--gost-versus``, ``--gost-compare``). It alone writes the run's ``Results.timed``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import time
 
 import pytest
 
+from pytest_gostcnn.judgement import no_result
+from pytest_gostcnn.judgement.result import item_failure
 from pytest_gostcnn.performance import loop
 from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
@@ -20,11 +24,11 @@ from pytest_gostcnn.performance.rounds import Rounds
 from pytest_gostcnn.performance.stall import stall_deadline
 from pytest_gostcnn.performance.timed_test import Links, TimedTest, subject
 from pytest_gostcnn.performance.timing import Timing, macs_per_image
+from pytest_gostcnn.reports.compare import compare
 
 from . import benchmark_fixture, meeting, reporting, versus
 from .items import case_seed, network_id, record_verdict, verified
 from .session import GostSession
-from .timing_verdict import record_timing
 
 
 def run_benchmark_case(
@@ -34,7 +38,7 @@ def run_benchmark_case(
     checking a few of the timed rounds after they end."""
     latin, mode = case
     options, resolved, results = session.options, session.resolved, session.results
-    results.benchmarked.append(case)
+    results.timed.begun.append(case)
     cells = resolved.cells
     verification = verified(session, latin, mode)
     record_verdict(node, verification)
@@ -46,17 +50,17 @@ def run_benchmark_case(
             f"{verification.subject} is not verified correct in this session ({reasons}); "
             "section 9 times verified implementations only"
         )
-    if case in results.resumed:
+    if case in results.earlier.timings:
         # Not timed again: the summary's RESUMED line says why.
         benchmark_fixture.not_timed(benchmark, "kept from --gost-resume")
-        record_timing(session, results.resumed[case], node, resumed=True)
+        record_timing(session, results.earlier.timings[case], node, resumed=True)
         return
     if benchmark_fixture.timing_off(benchmark):
         pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
     network = resolved.networks[latin]
-    partial = results.resumed_partial
+    partial = results.earlier.partial
     resume = partial.cells[cells.rank] if partial is not None and partial.key == case else None
-    started, before = time.monotonic(), dict(results.suite_seconds)
+    started, before = time.monotonic(), results.suite_seconds.as_dict()
     test = TimedTest(
         resolved.backend,
         network,
@@ -69,7 +73,7 @@ def run_benchmark_case(
         library=resolved.reference,
     )
     barrier = meeting.barrier(cells, subject(network, mode), session.stalled)
-    links = Links(barrier, stall_timeout=options.stall_timeout, estimate=results.estimate)
+    links = Links(barrier, stall_timeout=options.stall_timeout, estimate=results.selection.estimate)
     rounds, baseline, why_not, error = _prepared(session, test, links, resume)
     if barrier is not None:  # a cell hung loading its weights must not hold the others
         barrier.meet(stall_deadline(options.stall_timeout, None), "loading the weights")
@@ -77,16 +81,16 @@ def run_benchmark_case(
     clock = benchmark_fixture.clock(benchmark)
     name = benchmark_name(latin, mode, options.dtype, options.batch)
     done = 0 if resume is None else len(resume.round_seconds)
-    results.timing_now = (name, done, session.plan.rounds)  # the summary's, should it stop
+    results.timed.now = (name, done, session.plan.rounds)  # the summary's, should it stop
     checkpoints = options.report is not None and baseline is None
     record = _timed(session, name, loop.run(rounds, clock, baseline, checkpoints=checkpoints))
     if record.pairs is not None:
-        results.suite_seconds["versus"] += record.pairs.baseline_work
+        results.suite_seconds.add("versus", record.pairs.baseline_work)
     _count_suite_work(session, record, started, before)
-    results.timing_now = None
-    results.partial = None  # the test went to its end: its checkpoints are spent
-    if results.estimate is not None:
-        results.estimate.finished(case, record.check_seconds)
+    results.timed.now = None
+    reporting.test_ended(results)  # its checkpoints are spent
+    if results.selection.estimate is not None:
+        results.selection.estimate.finished(case, record.check_seconds)
     _fail_if_any_cell(session, record.error, "timing")
     timing = Timing(
         latin=latin,
@@ -111,6 +115,60 @@ def run_benchmark_case(
         verdict = versus.verdict(session, timing, record, why_not)
         node.user_properties.append(("gost_versus", verdict.describe()))
     record_timing(session, timing, node)
+
+
+def record_timing(
+    session: GostSession, timing: Timing, node: pytest.Item, resumed: bool = False
+) -> None:
+    """A test's timing into the session's results and the item's properties; the item
+    fails when the judge finds it no result (a check of its rounds failed, a cell's ОРП is
+    above 100 % or its peak below its backend's measured rate). ``resumed``: the timing is
+    the stopped run's (``--gost-resume``), not timed again."""
+    options = session.options
+    session.results.timed.timings[(timing.latin, timing.mode)] = timing
+    if resumed:
+        session.progress(
+            f"{timing.name}: resumed from --gost-resume={options.resume}, not timed again"
+        )
+    checks = [a for c in timing.cells for a in c.checks]
+    node.user_properties += [
+        ("gost_test", timing.name),
+        ("gost_orp_percent", "-" if timing.orp is None else f"{timing.orp:.3g}"),
+        ("gost_checks", f"{sum(a.passed for a in checks)}/{len(checks)} passed"),
+        *([("gost_resumed_from", options.resume)] if resumed else []),
+        ("gost_mean_above_median_percent", f"{100 * timing.spread.mean_above_median:.3g}"),
+    ]
+    reasons = no_result(timing)  # the judge's: a failed check, a repeated output, ОРП > 100 %
+    if not reasons:
+        _gate(session, timing, node)
+        return
+    command = session.rerun("test_benchmark", networks=timing.latin, mode=timing.mode)
+    pytest.fail(item_failure(timing, reasons, options.seed, command, resumed), pytrace=False)
+
+
+def _gate(session: GostSession, timing: Timing, node: pytest.Item) -> None:
+    """Fail the item when its test fell against ``--gost-versus``'s backend
+    (``reports/paired.py``) or below ``--gost-compare``'s baseline (``reports/compare.py``),
+    by the rule the run's end applies, so that JUnit XML, the exit status (6) and the last
+    lines agree; the standard's compliance is not touched by it."""
+    allowed = session.options.compare_fail
+    paired = session.results.versus.verdicts.get((timing.latin, timing.mode))
+    if paired is not None and paired.fell:
+        why = f"{timing.name} slower than the baseline {versus.named(session)}: {paired.describe()}"
+        session.results.timed.fell[node.nodeid] = why
+        pytest.fail(why, pytrace=False)
+    if session.results.earlier.baseline is None or allowed is None:
+        return
+    path, then = session.results.earlier.baseline
+    same = [t for t in then if (t.latin, t.mode) == (timing.latin, timing.mode)]
+    comparison = compare(path, same, [timing], allowed)
+    undecided = comparison.undecided()
+    if undecided:  # the run's end says so too, and exits 7 if nothing else fails
+        node.user_properties.append(("gost_compared", f"not compared: {undecided[0]}"))
+    why = comparison.reason()
+    if why is not None:
+        session.results.timed.fell[node.nodeid] = why
+        pytest.fail(why, pytrace=False)
 
 
 def _prepared(
@@ -144,7 +202,7 @@ def _timed(session: GostSession, name: str, events) -> Record:
         if isinstance(event, Progress):
             session.progress(event.line)
         elif isinstance(event, Passed):
-            results.timing_now = (name, event.done, event.rounds)
+            results.timed.now = (name, event.done, event.rounds)
             if event.boundary is not None and options.report is not None:
                 reporting.write_boundary(
                     session.config, options, resolved, results, clock, event.boundary, event.share
@@ -165,8 +223,8 @@ def _count_suite_work(
     timed = sum(record.seconds_now)
     apart = sum(work[kind] - before[kind] for kind in ("checkpoints", "versus"))
     around = time.monotonic() - started - timed - record.checked_now - apart
-    work["checks"] += record.checked_now
-    work["round_setup"] += max(0.0, around)
+    work.add("checks", record.checked_now)
+    work.add("round_setup", max(0.0, around))
 
 
 def _fail_if_any_cell(session: GostSession, error: str | None, stage: str) -> None:

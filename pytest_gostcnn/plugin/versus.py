@@ -32,9 +32,9 @@ def baseline_rounds(
     work = results.suite_seconds
     started = time.monotonic()
     try:
-        if key not in results.versus_networks:
+        if key not in results.versus.networks:
             with reference_work():
-                results.versus_networks[key] = verify_network(
+                results.versus.networks[key] = verify_network(
                     resolved.versus,
                     test.network,
                     test.mode,
@@ -44,7 +44,7 @@ def baseline_rounds(
                     options.weights,
                     library=resolved.reference,
                 )
-        verification = results.versus_networks[key]
+        verification = results.versus.networks[key]
         if verification.failed:
             return None, (
                 f"the baseline {named(session)} failed section 8 on {verification.subject}: "
@@ -58,7 +58,7 @@ def baseline_rounds(
             "verifying or loading the weights"
         )
     finally:
-        work["versus"] += time.monotonic() - started
+        work.add("versus", time.monotonic() - started)
 
 
 def verdict(
@@ -73,8 +73,8 @@ def verdict(
     results, options = session.results, session.options
     verdict_now = _verdict(session, timing, record, why_not)
     if verdict_now is None:
-        earlier = [v.paired for v in results.versus.values() if v.paired is not None]
-        tests = max(len(results.benchmark_items), len(results.versus) + 1)
+        earlier = [v.paired for v in results.versus.verdicts.values() if v.paired is not None]
+        tests = max(len(results.selection.benchmarks), len(results.versus.verdicts) + 1)
         kept = _seconds(record)
         now = paired(
             timing.name,
@@ -85,7 +85,7 @@ def verdict(
             LEVEL / tests,
         )
         verdict_now = decide(earlier, now, tests, kept)
-    results.versus[(timing.latin, timing.mode)] = verdict_now
+    results.versus.verdicts[(timing.latin, timing.mode)] = verdict_now
     return verdict_now
 
 

@@ -46,11 +46,11 @@ def exit_status(
 ) -> tuple[int, str | None]:
     """This cell's exit status, and why when the plugin decides it: 0 only when every
     selected item of the suite ran and passed; not 0 when nothing was verified."""
-    if results.report_failure is not None:
+    if results.reported.failure is not None:
         return ExitCode.INTERNAL_ERROR, (
-            f"the run stopped at once: {results.report_failure}; " + _kept(options, results)
+            f"the run stopped at once: {results.reported.failure}; " + _kept(options, results)
         )
-    if stopped is not None and results.suite_items:
+    if stopped is not None and results.selection.collected:
         others, tests = not_run(options, results)
         return (exitstatus or ExitCode.INTERRUPTED), (
             f"the run stopped ({stopped}) with {_count(len(tests), 'performance test')} "
@@ -62,7 +62,7 @@ def exit_status(
                 else "nothing was kept (no --gost-report)"
             )
         )
-    if not results.suite_items:  # the suite was not asked for: pytest's word stands
+    if not results.selection.collected:  # the suite was not asked for: pytest's word stands
         return exitstatus, None
     if resolved.backend is None:
         if options.allow_unavailable:
@@ -74,24 +74,24 @@ def exit_status(
             f"nothing was verified: backend {resolved.backend_label} is unavailable "
             f"({resolved.unavailable}); --gost-allow-unavailable exits 0 for that"
         )
-    if not results.selected:
+    if not results.selection.selected:
         return (exitstatus or ExitCode.NO_TESTS_COLLECTED), (
-            f"nothing was verified: none of the suite's {results.suite_items} items was "
+            f"nothing was verified: none of the suite's {results.selection.collected} items was "
             "selected (-k, -m, --deselect or --lf)"
         )
-    outcomes = [o for node, o in results.outcomes.items() if node not in results.fell]
+    outcomes = [o for node, o in results.outcomes.by_item.items() if node not in results.timed.fell]
     failed, skipped = outcomes.count("failed"), outcomes.count("skipped")
-    if results.fell and not failed and not skipped:
+    if results.timed.fell and not failed and not skipped:
         return ExitCode.OK, None  # failed for the baseline alone: ``gated`` says so, exit 6
     if failed:
         return (exitstatus or ExitCode.TESTS_FAILED), (
-            f"{failed} of {results.selected} selected items of the suite failed"
+            f"{failed} of {results.selection.selected} selected items of the suite failed"
         )
     if skipped:
-        nothing = "nothing was verified: " if not results.verified_any else ""
+        nothing = "nothing was verified: " if not results.verified.any else ""
         return (exitstatus or ExitCode.TESTS_FAILED), (
-            f"{nothing}{skipped} of {results.selected} selected items of the suite were "
-            f"skipped (first: {results.skips[0]}); exit status 0 needs every one run "
+            f"{nothing}{skipped} of {results.selection.selected} selected items of the suite were "
+            f"skipped (first: {results.outcomes.skips[0]}); exit status 0 needs every one run "
             "and passed"
         )
     return exitstatus, None
@@ -106,22 +106,22 @@ def run_state(
     others, tests = not_run(options, results)
     finished = [
         benchmark_name(latin, mode, options.dtype, options.batch)
-        for node, (latin, mode) in results.benchmark_items.items()
-        if node in results.outcomes or (latin, mode) in results.resumed
+        for node, (latin, mode) in results.selection.benchmarks.items()
+        if node in results.outcomes.by_item or (latin, mode) in results.earlier.timings
     ]
-    finished += [t.name for t in results.resumed.values() if t.name not in finished]
+    finished += [t.name for t in results.earlier.timings.values() if t.name not in finished]
     began = list(
         dict.fromkeys(
             [
                 benchmark_name(latin, mode, options.dtype, options.batch)
-                for latin, mode in results.benchmarked
+                for latin, mode in results.timed.begun
             ]
-            + [t.name for t in results.resumed.values()]
+            + [t.name for t in results.earlier.timings.values()]
         )
     )
     stopped_in = None
-    if results.timing_now is not None and (stopped or others or tests):
-        name, done, rounds = results.timing_now
+    if results.timed.now is not None and (stopped or others or tests):
+        name, done, rounds = results.timed.now
         stopped_in = {"test": name, "timed_rounds_done": done, "rounds": rounds}
     partial = results.partial
     return {
@@ -132,7 +132,7 @@ def run_state(
         "began": began,
         "unfinished": tests,
         "other_items_not_run": others,
-        "resumed_from": results.resumed_from,
+        "resumed_from": results.earlier.source,
         # The test kept at its last boundary, until it runs to its end (docs/report.md).
         "partial": partial.as_dict() if partial and partial.name not in finished else None,
     }
@@ -141,24 +141,24 @@ def run_state(
 def not_run(options: Options, results: Results) -> tuple[int, list[str]]:
     """The selected items of the suite that have not run: how many outside section 9,
     and the performance tests by name."""
-    if results.selected is None:
+    if results.selection.selected is None:
         return 0, []
     tests = [
         benchmark_name(latin, mode, options.dtype, options.batch)
-        for node, (latin, mode) in results.benchmark_items.items()
-        if node not in results.outcomes and (latin, mode) not in results.resumed
+        for node, (latin, mode) in results.selection.benchmarks.items()
+        if node not in results.outcomes.by_item and (latin, mode) not in results.earlier.timings
     ]
     others = sum(
         1
-        for node in results.suite_nodes
-        if node not in results.outcomes and node not in results.benchmark_items
+        for node in results.selection.nodes
+        if node not in results.outcomes.by_item and node not in results.selection.benchmarks
     )
     return others, tests
 
 
 def _kept(options: Options, results: Results) -> str:
     """What the report on disk holds after a checkpoint could not be written."""
-    kept, path = results.report_kept, options.report
+    kept, path = results.reported.kept, options.report
     if kept is None:
         return f"this run wrote nothing to {path}"
     if not kept:

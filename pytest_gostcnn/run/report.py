@@ -101,24 +101,24 @@ def conclude(
     ``state`` says how far the run got (``outcome.run_state``); a report of a run not ended
     (a checkpoint, ``ended`` False) has no exit status yet and says so.
     """
-    status, reason = outcome.system_exit(statuses, results.cell_reports)
+    status, reason = outcome.system_exit(statuses, results.reported.cell_reports)
     comparison = None
     undecided: list[str] = []
-    both = results.baseline is not None and options.versus is not None
-    if ended and results.baseline is not None:
-        path, then = results.baseline
+    both = results.earlier.baseline is not None and options.versus is not None
+    if ended and results.earlier.baseline is not None:
+        path, then = results.earlier.baseline
         comparison = compare(path, then, results.timings.values(), options.compare_fail)
         status, reason = outcome.gated(status, reason, comparison)
         undecided += [f"{'the report gate: ' * both}{u}" for u in comparison.undecided()]
     if ended and options.versus is not None:
-        verdicts = list(results.versus.values())
+        verdicts = list(results.versus.verdicts.values())
         status, reason = outcome.paired_gated(status, reason, verdicts, options.versus)
         undecided += [
             f"{'the paired gate: ' * both}{v.test} ({v.not_compared})"
             for v in verdicts
             if v.not_compared
         ]
-        if not verdicts and results.outcomes and not results.benchmark_items:
+        if not verdicts and results.outcomes.by_item and not results.selection.benchmarks:
             undecided.append("any test: no benchmark test was selected (-k)")
     if options.compare_fail is not None:  # a gate was asked for
         status, reason = outcome.undecided(status, reason, undecided)
@@ -170,13 +170,13 @@ def measured_report(
         "exit_reason": exit_reason,
         "compliant": None,
         "noncompliance_reasons": [],
-        "cells": results.cell_reports,
+        "cells": results.reported.cell_reports,
         "peak": head["peak"],
         "verification": {
-            "layers": [v.as_dict() for v in results.layers],
+            "layers": [v.as_dict() for v in results.verified.layers],
             "networks": [
                 {"network": latin, "letter": CYRILLIC[latin], "mode": mode, **v.as_dict()}
-                for (latin, mode), v in results.networks.items()
+                for (latin, mode), v in results.verified.networks.items()
             ],
         },
         "benchmarks": [timing.as_dict() for timing in results.timings.values()],
@@ -195,12 +195,12 @@ def _versus(options: Options, resolved: Resolved, results: Results) -> dict:
         "device": resolved.versus_device,
         "allowed": options.compare_fail,
         "level": LEVEL,
-        "holm_tests": max(len(results.benchmark_items), len(results.versus)),
+        "holm_tests": max(len(results.selection.benchmarks), len(results.versus.verdicts)),
         "verification": [
             {"network": latin, "mode": mode, "verdict": v.verdict, "passed": not v.failed}
-            for (latin, mode), v in results.versus_networks.items()
+            for (latin, mode), v in results.versus.networks.items()
         ],
-        "tests": [verdict.as_dict() for verdict in results.versus.values()],
+        "tests": [verdict.as_dict() for verdict in results.versus.verdicts.values()],
     }
 
 

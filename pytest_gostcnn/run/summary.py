@@ -26,9 +26,9 @@ LAST_LINE_PREFIX = "GOST R 57700.36-2021: "  # begins each of the run's last lin
 def nothing_verified(options: Options, resolved: Resolved, results: Results) -> list[str]:
     """Why a run with ``--gost-*`` options verified nothing, when it did not: a run that
     skipped or never collected the suite must not pass for a verified one."""
-    if results.verified_any:
+    if results.verified.any:
         return []
-    if not results.suite_items:
+    if not results.selection.collected:
         if "backend" not in options.given:
             return [
                 "--gost-* options were given but the suite did not run: it runs when "
@@ -131,12 +131,12 @@ def last_line(results: Results, conclusion: Conclusion) -> str:
     a line each (``evaluation_line``)."""
     failed_elsewhere = any(
         item.startswith(("test_layer", "test_network"))
-        for report in results.cell_reports
+        for report in results.reported.cell_reports
         for item, _ in report["failures"]
     )
-    verified = results.layers + list(results.networks.values())
-    networks = list(results.networks.values())
-    selected = results.layer_steps_selected + len(results.networks_selected)
+    verified = results.verified.layers + list(results.verified.networks.values())
+    networks = list(results.verified.networks.values())
+    selected = results.selection.layer_steps + len(results.selection.networks)
     if any(v.failed for v in verified) or failed_elsewhere:
         verdict = "FAILED"
     elif not verified:
@@ -144,8 +144,8 @@ def last_line(results: Results, conclusion: Conclusion) -> str:
     else:  # PASSED only for all that was selected: a stopped run passed only what ran
         verdict = "PASSED" if len(verified) >= selected else "INCOMPLETE"
     counts = [
-        _counted("layer step", results.layer_steps_selected, results.layers),
-        _counted("network", len(results.networks_selected), networks),
+        _counted("layer step", results.selection.layer_steps, results.verified.layers),
+        _counted("network", len(results.selection.networks), networks),
     ]
     line = f"{LAST_LINE_PREFIX}verification {verdict}: " + "; ".join(counts)
     if not conclusion.evaluations:
@@ -173,11 +173,11 @@ def suite_time_line(results: Results, cells: int = 1) -> str:
     """The suite's own time beside the timed rounds', on cell 0 (where the summary is): the
     checks, section 8's verification, what the tests did around their timed rounds and the
     checkpoints (``Results.suite_seconds``), against this run's timed rounds."""
-    work = results.suite_seconds
+    work = results.suite_seconds.as_dict()
     timed = sum(
         timing.cells[0].seconds
         for key, timing in results.timings.items()
-        if key not in results.resumed
+        if key not in results.earlier.timings
     )
     verification = work["layer_verification"] + work["network_verification"]
     whose = "cell 0's " if cells > 1 else ""

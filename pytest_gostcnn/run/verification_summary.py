@@ -48,16 +48,16 @@ def verification_lines(
             f"СКОП OVERRIDDEN: --gost-rmse-threshold={options.rmse_threshold:g} admits an СКО "
             "up to that share of each reference array's RMS, instead of the derived СКОП"
         )
-    if results.layers:
-        failed = [r.subject for r in results.layers if r.failed]
-        shaped = sum(1 for r in results.layers if r.rows)
+    if results.verified.layers:
+        failed = [r.subject for r in results.verified.layers if r.failed]
+        shaped = sum(1 for r in results.verified.layers if r.rows)
         shown = ", ".join(failed[:FAILED_SHOWN])
         if len(failed) > FAILED_SHOWN:
             shown += f" and {len(failed) - FAILED_SHOWN} more"
-        saturating = sum(1 for r in results.layers if "-saturating-" in r.subject)
-        small = len(results.layers) - shaped
+        saturating = sum(1 for r in results.verified.layers if "-saturating-" in r.subject)
+        small = len(results.verified.layers) - shaped
         lines.append(
-            f"layers: {_count(len(results.layers), 'layer step')} verified "
+            f"layers: {_count(len(results.verified.layers), 'layer step')} verified "
             f"({_count(small, 'small edge case')}"
             + (f", {saturating} of them saturating" if saturating else "")
             + f", {shaped} at the networks' own shapes), {len(failed)} failed"
@@ -73,23 +73,24 @@ def verification_lines(
         if notes:
             lines.append(f"computing cells: {resolved.cells.size} (one MPI rank each)")
             lines += [
-                f"  cell {r['cell']}: {r['host']}: {r['device']}" for r in results.cell_reports
+                f"  cell {r['cell']}: {r['host']}: {r['device']}"
+                for r in results.reported.cell_reports
             ]
-        for report in results.cell_reports:
+        for report in results.reported.cell_reports:
             lines += [
                 f"  cell {report['cell']} failed {item}: {why}" for item, why in report["failures"]
             ]
-    if not results.networks:
+    if not results.verified.networks:
         return lines
     lines.append(f"{'network':<8} {'mode':<10} {'verdict':<16} {'worst СКО/СКОП':>15}  array")
-    for (latin, mode), result in results.networks.items():
+    for (latin, mode), result in results.verified.networks.items():
         worst = result.worst
         ratio = "-" if worst is None or math.isinf(worst.ratio) else f"{worst.ratio:.3g}"
         lines.append(
             f"{CYRILLIC[latin]} ({latin})".ljust(8)
             + f" {mode:<10} {result.verdict:<16} {ratio:>15}  {worst.name if worst else '-'}"
         )
-    for (latin, mode), result in results.networks.items():
+    for (latin, mode), result in results.verified.networks.items():
         if result.failed:
             lines.append(f"{CYRILLIC[latin]} ({latin}) {mode}: {result.first_failure}")
             lines.append(f"  rerun: {rerun('test_network', networks=latin, mode=mode)}")
