@@ -47,8 +47,11 @@ def finish(
     pytest_session.exitstatus = conclusion.exitstatus
     if options.report is None or results.reported.failure is not None:
         return  # after a failed checkpoint the file keeps what its last write put there
-    why = _write(pytest_session.config, options.report, whole)
+    reporter = _reporter(pytest_session.config)
+    why = report.report_written(options.report, whole)
     if why is not None:
+        if reporter is not None:
+            reporter.write_line(f"gostcnn: {why}", red=True)
         pytest_session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         results.reported.conclusion = dataclasses.replace(
             conclusion, exitstatus=pytest_session.exitstatus, exit_reason=why
@@ -111,12 +114,15 @@ def _write_so_far(
     stopped: str | None,
 ) -> str | None:
     """Write the report of the run so far on cell 0; why it could not be, else None."""
+    reporter = _reporter(config)
     statuses = [(0, None)] * len(results.reported.cell_reports)
     state = outcome.run_state(options, results, stopped, ended=False)
     _, whole = report.conclude(options, resolved, results, statuses, state, ended=False)
-    why = _write(config, options.report, whole)
+    why = report.report_written(options.report, whole)
     if why is None:
         results.reported.kept = list(state["finished"])
+    elif reporter is not None:
+        reporter.write_line(f"gostcnn: {why}", red=True)
     return why
 
 
@@ -154,14 +160,7 @@ def test_ended(results: Results) -> None:
     results.reported.partial, results.reported.moved_on = None, True
 
 
-def _write(config: pytest.Config, path: str, whole: dict) -> str | None:
-    """Write the report atomically; why it could not be written, else None."""
-    try:
-        report.write_report(path, whole)
-    except (OSError, ValueError, TypeError) as exc:  # Value/TypeError: not JSON
-        why = f"could not write --gost-report={path}: {exc}"
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(f"gostcnn: {why}", red=True)
-        return why
-    return None
+def _reporter(config: pytest.Config):
+    """pytest's terminal reporter, which says a report could not be written (None when
+    pytest runs without one)."""
+    return config.pluginmanager.get_plugin("terminalreporter")

@@ -34,29 +34,41 @@ from .session import GostSession
 def run_benchmark_case(
     session: GostSession, case: tuple[str, str], benchmark, node: pytest.Item
 ) -> None:
-    """Section 9: time one network in one mode, after it verified correct (section 8),
-    checking a few of the timed rounds after they end."""
-    latin, mode = case
-    options, resolved, results = session.options, session.resolved, session.results
-    results.timed.begun.append(case)
-    cells = resolved.cells
-    verification = verified(session, latin, mode)
+    """Section 9: time one network in one mode, after it verified correct (section 8) on
+    every cell, checking a few of the timed rounds after they end; a test kept from
+    ``--gost-resume`` is not timed again (the summary's RESUMED line says why)."""
+    session.results.timed.begun.append(case)
+    _verified_on_every_cell(session, case, node)
+    kept = session.results.earlier.timings.get(case)
+    if kept is not None:
+        benchmark_fixture.not_timed(benchmark, "kept from --gost-resume")
+    elif benchmark_fixture.timing_off(benchmark):
+        pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
+    timing = kept if kept is not None else _time(session, case, benchmark, node)
+    record_timing(session, timing, node, resumed=kept is not None)
+
+
+def _verified_on_every_cell(session: GostSession, case: tuple[str, str], node) -> None:
+    """The test's network verified (section 8), its verdict on the item; skipped on every
+    cell when one cell's is not correct."""
+    verification = verified(session, *case)
     record_verdict(node, verification)
     own = verification.first_failure if verification.failed else None
-    failed = meeting.failures_on_cells(cells, own)
+    failed = meeting.failures_on_cells(session.resolved.cells, own)
     if failed:
         reasons = "; ".join(f"cell {cell}: {why}" for cell, why in failed)
         pytest.skip(
             f"{verification.subject} is not verified correct in this session ({reasons}); "
             "section 9 times verified implementations only"
         )
-    if case in results.earlier.timings:
-        # Not timed again: the summary's RESUMED line says why.
-        benchmark_fixture.not_timed(benchmark, "kept from --gost-resume")
-        record_timing(session, results.earlier.timings[case], node, resumed=True)
-        return
-    if benchmark_fixture.timing_off(benchmark):
-        pytest.skip("pytest-benchmark is disabled (--benchmark-disable): nothing was timed")
+
+
+def _time(session: GostSession, case: tuple[str, str], benchmark, node: pytest.Item) -> Timing:
+    """The test's rounds timed through the suite's loop, into its timing; its
+    pytest-benchmark statistics and, with ``--gost-versus``, its paired verdict given."""
+    latin, mode = case
+    options, resolved, results = session.options, session.resolved, session.results
+    cells = resolved.cells
     network = resolved.networks[latin]
     partial = results.earlier.partial
     resume = partial.cells[cells.rank] if partial is not None and partial.key == case else None
@@ -114,7 +126,7 @@ def run_benchmark_case(
     if resolved.versus is not None:
         verdict = versus.verdict(session, timing, record, why_not)
         node.user_properties.append(("gost_versus", verdict.describe()))
-    record_timing(session, timing, node)
+    return timing
 
 
 def record_timing(
@@ -122,8 +134,9 @@ def record_timing(
 ) -> None:
     """A test's timing into the session's results and the item's properties; the item
     fails when the judge finds it no result (a check of its rounds failed, a cell's ОРП is
-    above 100 % or its peak below its backend's measured rate). ``resumed``: the timing is
-    the stopped run's (``--gost-resume``), not timed again."""
+    above 100 % or its peak below its backend's measured rate), else when a gate finds it
+    slower. ``resumed``: the timing is the stopped run's (``--gost-resume``), not timed
+    again."""
     options = session.options
     session.results.timed.timings[(timing.latin, timing.mode)] = timing
     if resumed:
@@ -138,37 +151,37 @@ def record_timing(
         *([("gost_resumed_from", options.resume)] if resumed else []),
         ("gost_mean_above_median_percent", f"{100 * timing.spread.mean_above_median:.3g}"),
     ]
-    reasons = no_result(timing)  # the judge's: a failed check, a repeated output, ОРП > 100 %
-    if not reasons:
-        _gate(session, timing, node)
-        return
     command = session.rerun("test_benchmark", networks=timing.latin, mode=timing.mode)
-    pytest.fail(item_failure(timing, reasons, options.seed, command, resumed), pytrace=False)
+    fell, note = _gated(session, timing)
+    reasons = no_result(timing)  # the judge's: a failed check, a repeated output, ОРП > 100 %
+    if reasons:
+        pytest.fail(item_failure(timing, reasons, options.seed, command, resumed), pytrace=False)
+    if note is not None:  # the run's end says so too, and exits 7 if nothing else fails
+        node.user_properties.append(("gost_compared", note))
+    if fell is not None:
+        session.results.timed.fell[node.nodeid] = fell
+        pytest.fail(fell, pytrace=False)
 
 
-def _gate(session: GostSession, timing: Timing, node: pytest.Item) -> None:
-    """Fail the item when its test fell against ``--gost-versus``'s backend
-    (``reports/paired.py``) or below ``--gost-compare``'s baseline (``reports/compare.py``),
-    by the rule the run's end applies, so that JUnit XML, the exit status (6) and the last
-    lines agree; the standard's compliance is not touched by it."""
+def _gated(session: GostSession, timing: Timing) -> tuple[str | None, str | None]:
+    """Why the test fell against ``--gost-versus``'s backend (``reports/paired.py``) or below
+    ``--gost-compare``'s baseline (``reports/compare.py``), by the rule the run's end
+    applies, so that JUnit XML, the exit status (6) and the last lines agree (None: it did
+    not); and the gate's note where it could not compare. The standard's compliance is not
+    touched by it; a test the judge finds no result is failed for that instead."""
     allowed = session.options.compare_fail
     paired = session.results.versus.verdicts.get((timing.latin, timing.mode))
     if paired is not None and paired.fell:
-        why = f"{timing.name} slower than the baseline {versus.named(session)}: {paired.describe()}"
-        session.results.timed.fell[node.nodeid] = why
-        pytest.fail(why, pytrace=False)
+        return (
+            f"{timing.name} slower than the baseline {versus.named(session)}: {paired.describe()}"
+        ), None
     if session.results.earlier.baseline is None or allowed is None:
-        return
+        return None, None
     path, then = session.results.earlier.baseline
     same = [t for t in then if (t.latin, t.mode) == (timing.latin, timing.mode)]
     comparison = compare(path, same, [timing], allowed)
     undecided = comparison.undecided()
-    if undecided:  # the run's end says so too, and exits 7 if nothing else fails
-        node.user_properties.append(("gost_compared", f"not compared: {undecided[0]}"))
-    why = comparison.reason()
-    if why is not None:
-        session.results.timed.fell[node.nodeid] = why
-        pytest.fail(why, pytrace=False)
+    return comparison.reason(), f"not compared: {undecided[0]}" if undecided else None
 
 
 def _prepared(

@@ -71,11 +71,13 @@ def verdict(
     benchmark tests, those not yet timed counted as not significant), kept in the run's
     results."""
     results, options = session.results, session.options
-    verdict_now = _verdict(session, timing, record, why_not)
-    if verdict_now is None:
+    why = _not_compared(session, timing, record, why_not)
+    kept = {} if record.pairs is None else _seconds(record)
+    if why is not None:
+        verdict_now = Verdict(timing.name, None, not_compared=why, **kept)
+    else:
         earlier = [v.paired for v in results.versus.verdicts.values() if v.paired is not None]
         tests = max(len(results.selection.benchmarks), len(results.versus.verdicts) + 1)
-        kept = _seconds(record)
         now = paired(
             timing.name,
             kept["candidate_seconds"],
@@ -89,25 +91,23 @@ def verdict(
     return verdict_now
 
 
-def _verdict(
+def _not_compared(
     session: GostSession, timing: Timing, record: Record, why_not: str | None
-) -> Verdict | None:
-    """The verdict of a test whose pairs cannot be judged, and why; None when they can."""
+) -> str | None:
+    """Why the test's pairs cannot be judged; None when they can."""
     pairs = record.pairs
     if pairs is None:
-        return Verdict(timing.name, None, not_compared=why_not)
+        return why_not or "no pair of rounds was timed"
     if pairs.baseline_error is not None:
-        why = f"the baseline {named(session)} failed in its rounds: {pairs.baseline_error}"
-    elif pairs.baseline_failed is not None:
+        return f"the baseline {named(session)} failed in its rounds: {pairs.baseline_error}"
+    if pairs.baseline_failed is not None:
         check = pairs.baseline_failed
-        why = f"the baseline's check of timed {check.subject} failed ({check.verdict})"
-    elif record.error is not None or timing.failed_checks:
-        why = "the candidate's rounds are not a result (see the test's failure)"
-    elif pairs.pairs == 0:
-        why = "no pair of rounds was timed"
-    else:
-        return None
-    return Verdict(timing.name, None, not_compared=why, **_seconds(record))
+        return f"the baseline's check of timed {check.subject} failed ({check.verdict})"
+    if record.error is not None or timing.failed_checks:
+        return "the candidate's rounds are not a result (see the test's failure)"
+    if pairs.pairs == 0:
+        return "no pair of rounds was timed"
+    return None
 
 
 def _seconds(record: Record) -> dict:

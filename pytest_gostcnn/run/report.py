@@ -215,6 +215,16 @@ def _in_progress(state: dict) -> str:
     )
 
 
+def report_written(path: str, report: dict) -> str | None:
+    """Write ``report`` to ``--gost-report``'s ``path`` (``write_report``); why it could not
+    be written, else None."""
+    try:
+        write_report(path, report)
+    except (OSError, ValueError, TypeError) as exc:  # Value/TypeError: not JSON
+        return f"could not write --gost-report={path}: {exc}"
+    return None
+
+
 def write_report(path: str | Path, report: dict) -> None:
     """Write ``report`` as JSON to ``path`` atomically: a temporary file, then a rename."""
     text = json.dumps(report, ensure_ascii=False, indent=2, allow_nan=False)
