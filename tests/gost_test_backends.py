@@ -7,6 +7,7 @@ their own backend, ``--gost-backend=mymod:Class``.
 
 import dataclasses
 import functools
+import inspect
 import os
 import queue
 import sys
@@ -174,6 +175,32 @@ class RaisesOnCell1(NumpyBackend):
         # Benchmark images arrive as float32 from the image set; verification's as float64.
         RaisesOnCell1.timing = host.dtype == "float32"
         return super().to_device(host)
+
+
+def _loading_for_rounds() -> bool:
+    """Whether the weights being loaded are a timed test's (the suite's rounds load them),
+    not a verification's: read from the call stack, as a test double may."""
+    here = os.path.join("performance", "rounds.py")
+    return any(frame.filename.endswith(here) for frame in inspect.stack(0))
+
+
+class RaisesLoadingOnCell1(NumpyBackend):
+    """Verifies on both cells; on cell 1 loading a timed test's weights raises."""
+
+    def load_weights(self, network, host):
+        if os.environ.get("OMPI_COMM_WORLD_RANK") == "1" and _loading_for_rounds():
+            raise RuntimeError("out of device memory")
+        return super().load_weights(network, host)
+
+
+class StallsLoadingOnCell1(NumpyBackend):
+    """Verifies on both cells; on cell 1 loading a timed test's weights never returns, as a
+    hung device's load does."""
+
+    def load_weights(self, network, host):
+        while os.environ.get("OMPI_COMM_WORLD_RANK") == "1" and _loading_for_rounds():
+            time.sleep(60)
+        return super().load_weights(network, host)
 
 
 class FailsOnCell1(NumpyBackend):

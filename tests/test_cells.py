@@ -186,6 +186,25 @@ def test_a_cell_whose_backend_raises_while_timed_fails_the_item_on_every_cell(tm
 
 @pytest.mark.mpi
 @needs_mpi
+def test_a_cell_whose_backend_raises_loading_the_weights_fails_the_item_on_every_cell(tmp_path):
+    report = tmp_path / "report.json"
+    run = mpirun(
+        tmp_path,
+        "--gost-backend=mymod:RaisesLoadingOnCell1",
+        *SMALL,
+        "-k",
+        "test_benchmark",
+        f"--gost-report={report}",
+    )
+    assert run.returncode != 0
+    said = "cell 1 failed while preparing: the backend raised RuntimeError: out of device memory"
+    for cell in read_report(report)["cells"]:
+        ((item, why),) = cell["failures"]
+        assert item == "test_benchmark[Sh-inference-B1]" and said in why
+
+
+@pytest.mark.mpi
+@needs_mpi
 def test_options_that_let_ranks_diverge_are_refused(tmp_path):
     run = mpirun(tmp_path, "--gost-backend=numpy", *SMALL, "-x")
     assert run.returncode == pytest.ExitCode.USAGE_ERROR
@@ -237,6 +256,14 @@ def test_a_cell_that_stalls_while_timed_ends_the_job_naming_it_the_test_and_the_
     ) in run.stdout
     # Cell 1 sleeps for good: only the abort ends the job before mpirun()'s timeout. (Open MPI's
     # own "MPI_ABORT was invoked" line is not asserted: under load its help aggregation loses it.)
+
+
+@pytest.mark.mpi
+@needs_mpi
+def test_a_cell_that_stalls_loading_the_weights_ends_the_job_naming_it(tmp_path):
+    run = mpirun(tmp_path, "--gost-backend=mymod:StallsLoadingOnCell1", *STALL, timeout=3 + STARTUP)
+    assert run.returncode != 0
+    assert "gostcnn: cell 1 of 2 stalled in Ш (Sh) inference, loading the weights" in run.stdout
 
 
 @pytest.mark.mpi

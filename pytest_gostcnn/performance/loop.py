@@ -22,6 +22,7 @@ from typing import Any
 from .partial import PartialCell, PartialTest
 from .record import Pairs, Passed, Progress, Record
 from .rounds import Rounds
+from .stall import stall_deadline
 from .timed_test import Links, TimedTest
 
 Event = Progress | Passed | Record
@@ -67,8 +68,15 @@ def prepare(
 ) -> Rounds:
     """``test``'s rounds, ready to run: its weights drawn and loaded (an integer type's
     calibrated first) and the backend's rate probed; ``resume``, this cell's share of the
-    test a stopped run kept. Raises what the backend raised."""
-    return Rounds(test, links, resume)
+    test a stopped run kept. Raises what the backend raised. With several cells, each then
+    meets the others, its backend prepared or failed, so that a cell hung loading its
+    weights ends the job rather than holding the others (docs/cells.md)."""
+    try:
+        return Rounds(test, links, resume)
+    finally:
+        if links is not None and links.meeting is not None:
+            deadline = stall_deadline(links.stall_timeout, None)
+            links.meeting.meet(deadline, "loading the weights")
 
 
 def run(
@@ -192,6 +200,7 @@ def _record(test: Rounds, pairs: Pairs | None) -> Record:
     return Record(
         cell=test.cell,
         device=test.device,
+        peak=test.peak,
         images=test.plan.images,
         round_seconds=(*test.earlier_seconds, *test.seconds),
         resumed_rounds=len(test.earlier_seconds),

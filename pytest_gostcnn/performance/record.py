@@ -61,6 +61,7 @@ class Record:
 
     cell: int
     device: str
+    peak: Peak | None
     images: int
     round_seconds: tuple[float, ...]
     resumed_rounds: int
@@ -80,14 +81,15 @@ class Record:
         """This run's timed rounds' seconds."""
         return self.round_seconds[self.resumed_rounds :]
 
-    def cell_timing(self, peak: Peak | None) -> CellTiming:
-        """This cell's measurement of the test, with its ``peak``, as the report keeps it."""
+    @property
+    def cell_timing(self) -> CellTiming:
+        """This cell's measurement of the test, with its peak, as the report keeps it."""
         return CellTiming(
             cell=self.cell,
             device=self.device,
             images=self.images,
             round_seconds=self.round_seconds,
-            peak=peak,
+            peak=self.peak,
             first_image=self.first_image,
             checks=self.checks,
             check_seconds=self.check_seconds,

@@ -67,6 +67,7 @@ class Rounds:
             raise ValueError(f"segment_rounds {segment_rounds}: a segment has at least 1 round")
         self.backend, self.network, self.mode, self.plan = backend, network, mode, run_plan
         self.links, self.cell, self.device = links, test.cell, test.device
+        self.peak = test.peak
         rng = np.random.default_rng([test.seed, test.cell])
         self.host_weights = benchmark_weights(network, rng)
         # An integer type: weights and scales calibrated once on a batch of the seed's

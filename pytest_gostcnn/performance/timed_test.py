@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pytest_gostcnn.backend import Backend
+from pytest_gostcnn.machine.peak import Peak
 from pytest_gostcnn.model.network import Network
 from pytest_gostcnn.reference.library import NUMPY, ReferenceLibrary
 
@@ -24,8 +25,8 @@ def subject(network: Network, mode: str) -> str:
 @dataclass(frozen=True)
 class TimedTest:
     """What one test times on one cell: ``network`` in ``mode`` on ``backend``, the rounds of
-    ``plan``, on the data of (``seed``, ``cell``); ``device``, the cell's, as the report
-    names it.
+    ``plan``, on the data of (``seed``, ``cell``); ``device`` and ``peak``, the cell's, as
+    the report names and states them.
 
     Args:
         segment_rounds: training's rounds per segment; None: ``training_data``'s for the
@@ -44,6 +45,7 @@ class TimedTest:
     seed: int
     cell: int = 0
     device: str = ""
+    peak: Peak | None = None
     segment_rounds: int | None = None
     unit_rounds: int | None = None
     threshold: float | None = None

@@ -89,21 +89,22 @@ def _checkpoint(
     results: Results,
     stopped: str | None,
 ) -> None:
+    """The cells' facts gathered (``stopped``: the last checkpoint's, or cell 0's alone),
+    the report written on cell 0 and, unless ``stopped``, its failure told every cell."""
+    root = resolved.cells.is_root
     if stopped is None:
         gathered = meeting.cell_reports(resolved, results, None, None)
-        why = None
-        if resolved.cells.is_root:
+        if root:
             results.reported.cell_reports = gathered
-            why = _write_so_far(config, options, resolved, results, None)
+    elif not root:
+        return
+    elif not results.reported.cell_reports:
+        results.reported.cell_reports = [meeting.cell_report(resolved, results, None, None)]
+    why = _write_so_far(config, options, resolved, results, stopped) if root else None
+    if stopped is None:
         failed = meeting.errors_on_cells(resolved.cells, why)
         if failed:
             results.reported.failure = failed[0][1]
-        return
-    if not resolved.cells.is_root:
-        return
-    if not results.reported.cell_reports:
-        results.reported.cell_reports = [meeting.cell_report(resolved, results, None, None)]
-    _write_so_far(config, options, resolved, results, stopped)
 
 
 def _write_so_far(

@@ -21,7 +21,6 @@ from pytest_gostcnn.performance.designations import benchmark_name
 from pytest_gostcnn.performance.partial import CheckpointClock, PartialCell
 from pytest_gostcnn.performance.record import Passed, Progress, Record
 from pytest_gostcnn.performance.rounds import Rounds
-from pytest_gostcnn.performance.stall import stall_deadline
 from pytest_gostcnn.performance.timed_test import Links, TimedTest, subject
 from pytest_gostcnn.performance.timing import Timing, macs_per_image
 from pytest_gostcnn.reports.compare import compare
@@ -81,14 +80,13 @@ def _time(session: GostSession, case: tuple[str, str], benchmark, node: pytest.I
         options.seed,
         cells.rank,
         device=f"{cells.host}: {resolved.device}",
+        peak=resolved.peak,
         threshold=options.rmse_threshold,
         library=resolved.reference,
     )
     barrier = meeting.barrier(cells, subject(network, mode), session.stalled)
     links = Links(barrier, stall_timeout=options.stall_timeout, estimate=results.selection.estimate)
     rounds, baseline, why_not, error = _prepared(session, test, links, resume)
-    if barrier is not None:  # a cell hung loading its weights must not hold the others
-        barrier.meet(stall_deadline(options.stall_timeout, None), "loading the weights")
     _fail_if_any_cell(session, error, "preparing")
     clock = benchmark_fixture.clock(benchmark)
     name = benchmark_name(latin, mode, options.dtype, options.batch)
@@ -111,7 +109,7 @@ def _time(session: GostSession, case: tuple[str, str], benchmark, node: pytest.I
         batch=options.batch,
         rounds=session.plan.rounds,
         macs_per_image=macs_per_image(network, mode),
-        cells=meeting.timings_on_cells(cells, record.cell_timing(resolved.peak)),
+        cells=meeting.timings_on_cells(cells, record.cell_timing),
         **record.data_rules,
     )
     extra_info = {
