@@ -33,7 +33,7 @@ from pytest_gostcnn.performance.record import Passed
 from pytest_gostcnn.performance.rounds import Rounds, TimedTest
 from pytest_gostcnn.reports import load
 from pytest_gostcnn.reports.check import check_report
-from pytest_gostcnn.reports.load import FORMAT, read_report
+from pytest_gostcnn.reports.load import FORMAT, ReportError, read_report
 from pytest_gostcnn.reports.merge import merge_reports
 
 
@@ -286,6 +286,21 @@ def test_a_report_of_format_3_reads_as_format_4_and_checks(monkeypatch):
     # Read as it was written, the schema of format 4 refuses it.
     monkeypatch.setattr(load, "upgraded", lambda report: report)
     assert check_report(read_report(FORMAT_3 / "stopped.json"), FORMAT_3 / "tiny") != []
+
+
+def test_a_report_of_format_3_keeps_the_names_a_user_gave_and_refuses_a_field_twice(tmp_path):
+    old = json.loads((FORMAT_3 / "stopped.json").read_text(encoding="utf-8"))
+    old["options"]["backend_options"] = {"audits": "1"}  # a backend's option, not a check
+    old["invocation"]["environment"]["audit_seconds"] = "2"
+    (tmp_path / "options.json").write_text(json.dumps(old), encoding="utf-8")
+    report = read_report(tmp_path / "options.json")
+    assert report["options"]["backend_options"] == {"audits": "1"}
+    assert report["invocation"]["environment"]["audit_seconds"] == "2"
+    assert check_report(report, FORMAT_3 / "tiny") == []
+    old["benchmarks"][0]["cells"][0]["checks"] = []  # beside its audits: which is it?
+    (tmp_path / "twice.json").write_text(json.dumps(old), encoding="utf-8")
+    with pytest.raises(ReportError, match="twice.json: a format 3 report with both 'audits'"):
+        read_report(tmp_path / "twice.json")
 
 
 def test_a_run_resumed_from_a_report_of_format_3_reports_what_an_uninterrupted_one_does(

@@ -58,12 +58,16 @@ def read_report(path: str | Path) -> dict:
         raise ReportError(
             f"{path}: format {report['format']!r}; this version reads {', '.join(FORMATS)}"
         )
-    return upgraded(report)
+    try:
+        return upgraded(report)
+    except ReportError as exc:
+        raise ReportError(f"{path}: {exc}") from None
 
 
 def upgraded(report: dict) -> dict:
     """A report of an earlier format this version reads, in the format it writes: a copy,
-    its fields and the judge's words renamed, every figure as it was."""
+    its fields and the judge's words renamed, every figure as it was. ReportError where a
+    field is there under both its old and its new name."""
     if report.get("format") == FORMAT_2:
         benchmarks = [
             {
@@ -74,21 +78,48 @@ def upgraded(report: dict) -> dict:
         ]
         report = {**report, "format": FORMAT_3, "benchmarks": benchmarks}
     if report.get("format") == FORMAT_3:
-        report = {**_checks_named(report), "format": FORMAT}
+        report = _checks_named(report)
     return report
 
 
-def _checks_named(value, key: str | None = None):
-    """``value`` with format 3's audits called checks: a cell's ``audits`` and
-    ``audit_seconds`` (a finished test's and a partial one's), the suite's ``audits``
-    seconds, and the old words in every ``noncompliance_reasons``."""
-    if isinstance(value, dict):
-        return {_FORMAT_3_KEYS.get(k, k): _checks_named(v, k) for k, v in value.items()}
-    if isinstance(value, list):
-        if key == "noncompliance_reasons":
-            return [_reworded(text) for text in value]
-        return [_checks_named(item) for item in value]
-    return value
+def _checks_named(report: dict) -> dict:
+    """A report of format 3 in format 4: in each test's cells and the partial test's, a
+    cell's ``audits`` and ``audit_seconds``; in each cell's ``suite_seconds``, its
+    ``audits``; the judge's old words in every ``noncompliance_reasons``. Nothing else is
+    renamed: a backend option or an environment variable keeps its name."""
+
+    def cells(test):
+        if not isinstance(test, dict) or not isinstance(test.get("cells"), list):
+            return test  # not a report's test: the schema says so once it is read
+        named = [_renamed(c, _FORMAT_3_KEYS) if isinstance(c, dict) else c for c in test["cells"]]
+        return {**test, "cells": named}
+
+    def judged(part):
+        reasons = part.get("noncompliance_reasons") if isinstance(part, dict) else None
+        if not isinstance(reasons, list):
+            return part
+        return {**part, "noncompliance_reasons": [_reworded(text) for text in reasons]}
+
+    report = judged({**report, "format": FORMAT})
+    report["benchmarks"] = [judged(cells(test)) for test in report.get("benchmarks") or []]
+    report["evaluations"] = [judged(e) for e in report.get("evaluations") or []]
+    report["cells"] = [
+        {**cell, "suite_seconds": _renamed(cell["suite_seconds"], {"audits": "checks"})}
+        if isinstance(cell, dict) and isinstance(cell.get("suite_seconds"), dict)
+        else cell
+        for cell in report.get("cells") or []
+    ]
+    run = report.get("run")
+    if isinstance(run, dict) and isinstance(run.get("partial"), dict):
+        report["run"] = {**run, "partial": cells(run["partial"])}
+    return report
+
+
+def _renamed(fields: dict, names: dict[str, str]) -> dict:
+    for old, new in names.items():
+        if old in fields and new in fields:
+            raise ReportError(f"a format 3 report with both {old!r} and {new!r} in one place")
+    return {names.get(key, key): value for key, value in fields.items()}
 
 
 def _reworded(text):
