@@ -170,7 +170,7 @@ SMALL_PLAN = Plan("quick", rounds=3, warmup_rounds=1, batch=1)
 class Scripted:
     """A check draw that checks exactly the units numbered in ``checked`` (from 1, in the
     order the test's units deliver; a resumed test's first is ``start`` + 1) and, in
-    inference, image ``image`` of each: a unit test's, put in ``Rounds.draw``."""
+    inference, image ``image`` of each: a test's, put in ``Rounds.draw``."""
 
     def __init__(self, checked, image=0, start=0):
         self.chosen = tuple(checked)
@@ -190,7 +190,7 @@ class Scripted:
 
 def run_rounds(rounds):
     """Every round of ``rounds`` (a ``Rounds``), the warm-up first, through the suite's loop
-    (``loop.run``); ``rounds`` then, for a unit test to read (the suite reads the record)."""
+    (``loop.run``); ``rounds`` then, for a test here to read (the suite reads the record)."""
     record_of(run(rounds))
     return rounds
 

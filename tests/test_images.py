@@ -37,7 +37,7 @@ def test_a_rounds_key_is_128_bits_of_fresh_randomness_each_time():
     assert len(keys) == 100 and all(0 <= key < 2**128 for key in keys)
     assert max(keys) > 2**120  # the high bits are drawn too
     seeded = [round_key(random.Random(4)) for _ in range(2)]
-    assert seeded[0] == seeded[1]  # a unit test's seeded generator repeats
+    assert seeded[0] == seeded[1]  # a test's seeded generator repeats
 
 
 def test_a_rounds_residual_is_rebuilt_from_its_key_alone_and_differs_from_its_images():

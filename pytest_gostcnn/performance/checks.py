@@ -172,7 +172,7 @@ class CheckDraw:
     Args:
         chance: each unit's (``Units.chance``).
         randomness: the operating system's (``random.SystemRandom``, which keeps no state
-            to read) unless a unit test gives a seeded generator.
+            to read) unless the project's tests give a seeded generator.
     """
 
     chance: float

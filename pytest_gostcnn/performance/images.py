@@ -26,7 +26,7 @@ _RESIDUAL_COUNTER = 2**120  # above the counters of 2**80 images
 
 
 def round_key(randomness: random.Random | None = None) -> int:
-    """A round's data key: 128 bits of the operating system's randomness (a unit test gives
+    """A round's data key: 128 bits of the operating system's randomness (the project's tests give
     a seeded generator)."""
     return (randomness or random.SystemRandom()).getrandbits(128)
 

@@ -35,7 +35,7 @@ class TimedTest:
             (``kept.unit_rounds``).
         threshold: ``--gost-rmse-threshold`` for the checks (None: СКОП as derived).
         library: the array library the checks' float64 reference runs on.
-        checked: whether rounds are checked (a unit test's rounds may run without).
+        checked: whether rounds are checked (the project's tests may run rounds without).
     """
 
     backend: Backend
@@ -65,14 +65,14 @@ class Meeting(Protocol):
 
 @dataclass(frozen=True)
 class Links:
-    """What one test's rounds share with the rest of the session; each may be left out (a
-    unit test's rounds run alone).
+    """What one test's rounds share with the rest of the session; each may be left out (the
+    project's tests run rounds alone).
 
     Args:
         meeting: with several cells, where they meet before each round, after each unit's
             delivery (the checks' draw, cell 0's word) and after the last.
         randomness: the rounds' data keys' and the checks' draw's; None, the operating
-            system's (unit tests give a seeded one).
+            system's (the project's tests give a seeded one).
         stall_timeout: ``--gost-stall-timeout``, every meeting's deadline.
         estimate: the whole run's, told when this test begins and when its warm-up ends.
     """
