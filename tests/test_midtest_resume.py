@@ -303,23 +303,33 @@ def test_a_report_of_format_3_keeps_the_names_a_user_gave_and_refuses_a_field_tw
         read_report(tmp_path / "twice.json")
 
 
-def test_a_run_resumed_from_a_report_of_format_3_reports_what_an_uninterrupted_one_does(
-    chain, tmp_path
-):
+def test_a_run_resumed_from_a_report_of_format_3_keeps_its_work_and_goes_on(chain, tmp_path):
     path = directory(tmp_path)
     (path / "gost_test_stop.py").write_text(STOP, encoding="utf-8")
-    # Its invocation made this machine's (threads, cores, BLAS): resume holds a run to the
-    # thread setup it started in, and the file was written on another machine.
+    # Its machine's facts made this machine's (the backend's version and device, the peak,
+    # threads, cores, BLAS): resume holds a run to the configuration it started in, and the
+    # file was written on another machine, with other libraries. Its tests stay as written.
     old = json.loads((FORMAT_3 / "stopped.json").read_text(encoding="utf-8"))
-    old["invocation"] = chain["whole"].report["invocation"]
+    for key in ("system", "invocation", "peak"):
+        old[key] = chain["whole"].report[key]
     (path / "stopped.json").write_text(json.dumps(old), encoding="utf-8")
     resumed = suite(path, *RUN, "--gost-resume=stopped.json")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr
-    assert resumed.report["format"] == FORMAT
-    report, checks = _apart(resumed.report)
-    whole_report, whole_checks = _apart(chain["whole"].report)
-    assert report == whole_report and checks == whole_checks
-    assert check_report(resumed.report, path / "tiny") == []
+    report = resumed.report
+    assert report["format"] == FORMAT and "audit" not in json.dumps(report)
+    continued = {"test": "ТП-Ш-П-float32-B1", "timed_rounds_kept": 16}
+    assert report["run"]["resumed_from"]["continued"] == continued
+    # The finished test kept as it was written; the partial one's 16 rounds and their checks
+    # kept, its other 24 timed now.
+    (training, inference) = [test["cells"][0] for test in report["benchmarks"]]
+    finished, partial = old["benchmarks"][0]["cells"][0], old["run"]["partial"]["cells"][0]
+    assert training["round_seconds"] == finished["round_seconds"]
+    assert training["fingerprints"] == finished["fingerprints"]
+    assert training["checks"] == finished["audits"]
+    assert inference["round_seconds"][:16] == partial["round_seconds"]
+    assert len(inference["round_seconds"]) == 40
+    assert [c for c in inference["checks"] if c["round"] <= 16] == partial["audits"]
+    assert check_report(report, path / "tiny") == []
 
 
 # What check and resume refuse of a partial test. ---------------------------------------

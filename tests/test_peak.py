@@ -36,8 +36,9 @@ def test_cpu_peak_is_cores_times_clock_times_fma_lanes(
     peak = cpu_peak("float32", cpuinfo=cpuinfo, cores=4)
     assert peak.macs_per_cycle_per_unit == macs_per_cycle
     assert peak.units == 4
-    # Without cpufreq, the highest clock /proc/cpuinfo reports.
+    # Without cpufreq, the highest clock /proc/cpuinfo reports, which the source says.
     assert peak.clock_hz == 3.0e9
+    assert "the clock /proc/cpuinfo's, the kernel giving no maximum" in peak.source
     assert peak.macs_per_second == pytest.approx(4 * 3.0e9 * macs_per_cycle)
     assert peak.estimated and "estimated" in peak.describe()
 
@@ -46,7 +47,7 @@ def test_cpufreq_maximum_clock_wins_over_the_current_clock(monkeypatch, tmp_path
     (tmp_path / "max").write_text("3500000\n")  # kHz
     monkeypatch.setattr("pytest_gostcnn.machine.peak.CPUFREQ_MAX", str(tmp_path / "max"))
     peak = cpu_peak("float32", cpuinfo=CPUINFO.format(vendor="x", flags="fma"), cores=2)
-    assert peak.clock_hz == 3.5e9
+    assert peak.clock_hz == 3.5e9 and "/proc/cpuinfo" not in peak.source
 
 
 @pytest.mark.parametrize(

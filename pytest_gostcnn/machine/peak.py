@@ -156,7 +156,7 @@ def cpu_peak(dtype: str, cpuinfo: str | None = None, cores: int | None = None) -
     fields = _first_processor(cpuinfo)
     flags = set(fields.get("flags", "").split())
     vendor = fields.get("vendor_id", "")
-    clock = _max_clock_hz(cpuinfo)
+    clock, whence = _max_clock_hz(cpuinfo)
     if clock is None:
         return None
     cores = cores or physical_cores(cpuinfo, os.sched_getaffinity(0))
@@ -164,7 +164,7 @@ def cpu_peak(dtype: str, cpuinfo: str | None = None, cores: int | None = None) -
         if flag in flags and vendor.startswith(vendor_match):
             return Peak(
                 macs_per_second=cores * clock * macs,
-                source=f"estimated: {fields.get('model name', 'CPU')}, {why}",
+                source=f"estimated: {fields.get('model name', 'CPU')}, {why}{whence}",
                 units=cores,
                 unit_kind="cores",
                 clock_hz=clock,
@@ -201,15 +201,19 @@ def _first_processor(cpuinfo: str) -> dict[str, str]:
     return fields
 
 
-def _max_clock_hz(cpuinfo: str) -> float | None:
-    """The highest clock the kernel reports: cpufreq's maximum, else /proc/cpuinfo's MHz."""
+def _max_clock_hz(cpuinfo: str) -> tuple[float | None, str]:
+    """The highest clock the kernel reports: cpufreq's maximum, else /proc/cpuinfo's MHz,
+    which is not a maximum (a virtual machine's is often its host's base clock, below what
+    its cores reach), and words that say so for the estimate's source."""
     try:
         with open(CPUFREQ_MAX, encoding="utf-8") as f:
-            return float(f.read()) * 1e3
+            return float(f.read()) * 1e3, ""
     except (OSError, ValueError):
         pass
     speeds = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([0-9.]+)", cpuinfo, flags=re.M)]
-    return max(speeds) * 1e6 if speeds else None
+    if not speeds:
+        return None, ""
+    return max(speeds) * 1e6, "; the clock /proc/cpuinfo's, the kernel giving no maximum"
 
 
 # GPUs: dense (non-sparse) multiply-accumulates per SM per cycle, by data type. -----------
