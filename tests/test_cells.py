@@ -165,11 +165,22 @@ def test_a_cell_that_fails_verification_is_listed_and_leaves_the_evaluation_inco
 
 @pytest.mark.mpi
 @needs_mpi
-def test_a_cell_whose_backend_raises_while_timed_fails_the_item_on_every_cell(tmp_path):
+@pytest.mark.parametrize(
+    ("backend", "said"),
+    [
+        ("RaisesOnCell1", "while timing: the backend raised RuntimeError: device lost"),
+        (
+            "RaisesLoadingOnCell1",
+            "while preparing: the backend raised RuntimeError: out of device memory",
+        ),
+    ],
+    ids=["timed", "loading the weights"],
+)
+def test_a_cell_whose_backend_raises_fails_the_item_on_every_cell(tmp_path, backend, said):
     report = tmp_path / "report.json"
     run = mpirun(
         tmp_path,
-        "--gost-backend=mymod:RaisesOnCell1",
+        f"--gost-backend=mymod:{backend}",
         *SMALL,
         "-k",
         "test_network or test_benchmark",
@@ -177,30 +188,9 @@ def test_a_cell_whose_backend_raises_while_timed_fails_the_item_on_every_cell(tm
     )
     # No rank waits forever for another: the run ends, failed, naming the cell.
     assert run.returncode != 0
-    data = read_report(report)
-    said = "cell 1 failed while timing: the backend raised RuntimeError: device lost"
-    for cell in data["cells"]:
-        ((item, why),) = cell["failures"]
-        assert item == "test_benchmark[Sh-inference-B1]" and said in why
-
-
-@pytest.mark.mpi
-@needs_mpi
-def test_a_cell_whose_backend_raises_loading_the_weights_fails_the_item_on_every_cell(tmp_path):
-    report = tmp_path / "report.json"
-    run = mpirun(
-        tmp_path,
-        "--gost-backend=mymod:RaisesLoadingOnCell1",
-        *SMALL,
-        "-k",
-        "test_benchmark",
-        f"--gost-report={report}",
-    )
-    assert run.returncode != 0
-    said = "cell 1 failed while preparing: the backend raised RuntimeError: out of device memory"
     for cell in read_report(report)["cells"]:
         ((item, why),) = cell["failures"]
-        assert item == "test_benchmark[Sh-inference-B1]" and said in why
+        assert item == "test_benchmark[Sh-inference-B1]" and f"cell 1 failed {said}" in why
 
 
 @pytest.mark.mpi

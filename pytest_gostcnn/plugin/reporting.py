@@ -156,7 +156,7 @@ def write_boundary(
     clock.wrote(time.monotonic() - started)
 
 
-def test_ended(results: Results) -> None:
+def checkpoints_spent(results: Results) -> None:
     """A performance test went to its end: no test is kept at a boundary any more."""
     results.reported.partial, results.reported.moved_on = None, True
 

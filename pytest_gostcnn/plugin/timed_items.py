@@ -98,7 +98,7 @@ def _time(session: GostSession, case: tuple[str, str], benchmark, node: pytest.I
         results.suite_seconds.add("versus", record.pairs.baseline_work)
     _count_suite_work(session, record, started, before)
     results.timed.now = None
-    reporting.test_ended(results)  # its checkpoints are spent
+    reporting.checkpoints_spent(results)  # the test went to its end
     if results.selection.estimate is not None:
         results.selection.estimate.finished(case, record.check_seconds)
     _fail_if_any_cell(session, record.error, "timing")
